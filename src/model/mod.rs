@@ -1,0 +1,153 @@
+//! The models: pure schedulers that decide, operation by operation, what runs next.
+//!
+//! A model never runs anything. Bound to a plan as a [`Policy`], it hands out a [`Run`] per
+//! reconcile: the caller asks [`Run::next`], executes the operation when told to, reports the
+//! result with [`Run::complete`], and finally takes the [`Report`]. Blocked and skipped operations
+//! are decided by the model alone and never reach the caller's executor.
+//!
+//! - `sequential` is the legacy loop: legacy order, stop at the first failure.
+//! - `phased` is HyperShift's error-collecting reconcile: phase order, gates and dependencies,
+//!   errors collected with their category. Operations outside the enforced rollout groups behave
+//!   fail-fast (critical, gated), so with no group enforced and the phased order equal to the
+//!   legacy order it reproduces `sequential` exactly.
+
+mod diff;
+mod driver;
+mod report;
+mod run;
+
+use std::fmt;
+use std::sync::Arc;
+
+pub use diff::Diff;
+pub use driver::drive;
+pub use report::{Condition, ConditionStatus, Report, Step};
+pub use run::{Decision, ModelError, Run, StepResult};
+
+use crate::outcome::{Category, Gate};
+use crate::plan::{LookupError, OpId, OpSet, ReconcilePlan};
+
+/// Which scheduler a policy uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModelKind {
+    /// Legacy order, stop at the first error.
+    Sequential,
+    /// Phase order, gates and dependencies, collect errors.
+    Phased,
+}
+
+impl ModelKind {
+    /// The label used in metrics, Parquet and flags.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Sequential => "sequential",
+            Self::Phased => "phased",
+        }
+    }
+}
+
+impl fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The classification an operation actually runs under in one policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Effective {
+    critical: bool,
+    gated: bool,
+}
+
+impl Effective {
+    const FAIL_FAST: Self = Self { critical: true, gated: true };
+}
+
+/// A model bound to a plan and its enforced rollout groups. Built once (per plan and flag
+/// change) and shared by every reconcile.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    plan: Arc<ReconcilePlan>,
+    kind: ModelKind,
+    enforced: OpSet,
+    order: Vec<OpId>,
+    effective: Vec<Effective>,
+}
+
+impl Policy {
+    /// The legacy loop: legacy order, stop at the first failure.
+    #[must_use]
+    pub fn sequential(plan: Arc<ReconcilePlan>) -> Self {
+        let order = plan.legacy_order().to_vec();
+        let effective = vec![Effective::FAIL_FAST; plan.len()];
+        Self { plan, kind: ModelKind::Sequential, enforced: OpSet::new(), order, effective }
+    }
+
+    /// The phased model with the named rollout groups enforced.
+    pub fn phased<S: AsRef<str>>(
+        plan: Arc<ReconcilePlan>,
+        enforced_groups: &[S],
+    ) -> Result<Self, LookupError> {
+        let enforced = plan.group_members(enforced_groups)?;
+        Ok(Self::phased_enforcing(plan, enforced))
+    }
+
+    /// The phased model with exactly these operations enforced (classified as the plan says);
+    /// every other operation behaves fail-fast.
+    #[must_use]
+    pub fn phased_enforcing(plan: Arc<ReconcilePlan>, enforced: OpSet) -> Self {
+        let effective = plan
+            .operations()
+            .iter()
+            .map(|op| {
+                if enforced.contains(op.id()) {
+                    Effective {
+                        critical: op.category() == Category::Critical,
+                        gated: op.gate() == Gate::NoCriticalFailure,
+                    }
+                } else {
+                    Effective::FAIL_FAST
+                }
+            })
+            .collect();
+        let order = plan.phased_order().to_vec();
+        Self { plan, kind: ModelKind::Phased, enforced, order, effective }
+    }
+
+    /// The plan this policy schedules.
+    #[must_use]
+    pub fn plan(&self) -> &Arc<ReconcilePlan> {
+        &self.plan
+    }
+    /// Sequential or phased.
+    #[must_use]
+    pub const fn kind(&self) -> ModelKind {
+        self.kind
+    }
+    /// The operations classified as the plan says (empty for `sequential`).
+    #[must_use]
+    pub const fn enforced(&self) -> &OpSet {
+        &self.enforced
+    }
+    /// The order in which operations are considered.
+    #[must_use]
+    pub fn order(&self) -> &[OpId] {
+        &self.order
+    }
+    /// The category `op` runs under in this policy.
+    #[must_use]
+    pub fn effective_category(&self, op: OpId) -> Category {
+        if self.effective[op.index()].critical { Category::Critical } else { Category::NonCritical }
+    }
+    /// The gate `op` runs under in this policy.
+    #[must_use]
+    pub fn effective_gate(&self, op: OpId) -> Gate {
+        if self.effective[op.index()].gated { Gate::NoCriticalFailure } else { Gate::None }
+    }
+    /// Starts one reconcile's run.
+    #[must_use]
+    pub fn start(&self) -> Run<'_> {
+        Run::new(self)
+    }
+}

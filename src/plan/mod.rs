@@ -1,0 +1,389 @@
+//! The `ReconcilePlan`: the classification hypothesis under test, loaded from YAML and validated.
+//!
+//! A plan lists every operation of a reconcile with its phase, category, gate, dependencies, shadow
+//! policy and conflict policy; the legacy (sequential) order; and the rollout groups that enforce
+//! moves through. See `docs/plan.md` for the format.
+
+mod diagnostic;
+mod hash;
+mod raw;
+mod summary;
+mod validate;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use diagnostic::Diagnostic;
+pub use hash::PlanHash;
+pub use summary::Summary;
+
+use crate::outcome::{Category, Gate, ShadowPolicy};
+
+/// The `apiVersion` every plan must declare.
+pub const API_VERSION: &str = "shadow-reconciler.io/v1alpha1";
+/// The `kind` every plan must declare.
+pub const KIND: &str = "ReconcilePlan";
+/// The name of the implicit rollout group of a plan that declares none.
+pub const IMPLICIT_GROUP: &str = "all";
+
+/// Errors from loading a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The plan file could not be read.
+    #[error("cannot read plan file {}", path.display())]
+    Read {
+        /// The file that was asked for.
+        path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The plan was read but is not a valid `ReconcilePlan`; every problem found is listed.
+    #[error("{}", Diagnostic::render_all(diagnostics))]
+    Invalid {
+        /// One entry per problem, each with its file, line and column.
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+/// Errors from naming rollout groups or operations that the plan does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// No rollout group of this name.
+    #[error("plan {plan:?} has no rollout group {name:?}; its groups are: {known}")]
+    UnknownGroup {
+        /// The plan's name.
+        plan: String,
+        /// The name asked for.
+        name: String,
+        /// The plan's group names, comma-separated.
+        known: String,
+    },
+}
+
+/// The index of an operation in its plan (listing order). Cheap to copy and compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(u32);
+
+impl OpId {
+    /// The operation's position in the plan's listing.
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    pub(crate) fn from_index(index: usize) -> Self {
+        Self(u32::try_from(index).expect("plans hold far fewer than 2^32 operations"))
+    }
+}
+
+/// A set of operations, kept sorted by [`OpId`] without duplicates.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OpSet(Vec<OpId>);
+
+impl OpSet {
+    /// The empty set.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// Adds an operation; adding one already present changes nothing.
+    pub fn insert(&mut self, op: OpId) {
+        if let Err(at) = self.0.binary_search(&op) {
+            self.0.insert(at, op);
+        }
+    }
+
+    /// Adds every operation of `other`.
+    pub fn extend(&mut self, other: &OpSet) {
+        for &op in &other.0 {
+            self.insert(op);
+        }
+    }
+
+    /// Whether `op` is in the set.
+    #[must_use]
+    pub fn contains(&self, op: OpId) -> bool {
+        self.0.binary_search(&op).is_ok()
+    }
+
+    /// The operations, in plan listing order.
+    #[must_use]
+    pub fn as_slice(&self) -> &[OpId] {
+        &self.0
+    }
+
+    /// Whether the set is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many operations the set holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl FromIterator<OpId> for OpSet {
+    fn from_iter<I: IntoIterator<Item = OpId>>(iter: I) -> Self {
+        let mut ops: Vec<OpId> = iter.into_iter().collect();
+        ops.sort_unstable();
+        ops.dedup();
+        Self(ops)
+    }
+}
+
+/// One operation of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Operation {
+    id: OpId,
+    name: String,
+    description: Option<String>,
+    phase: u32,
+    category: Category,
+    gate: Gate,
+    depends_on: OpSet,
+    shadow: ShadowPolicy,
+    retry_on_conflict: bool,
+}
+
+impl Operation {
+    /// The operation's id in its plan.
+    #[must_use]
+    pub const fn id(&self) -> OpId {
+        self.id
+    }
+    /// The operation's name, as in code, metrics and Parquet.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Free text for humans.
+    #[must_use]
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+    /// The phase; the phased model runs phases in increasing order.
+    #[must_use]
+    pub const fn phase(&self) -> u32 {
+        self.phase
+    }
+    /// `critical` or `non-critical`, as the plan classifies it.
+    #[must_use]
+    pub const fn category(&self) -> Category {
+        self.category
+    }
+    /// The gate, as the plan classifies it.
+    #[must_use]
+    pub const fn gate(&self) -> Gate {
+        self.gate
+    }
+    /// The operations whose failure (or block) blocks this one.
+    #[must_use]
+    pub const fn depends_on(&self) -> &OpSet {
+        &self.depends_on
+    }
+    /// How the candidate treats the operation when the control did not run it.
+    #[must_use]
+    pub const fn shadow(&self) -> ShadowPolicy {
+        self.shadow
+    }
+    /// Whether the candidate retries a status write on 409 Conflict.
+    #[must_use]
+    pub const fn retry_on_conflict(&self) -> bool {
+        self.retry_on_conflict
+    }
+}
+
+/// A named set of operations that enforce moves through together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RolloutGroup {
+    name: String,
+    description: Option<String>,
+    operations: OpSet,
+}
+
+impl RolloutGroup {
+    /// The group's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Free text for humans.
+    #[must_use]
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+    /// The operations in the group.
+    #[must_use]
+    pub const fn operations(&self) -> &OpSet {
+        &self.operations
+    }
+}
+
+/// A validated `ReconcilePlan`.
+#[derive(Clone, Debug)]
+pub struct ReconcilePlan {
+    source: String,
+    name: String,
+    description: Option<String>,
+    operations: Vec<Operation>,
+    by_name: HashMap<String, OpId>,
+    phased_order: Vec<OpId>,
+    legacy_order: Vec<OpId>,
+    groups: Vec<RolloutGroup>,
+    groups_declared: bool,
+    hash: PlanHash,
+}
+
+impl ReconcilePlan {
+    /// Reads and validates the plan in `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, PlanError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&path.display().to_string(), &text)
+    }
+
+    /// Parses and validates a plan; `source` names it in error messages (usually its path).
+    pub fn from_yaml(source: &str, text: &str) -> Result<Self, PlanError> {
+        validate::parse(source, text).map_err(|diagnostics| PlanError::Invalid { diagnostics })
+    }
+
+    /// Where the plan was loaded from.
+    #[must_use]
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+    /// `metadata.name`.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// `metadata.description`.
+    #[must_use]
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+    /// The content hash: equal for equal plans, whatever their YAML formatting.
+    #[must_use]
+    pub const fn hash(&self) -> &PlanHash {
+        &self.hash
+    }
+    /// Every operation, in listing order (indexable by [`OpId::index`]).
+    #[must_use]
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+    /// The operation with this id.
+    ///
+    /// # Panics
+    /// If `id` belongs to another plan with more operations.
+    #[must_use]
+    pub fn operation(&self, id: OpId) -> &Operation {
+        &self.operations[id.index()]
+    }
+    /// The name of the operation with this id.
+    #[must_use]
+    pub fn name_of(&self, id: OpId) -> &str {
+        &self.operations[id.index()].name
+    }
+    /// The operation of this name.
+    #[must_use]
+    pub fn lookup(&self, name: &str) -> Option<OpId> {
+        self.by_name.get(name).copied()
+    }
+    /// How many operations the plan has.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.operations.len()
+    }
+    /// Always false: validation rejects empty plans.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.operations.is_empty()
+    }
+    /// The phased order: by phase, then by listing order.
+    #[must_use]
+    pub fn phased_order(&self) -> &[OpId] {
+        &self.phased_order
+    }
+    /// The legacy sequential order (`legacy.order`).
+    #[must_use]
+    pub fn legacy_order(&self) -> &[OpId] {
+        &self.legacy_order
+    }
+    /// The rollout groups; a plan that declares none has one implicit group, [`IMPLICIT_GROUP`],
+    /// holding every operation.
+    #[must_use]
+    pub fn groups(&self) -> &[RolloutGroup] {
+        &self.groups
+    }
+    /// Whether the groups were declared in the plan (rather than the implicit one).
+    #[must_use]
+    pub const fn groups_declared(&self) -> bool {
+        self.groups_declared
+    }
+    /// The rollout group of this name.
+    pub fn group(&self, name: &str) -> Result<&RolloutGroup, LookupError> {
+        self.groups.iter().find(|g| g.name == name).ok_or_else(|| LookupError::UnknownGroup {
+            plan: self.name.clone(),
+            name: name.to_owned(),
+            known: self.groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", "),
+        })
+    }
+    /// The operations of the named groups together.
+    pub fn group_members<S: AsRef<str>>(&self, names: &[S]) -> Result<OpSet, LookupError> {
+        let mut ops = OpSet::new();
+        for name in names {
+            ops.extend(self.group(name.as_ref())?.operations());
+        }
+        Ok(ops)
+    }
+    /// The names of these operations, sorted and de-duplicated.
+    #[must_use]
+    pub fn sorted_names(&self, ops: impl IntoIterator<Item = OpId>) -> Vec<&str> {
+        let mut names: Vec<&str> = ops.into_iter().map(|op| self.name_of(op)).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+    /// The summary `plan check` prints.
+    #[must_use]
+    pub fn summary(&self) -> Summary<'_> {
+        Summary::new(self)
+    }
+}
+
+impl fmt::Display for OpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// The plans shipped in `deploy/plans/`, compiled into the binary.
+pub mod embedded {
+    /// HyperShift's HostedCluster reconcile (`deploy/plans/hostedcluster.yaml`).
+    pub const HOSTEDCLUSTER: &str = include_str!("../../deploy/plans/hostedcluster.yaml");
+    /// Open Cluster Management's install progression (`deploy/plans/addon-install-progression.yaml`).
+    pub const ADDON_INSTALL_PROGRESSION: &str =
+        include_str!("../../deploy/plans/addon-install-progression.yaml");
+
+    /// Loads a shipped plan by name (`hostedcluster` or `addon-install-progression`).
+    pub fn load(name: &str) -> Option<super::ReconcilePlan> {
+        let (file, text) = match name {
+            "hostedcluster" => ("deploy/plans/hostedcluster.yaml", HOSTEDCLUSTER),
+            "addon-install-progression" => {
+                ("deploy/plans/addon-install-progression.yaml", ADDON_INSTALL_PROGRESSION)
+            }
+            _ => return None,
+        };
+        Some(super::ReconcilePlan::from_yaml(file, text).expect("shipped plans are valid (tested)"))
+    }
+}

@@ -1,0 +1,49 @@
+//! Helpers shared by the integration tests: plans from inline YAML and scripted worlds.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shadow_reconciler::model::{Policy, Report, StepResult, drive};
+use shadow_reconciler::outcome::ErrorClass;
+use shadow_reconciler::plan::{OpId, ReconcilePlan, embedded};
+
+/// A plan from YAML; panics with the diagnostics if it is invalid.
+pub fn plan(yaml: &str) -> Arc<ReconcilePlan> {
+    Arc::new(ReconcilePlan::from_yaml("test.yaml", yaml).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// A shipped plan.
+pub fn shipped(name: &str) -> Arc<ReconcilePlan> {
+    Arc::new(embedded::load(name).expect("shipped plan"))
+}
+
+/// The id of the operation `name`.
+pub fn id(plan: &ReconcilePlan, name: &str) -> OpId {
+    plan.lookup(name).unwrap_or_else(|| panic!("plan has no operation {name}"))
+}
+
+/// A scripted world: the named operations fail with `message` (class `precondition`), the rest
+/// succeed. Returns the report and the names of the operations that were executed, in order.
+pub fn run_failing(policy: &Policy, failing: &[(&str, &str)]) -> (Report, Vec<String>) {
+    let mut executed = Vec::new();
+    let report = drive(policy, |op| {
+        executed.push(op.name().to_owned());
+        match failing.iter().find(|(name, _)| *name == op.name()) {
+            Some((_, message)) => StepResult::failed(ErrorClass::Precondition, *message),
+            None => StepResult::succeeded(),
+        }
+    });
+    (report, executed)
+}
+
+/// The phased model with every declared group enforced.
+pub fn phased_all(plan: &Arc<ReconcilePlan>) -> Policy {
+    let groups: Vec<&str> = plan.groups().iter().map(|g| g.name()).collect();
+    Policy::phased(plan.clone(), &groups).expect("declared groups")
+}
+
+/// A requeue request for a test.
+pub const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
