@@ -23,16 +23,19 @@ fn syntax(source: &str, text: &str, error: &serde_saphyr::Error) -> Diagnostic {
     let options = serde_saphyr::render_options! { snippets: SnippetMode::Off };
     let rendered = error.render_with_options(options);
     let location = error.location().unwrap_or(Location::UNKNOWN);
-    // The rendering starts with "error: line L column C: "; the location is printed by us.
-    let message = rendered
-        .strip_prefix("error: ")
-        .map_or(rendered.as_str(), |rest| {
-            rest.find(": ").filter(|_| rest.starts_with("line ")).map_or(rest, |i| &rest[i + 2..])
-        })
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    // The plain rendering may start with "error: line L column C: " and end with
+    // " at line L, column C"; the location is printed by the diagnostic itself.
+    let first_line = rendered.lines().next().unwrap_or_default();
+    let mut message = first_line.strip_prefix("error: ").unwrap_or(first_line);
+    if message.starts_with("line ") {
+        message = message.split_once(": ").map_or(message, |(_, rest)| rest);
+    }
+    if let Some(at) = message.rfind(" at line ") {
+        if message[at..].contains(", column ") {
+            message = &message[..at];
+        }
+    }
+    let message = message.to_owned();
     let operation = operation_at(text, location);
     Diagnostic::new(source, location, operation.as_deref(), message)
 }
