@@ -58,7 +58,9 @@ struct SimulateArgs {
 }
 
 fn parse_probability(s: &str) -> Result<f64, String> {
-    let p: f64 = s.parse().map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    let p: f64 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
     if (0.0..=1.0).contains(&p) {
         Ok(p)
     } else {
@@ -104,8 +106,12 @@ fn check_plans(files: &[PathBuf]) -> ExitCode {
 fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let plan = match plan::embedded::load(&args.plan) {
         Some(plan) => plan,
-        None => ReconcilePlan::load(&args.plan)
-            .with_context(|| format!("--plan {:?} is neither a shipped plan nor a valid plan file", args.plan))?,
+        None => ReconcilePlan::load(&args.plan).with_context(|| {
+            format!(
+                "--plan {:?} is neither a shipped plan nor a valid plan file",
+                args.plan
+            )
+        })?,
     };
     let settings = simulate::Settings {
         reconciles: args.reconciles,

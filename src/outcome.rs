@@ -145,7 +145,9 @@ impl fmt::Display for ErrorClass {
 
 /// A string that names no error class.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown error class {0:?}; expected one of conflict, already-exists, not-found, forbidden, invalid, throttled, server, transport, timeout, precondition, internal")]
+#[error(
+    "unknown error class {0:?}; expected one of conflict, already-exists, not-found, forbidden, invalid, throttled, server, transport, timeout, precondition, internal"
+)]
 pub struct UnknownErrorClass(pub String);
 
 impl FromStr for ErrorClass {

@@ -119,14 +119,15 @@ pub struct Summary {
 }
 
 /// Runs the simulation.
+///
+/// # Panics
+/// Never: both policies follow the same plan, so their reports can always be compared.
 pub fn run(plan: Arc<ReconcilePlan>, settings: Settings) -> Result<Summary, LookupError> {
     let control = Policy::sequential(plan.clone());
-    let candidate = match &settings.candidate_groups {
-        Some(groups) => Policy::phased(plan.clone(), groups)?,
-        None => {
-            let groups: Vec<&str> = plan.groups().iter().map(|g| g.name()).collect();
-            Policy::phased(plan.clone(), &groups)?
-        }
+    let candidate = if let Some(groups) = &settings.candidate_groups {
+        Policy::phased(plan.clone(), groups)?
+    } else {
+        Policy::phased_all_groups(plan.clone())
     };
     let mut rng = Rng::new(settings.seed);
     let mut summary = Summary {
@@ -214,7 +215,9 @@ impl fmt::Display for Summary {
             f,
             "control (sequential) failed {} reconciles; candidate (phased, enforcing {}) failed {}",
             self.control_failed,
-            s.candidate_groups.as_ref().map_or_else(|| "every group".to_owned(), |g| g.join(", ")),
+            s.candidate_groups
+                .as_ref()
+                .map_or_else(|| "every group".to_owned(), |g| g.join(", ")),
             self.candidate_failed
         )?;
         writeln!(
@@ -255,9 +258,17 @@ impl fmt::Display for Summary {
         top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         if !top.is_empty() {
             writeln!(f)?;
-            writeln!(f, "most frequent (control's first failure -> operation unblocked):")?;
+            writeln!(
+                f,
+                "most frequent (control's first failure -> operation unblocked):"
+            )?;
             for ((first, op), n) in top.into_iter().take(5) {
-                writeln!(f, "  {} -> {}: {n}", self.plan.name_of(*first), self.plan.name_of(*op))?;
+                writeln!(
+                    f,
+                    "  {} -> {}: {n}",
+                    self.plan.name_of(*first),
+                    self.plan.name_of(*op)
+                )?;
             }
         }
         Ok(())

@@ -17,42 +17,86 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn plan_check_accepts_the_shipped_plans() {
-    let out = cli(&["plan", "check", "deploy/plans/hostedcluster.yaml", "deploy/plans/addon-install-progression.yaml"]);
+    let out = cli(&[
+        "plan",
+        "check",
+        "deploy/plans/hostedcluster.yaml",
+        "deploy/plans/addon-install-progression.yaml",
+    ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("deploy/plans/hostedcluster.yaml: plan hostedcluster is valid"), "{stdout}");
-    assert!(stdout.contains("operations      20 in 6 phases"), "{stdout}");
-    assert!(stdout.contains("critical        6 (non-critical 14)"), "{stdout}");
+    assert!(
+        stdout.contains("deploy/plans/hostedcluster.yaml: plan hostedcluster is valid"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("operations      20 in 6 phases"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("critical        6 (non-critical 14)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("gated           6"), "{stdout}");
-    assert!(stdout.contains("rollout groups  non-critical-syncs (8), gated-components (6), critical-core (6)"), "{stdout}");
-    assert!(stdout.contains("plan addon-install-progression is valid"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "rollout groups  non-critical-syncs (8), gated-components (6), critical-core (6)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("plan addon-install-progression is valid"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn plan_check_rejects_a_broken_plan_with_its_location_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
-    let good = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/plans/hostedcluster.yaml")).unwrap();
+    let good = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/plans/hostedcluster.yaml"),
+    )
+    .unwrap();
     let broken = good.replacen("dependsOn: [CoreHCPChain]", "dependsOn: [CoreHCP]", 1);
-    let line = broken.lines().position(|l| l.contains("dependsOn: [CoreHCP]")).unwrap() + 1;
+    let line = broken
+        .lines()
+        .position(|l| l.contains("dependsOn: [CoreHCP]"))
+        .unwrap()
+        + 1;
     let path = dir.path().join("broken.yaml");
     std::fs::write(&path, broken).unwrap();
-    let out = cli(&["plan", "check", path.to_str().unwrap(), "deploy/plans/addon-install-progression.yaml"]);
+    let out = cli(&[
+        "plan",
+        "check",
+        path.to_str().unwrap(),
+        "deploy/plans/addon-install-progression.yaml",
+    ]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     let expected = format!(
         "{}:{line}:19: operation KubeconfigAndPasswordSync: dependsOn names \"CoreHCP\", which is not an operation of this plan",
         path.display()
     );
-    assert!(stderr.contains(&expected), "missing {expected:?} in\n{stderr}");
+    assert!(
+        stderr.contains(&expected),
+        "missing {expected:?} in\n{stderr}"
+    );
     assert!(stderr.contains("1 of 2 plans invalid"), "{stderr}");
-    assert!(text(&out.stdout).contains("plan addon-install-progression is valid"), "the valid plan is still checked");
+    assert!(
+        text(&out.stdout).contains("plan addon-install-progression is valid"),
+        "the valid plan is still checked"
+    );
 }
 
 #[test]
 fn plan_check_of_a_missing_file_exits_2() {
     let out = cli(&["plan", "check", "no/such.yaml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("cannot read plan file no/such.yaml: "), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot read plan file no/such.yaml: "),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -60,7 +104,10 @@ fn simulate_prints_real_numbers() {
     let out = cli(&["simulate", "--reconciles", "500", "--seed", "7"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("model-only simulation of plan hostedcluster"), "{stdout}");
+    assert!(
+        stdout.contains("model-only simulation of plan hostedcluster"),
+        "{stdout}"
+    );
     let unblocked: u64 = stdout
         .split("unblocked by the candidate: ")
         .nth(1)
@@ -69,18 +116,33 @@ fn simulate_prints_real_numbers() {
         .expect("an unblocked count");
     assert!(unblocked > 0, "{stdout}");
     // Same seed, same numbers.
-    assert_eq!(text(&cli(&["simulate", "--reconciles", "500", "--seed", "7"]).stdout), stdout);
+    assert_eq!(
+        text(&cli(&["simulate", "--reconciles", "500", "--seed", "7"]).stdout),
+        stdout
+    );
 }
 
 #[test]
 fn simulate_rejects_bad_input_with_exit_2() {
     let out = cli(&["simulate", "--enforce", "nope"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("has no rollout group \"nope\""), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("has no rollout group \"nope\""),
+        "{}",
+        text(&out.stderr)
+    );
     let out = cli(&["simulate", "--failure-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("1.5 is not a probability"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("1.5 is not a probability"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = cli(&["simulate", "--plan", "missing.yaml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("cannot read plan file missing.yaml"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot read plan file missing.yaml"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -54,7 +54,10 @@ spec:
 "#;
 
 fn hash(yaml: &str) -> String {
-    ReconcilePlan::from_yaml("hash.yaml", yaml).unwrap_or_else(|e| panic!("{e}")).hash().to_hex()
+    ReconcilePlan::from_yaml("hash.yaml", yaml)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .hash()
+        .to_hex()
 }
 
 #[test]
@@ -66,22 +69,32 @@ fn formatting_does_not_change_the_hash() {
 #[test]
 fn every_semantic_change_changes_the_hash() {
     let base = hash(BLOCK);
-    let changes = [
+    let edits = [
         ("name: hashing", "name: hashing2"),
         ("phase: 2", "phase: 3"),
-        ("    - name: C\n      phase: 2\n      category: non-critical", "    - name: C\n      phase: 2\n      category: critical"),
+        (
+            "    - name: C\n      phase: 2\n      category: non-critical",
+            "    - name: C\n      phase: 2\n      category: critical",
+        ),
         ("gate: no-critical-failure", "gate: none"),
         ("dependsOn: [A, B]", "dependsOn: [A]"),
         ("shadow: skip", "shadow: dry-run"),
         ("retryOnConflict: true", "retryOnConflict: false"),
         ("order: [B, A, C]", "order: [A, B, C]"),
-        ("operations: [A, B]\n      - name: two\n        operations: [C]", "operations: [A]\n      - name: two\n        operations: [B, C]"),
+        (
+            "operations: [A, B]\n      - name: two\n        operations: [C]",
+            "operations: [A]\n      - name: two\n        operations: [B, C]",
+        ),
         ("- name: one", "- name: uno"),
     ];
-    for (from, to) in changes {
+    for (from, to) in edits {
         assert!(BLOCK.contains(from), "test edit {from:?} does not apply");
         let changed = BLOCK.replacen(from, to, 1);
-        assert_ne!(hash(&changed), base, "changing {from:?} to {to:?} kept the hash");
+        assert_ne!(
+            hash(&changed),
+            base,
+            "changing {from:?} to {to:?} kept the hash"
+        );
     }
     // Listing order within a phase is semantic (it breaks ties in phased order).
     let swapped = BLOCK.replace(
@@ -93,10 +106,22 @@ fn every_semantic_change_changes_the_hash() {
 
 #[test]
 fn the_shipped_plans_have_distinct_stable_hashes() {
-    let hc = ReconcilePlan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/plans/hostedcluster.yaml")).unwrap();
-    let again = ReconcilePlan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/plans/hostedcluster.yaml")).unwrap();
+    let hc = ReconcilePlan::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/plans/hostedcluster.yaml"
+    ))
+    .unwrap();
+    let again = ReconcilePlan::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/plans/hostedcluster.yaml"
+    ))
+    .unwrap();
     assert_eq!(hc.hash(), again.hash());
     assert_eq!(hc.hash().short(), hc.hash().to_hex()[..12]);
-    let addon = ReconcilePlan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/plans/addon-install-progression.yaml")).unwrap();
+    let addon = ReconcilePlan::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/plans/addon-install-progression.yaml"
+    ))
+    .unwrap();
     assert_ne!(hc.hash(), addon.hash());
 }

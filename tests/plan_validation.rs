@@ -61,7 +61,10 @@ fn assert_one(yaml: &str, line: u64, column: u64, operation: Option<&str>, text:
     let prefix = format!("plans/checks.yaml:{line}:{column}: ");
     assert!(rendered.starts_with(&prefix), "{rendered}");
     if let Some(op) = operation {
-        assert!(rendered.contains(&format!("operation {op}: ")), "{rendered}");
+        assert!(
+            rendered.contains(&format!("operation {op}: ")),
+            "{rendered}"
+        );
     }
 }
 
@@ -74,7 +77,13 @@ fn the_base_plan_is_valid() {
 
 #[test]
 fn unknown_field_in_an_operation() {
-    assert_one(&edit(13, "      categroy: critical"), 13, 7, Some("PullSecret"), "unknown field `categroy`");
+    assert_one(
+        &edit(13, "      categroy: critical"),
+        13,
+        7,
+        Some("PullSecret"),
+        "unknown field `categroy`",
+    );
 }
 
 #[test]
@@ -93,65 +102,119 @@ fn unknown_field_in_legacy_is_not_blamed_on_the_last_operation() {
 
 #[test]
 fn bad_enum_value_names_the_operation() {
-    assert_one(&edit(18, "      category: non-critcal"), 18, 17, Some("Deploy"), "unknown variant `non-critcal`");
+    assert_one(
+        &edit(18, "      category: non-critcal"),
+        18,
+        17,
+        Some("Deploy"),
+        "unknown variant `non-critcal`",
+    );
 }
 
 #[test]
 fn missing_shadow_policy_is_rejected() {
     // shadow has no default: the plan must say whether a step may be dry-run. The parser places
     // a missing field at the operation's last key.
-    let yaml = VALID.replacen("      shadow: dry-run\n    - name: PullSecret", "    - name: PullSecret", 1);
+    let yaml = VALID.replacen(
+        "      shadow: dry-run\n    - name: PullSecret",
+        "    - name: PullSecret",
+        1,
+    );
     assert_one(&yaml, 9, 7, Some("Namespace"), "missing field `shadow`");
     let d = &diagnostics(&yaml)[0];
-    assert_eq!(d.message, "missing field `shadow`", "the location is not repeated in the message");
+    assert_eq!(
+        d.message, "missing field `shadow`",
+        "the location is not repeated in the message"
+    );
 }
 
 #[test]
 fn negative_phase_is_rejected() {
-    assert_one(&edit(12, "      phase: -2"), 12, 14, Some("PullSecret"), "invalid");
+    assert_one(
+        &edit(12, "      phase: -2"),
+        12,
+        14,
+        Some("PullSecret"),
+        "invalid",
+    );
 }
 
 #[test]
 fn duplicate_operation_names() {
     let found = diagnostics(&edit(16, "    - name: PullSecret"));
-    let dup = found.iter().find(|d| d.message.contains("duplicate operation name")).expect("duplicate reported");
-    assert_eq!((dup.line, dup.column, dup.operation.as_deref()), (16, 13, Some("PullSecret")));
+    let dup = found
+        .iter()
+        .find(|d| d.message.contains("duplicate operation name"))
+        .expect("duplicate reported");
+    assert_eq!(
+        (dup.line, dup.column, dup.operation.as_deref()),
+        (16, 13, Some("PullSecret"))
+    );
     assert!(dup.message.contains("first defined at line 11"), "{dup}");
 }
 
 #[test]
 fn unknown_depends_on_target() {
-    assert_one(&edit(14, "      dependsOn: [Namespac]"), 14, 19, Some("PullSecret"), "\"Namespac\", which is not an operation");
+    assert_one(
+        &edit(14, "      dependsOn: [Namespac]"),
+        14,
+        19,
+        Some("PullSecret"),
+        "\"Namespac\", which is not an operation",
+    );
 }
 
 #[test]
 fn dependency_cycle() {
     let yaml = edit(10, "      shadow: dry-run\n      dependsOn: [PullSecret]");
     let found = diagnostics(&yaml);
-    let cycle: Vec<_> = found.iter().filter(|d| d.message.starts_with("dependency cycle")).collect();
+    let cycle: Vec<_> = found
+        .iter()
+        .filter(|d| d.message.starts_with("dependency cycle"))
+        .collect();
     assert_eq!(cycle.len(), 1, "one cycle, reported once: {found:#?}");
     let d = cycle[0];
-    assert!(d.message.contains("Namespace -> PullSecret -> Namespace"), "{d}");
+    assert!(
+        d.message.contains("Namespace -> PullSecret -> Namespace"),
+        "{d}"
+    );
     assert_eq!(d.line, 15, "{d}");
     assert_eq!(d.operation.as_deref(), Some("PullSecret"));
-    assert_eq!(found.len(), 1, "a cycle is not also reported as an ordering error: {found:#?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "a cycle is not also reported as an ordering error: {found:#?}"
+    );
 }
 
 #[test]
 fn self_dependency_is_a_cycle() {
-    assert_one(&edit(14, "      dependsOn: [PullSecret]"), 14, 19, Some("PullSecret"), "dependency cycle: PullSecret -> PullSecret");
+    assert_one(
+        &edit(14, "      dependsOn: [PullSecret]"),
+        14,
+        19,
+        Some("PullSecret"),
+        "dependency cycle: PullSecret -> PullSecret",
+    );
 }
 
 #[test]
 fn dependency_that_does_not_come_earlier() {
     // Deploy (phase 3) after PullSecret (phase 2): PullSecret may not depend on it.
-    assert_one(&edit(14, "      dependsOn: [Namespace, Deploy]"), 14, 30, Some("PullSecret"), "does not come earlier in phased order");
+    assert_one(
+        &edit(14, "      dependsOn: [Namespace, Deploy]"),
+        14,
+        30,
+        Some("PullSecret"),
+        "does not come earlier in phased order",
+    );
 }
 
 #[test]
 fn dependency_in_the_same_phase_must_be_listed_first() {
     let yaml = edit(12, "      phase: 1").replace("      dependsOn: [Namespace]\n", "");
-    let ok = ReconcilePlan::from_yaml("x", &edit(12, "      phase: 1")).expect("Namespace is listed first");
+    let ok = ReconcilePlan::from_yaml("x", &edit(12, "      phase: 1"))
+        .expect("Namespace is listed first");
     assert_eq!(ok.phased_order().len(), 3);
     // Now list PullSecret first and make Namespace depend on it... in the same phase, after it: fine.
     // The reverse (an earlier-listed operation depending on a later one) is rejected:
@@ -159,44 +222,95 @@ fn dependency_in_the_same_phase_must_be_listed_first() {
         "      category: critical\n      shadow: dry-run\n    - name: PullSecret",
         "      category: critical\n      dependsOn: [PullSecret]\n      shadow: dry-run\n    - name: PullSecret",
     );
-    assert_one(&reversed, 10, 19, Some("Namespace"), "does not come earlier in phased order");
+    assert_one(
+        &reversed,
+        10,
+        19,
+        Some("Namespace"),
+        "does not come earlier in phased order",
+    );
 }
 
 #[test]
 fn legacy_order_with_an_unknown_operation() {
-    assert_one(&edit(22, "    order: [Namespace, PullSecret, Deploy, Extra]"), 22, 44, Some("Extra"), "not an operation of this plan");
+    assert_one(
+        &edit(22, "    order: [Namespace, PullSecret, Deploy, Extra]"),
+        22,
+        44,
+        Some("Extra"),
+        "not an operation of this plan",
+    );
 }
 
 #[test]
 fn legacy_order_with_a_duplicate() {
     let found = diagnostics(&edit(22, "    order: [Namespace, PullSecret, PullSecret]"));
     assert_eq!(found.len(), 2, "{found:#?}");
-    assert_eq!((found[0].line, found[0].column, found[0].operation.as_deref()), (22, 36, Some("PullSecret")));
+    assert_eq!(
+        (
+            found[0].line,
+            found[0].column,
+            found[0].operation.as_deref()
+        ),
+        (22, 36, Some("PullSecret"))
+    );
     assert!(found[0].message.contains("twice"));
-    assert_eq!((found[1].line, found[1].column, found[1].operation.as_deref()), (22, 12, Some("Deploy")));
+    assert_eq!(
+        (
+            found[1].line,
+            found[1].column,
+            found[1].operation.as_deref()
+        ),
+        (22, 12, Some("Deploy"))
+    );
     assert!(found[1].message.contains("missing from legacy.order"));
 }
 
 #[test]
 fn legacy_order_missing_an_operation() {
-    assert_one(&edit(22, "    order: [Namespace, Deploy]"), 22, 12, Some("PullSecret"), "missing from legacy.order");
+    assert_one(
+        &edit(22, "    order: [Namespace, Deploy]"),
+        22,
+        12,
+        Some("PullSecret"),
+        "missing from legacy.order",
+    );
 }
 
 #[test]
 fn overlapping_rollout_groups() {
-    assert_one(&edit(28, "        operations: [Deploy, PullSecret]"), 28, 30, Some("PullSecret"), "overlap: this operation is in \"core\" and \"rest\"");
+    assert_one(
+        &edit(28, "        operations: [Deploy, PullSecret]"),
+        28,
+        30,
+        Some("PullSecret"),
+        "overlap: this operation is in \"core\" and \"rest\"",
+    );
 }
 
 #[test]
 fn rollout_group_naming_an_unknown_operation() {
-    assert_one(&edit(28, "        operations: [Deploy, Nothing]"), 28, 30, Some("Nothing"), "rollout group \"rest\" names \"Nothing\"");
+    assert_one(
+        &edit(28, "        operations: [Deploy, Nothing]"),
+        28,
+        30,
+        Some("Nothing"),
+        "rollout group \"rest\" names \"Nothing\"",
+    );
 }
 
 #[test]
 fn empty_and_duplicate_rollout_groups() {
-    let found = diagnostics(&edit(27, "      - name: core").replace("operations: [Deploy]", "operations: []"));
+    let found = diagnostics(
+        &edit(27, "      - name: core").replace("operations: [Deploy]", "operations: []"),
+    );
     assert_eq!(found.len(), 2, "{found:#?}");
-    assert!(found[0].message.contains("duplicate rollout group \"core\"") && found[0].line == 27);
+    assert!(
+        found[0]
+            .message
+            .contains("duplicate rollout group \"core\"")
+            && found[0].line == 27
+    );
     assert!(found[1].message.contains("has no operations") && found[1].line == 28);
 }
 
@@ -219,13 +333,23 @@ fn wrong_api_version_and_kind() {
     let found = diagnostics(&yaml);
     assert_eq!(found.len(), 2);
     assert_eq!((found[0].line, found[0].column), (1, 13));
-    assert!(found[0].message.contains("expected \"shadow-reconciler.io/v1alpha1\""));
+    assert!(
+        found[0]
+            .message
+            .contains("expected \"shadow-reconciler.io/v1alpha1\"")
+    );
     assert_eq!((found[1].line, found[1].column), (2, 7));
 }
 
 #[test]
 fn invalid_names() {
-    assert_one(&edit(4, "  name: Checks_Plan"), 4, 9, None, "not a valid plan name");
+    assert_one(
+        &edit(4, "  name: Checks_Plan"),
+        4,
+        9,
+        None,
+        "not a valid plan name",
+    );
     let found = diagnostics(&edit(7, "    - name: \"Name space\""));
     assert_eq!((found[0].line, found[0].column), (7, 13), "{found:#?}");
     assert_eq!(found[0].operation.as_deref(), Some("Name space"));
@@ -242,10 +366,15 @@ fn yaml_syntax_error_has_a_location() {
 
 #[test]
 fn every_problem_is_reported_at_once() {
-    let yaml = edit(14, "      dependsOn: [Nope]").replace("order: [Namespace, PullSecret, Deploy]", "order: [Namespace, Deploy]");
+    let yaml = edit(14, "      dependsOn: [Nope]").replace(
+        "order: [Namespace, PullSecret, Deploy]",
+        "order: [Namespace, Deploy]",
+    );
     let found = diagnostics(&yaml);
     assert_eq!(found.len(), 2, "{found:#?}");
-    let err = ReconcilePlan::from_yaml("plans/checks.yaml", &yaml).unwrap_err().to_string();
+    let err = ReconcilePlan::from_yaml("plans/checks.yaml", &yaml)
+        .unwrap_err()
+        .to_string();
     assert_eq!(err.lines().count(), 2, "one line per problem:\n{err}");
 }
 
@@ -254,4 +383,14 @@ fn unreadable_file_names_the_path() {
     let err = ReconcilePlan::load("no/such/plan.yaml").unwrap_err();
     assert!(matches!(err, PlanError::Read { .. }));
     assert_eq!(err.to_string(), "cannot read plan file no/such/plan.yaml");
+}
+
+#[test]
+fn schema_error_in_rollout_is_not_blamed_on_the_last_operation() {
+    // A group written as a bare name: deeper-indented than the operations, after all of them.
+    let yaml = edit(27, "      - rest");
+    let found = diagnostics(&yaml);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].line, 27, "{}", found[0]);
+    assert_eq!(found[0].operation, None, "{}", found[0]);
 }

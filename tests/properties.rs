@@ -86,14 +86,25 @@ impl RandomPlan {
             )
             .unwrap();
         }
-        let legacy = if legacy_is_phased { phased } else { self.shuffled.clone() };
+        let legacy = if legacy_is_phased {
+            phased
+        } else {
+            self.shuffled.clone()
+        };
         let legacy: Vec<String> = legacy.iter().map(|i| format!("Op{i}")).collect();
         writeln!(y, "  legacy: {{order: [{}]}}", legacy.join(", ")).unwrap();
         let groups: Vec<String> = (0..3u8)
             .filter_map(|g| {
-                let members: Vec<String> =
-                    (0..n).filter(|&i| self.group[i] == g).map(|i| format!("Op{i}")).collect();
-                (!members.is_empty()).then(|| format!("      - {{name: g{g}, operations: [{}]}}", members.join(", ")))
+                let members: Vec<String> = (0..n)
+                    .filter(|&i| self.group[i] == g)
+                    .map(|i| format!("Op{i}"))
+                    .collect();
+                (!members.is_empty()).then(|| {
+                    format!(
+                        "      - {{name: g{g}, operations: [{}]}}",
+                        members.join(", ")
+                    )
+                })
             })
             .collect();
         if !groups.is_empty() {
@@ -104,7 +115,10 @@ impl RandomPlan {
 
     fn plan(&self, legacy_is_phased: bool) -> Arc<ReconcilePlan> {
         let yaml = self.yaml(legacy_is_phased);
-        Arc::new(ReconcilePlan::from_yaml("random.yaml", &yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}")))
+        Arc::new(
+            ReconcilePlan::from_yaml("random.yaml", &yaml)
+                .unwrap_or_else(|e| panic!("{e}\n{yaml}")),
+        )
     }
 
     /// Runs `policy` over this plan's results; returns the report and the ops called, in order.
@@ -121,16 +135,16 @@ impl RandomPlan {
         });
         (report, called)
     }
+}
 
-    /// A random selection of the plan's groups to enforce.
-    fn enforced(&self, plan: &ReconcilePlan, mask: u8) -> Vec<String> {
-        plan.groups()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask & (1 << i) != 0)
-            .map(|(_, g)| g.name().to_owned())
-            .collect()
-    }
+/// A random selection of the plan's groups to enforce.
+fn enforced(plan: &ReconcilePlan, mask: u8) -> Vec<String> {
+    plan.groups()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, g)| g.name().to_owned())
+        .collect()
 }
 
 /// The invariants every run satisfies.
@@ -142,12 +156,18 @@ fn check_run(report: &Report, called: &[usize], n: usize) -> Result<(), TestCase
         seen[step.op.index()] = true;
         let was_called = called.contains(&step.op.index());
         prop_assert_eq!(was_called, step.executed);
-        if matches!(step.outcome, Outcome::Blocked { .. } | Outcome::Skipped { .. }) {
+        if matches!(
+            step.outcome,
+            Outcome::Blocked { .. } | Outcome::Skipped { .. }
+        ) {
             prop_assert!(!was_called, "blocked or skipped operation executed");
         }
         if let Outcome::Blocked { by } = &step.outcome {
             for &root in by.as_slice() {
-                prop_assert!(matches!(report.outcome(root), Outcome::Failed { .. }), "blocked by a non-failure");
+                prop_assert!(
+                    matches!(report.outcome(root), Outcome::Failed { .. }),
+                    "blocked by a non-failure"
+                );
             }
         }
     }
@@ -189,7 +209,7 @@ proptest! {
     fn with_every_operation_succeeding_both_models_run_everything(p in random_plan(), mask in any::<u8>(), same_order in any::<bool>()) {
         let plan = p.plan(same_order);
         let all_ok = RandomPlan { results: vec![Result_::Ok; p.phases.len()], ..p.clone() };
-        let groups = p.enforced(&plan, mask);
+        let groups = enforced(&plan, mask);
         for policy in [Policy::sequential(plan.clone()), Policy::phased(plan.clone(), &groups).unwrap()] {
             let (report, called) = all_ok.run(&policy);
             prop_assert_eq!(called.len(), plan.len());
@@ -203,7 +223,7 @@ proptest! {
     #[test]
     fn no_blocked_or_skipped_operation_is_executed(p in random_plan(), mask in any::<u8>(), same_order in any::<bool>()) {
         let plan = p.plan(same_order);
-        let groups = p.enforced(&plan, mask);
+        let groups = enforced(&plan, mask);
         for policy in [Policy::sequential(plan.clone()), Policy::phased(plan.clone(), &groups).unwrap()] {
             let (report, called) = p.run(&policy);
             check_run(&report, &called, plan.len())?;
@@ -213,14 +233,14 @@ proptest! {
     #[test]
     fn diff_is_consistent_with_both_runs(p in random_plan(), mask in any::<u8>(), same_order in any::<bool>()) {
         let plan = p.plan(same_order);
-        let groups = p.enforced(&plan, mask);
+        let groups = enforced(&plan, mask);
         let (control, _) = p.run(&Policy::sequential(plan.clone()));
         let (candidate, _) = p.run(&Policy::phased(plan.clone(), &groups).unwrap());
         let diff = Diff::between(&control, &candidate).unwrap();
         for &op in diff.unblocked() {
             prop_assert!(!diff.newly_blocked().contains(&op), "unblocked and newly blocked");
         }
-        for op in plan.operations().iter().map(|o| o.id()) {
+        for op in plan.operations().iter().map(shadow_reconciler::plan::Operation::id) {
             let (c, k) = (control.step(op), candidate.step(op));
             prop_assert_eq!(diff.unblocked().contains(&op), k.executed && !c.executed);
             prop_assert_eq!(

@@ -52,9 +52,16 @@ fn only_non_critical_errors_aggregate_every_error_and_block_nothing() {
     let plan = plan(REPORT_PLAN);
     let (report, executed) = run_failing(
         &phased_all(&plan),
-        &[("SSHKeySync", "ssh key secret not found"), ("AuditWebhookSync", "audit webhook secret not found")],
+        &[
+            ("SSHKeySync", "ssh key secret not found"),
+            ("AuditWebhookSync", "audit webhook secret not found"),
+        ],
     );
-    assert_eq!(executed.len(), 7, "non-critical failures block nothing: {executed:?}");
+    assert_eq!(
+        executed.len(),
+        7,
+        "non-critical failures block nothing: {executed:?}"
+    );
     assert!(!report.has_critical_failure());
     assert_eq!(
         report.aggregate().as_deref(),
@@ -65,14 +72,23 @@ fn only_non_critical_errors_aggregate_every_error_and_block_nothing() {
     let condition = report.condition();
     assert_eq!(condition.status, ConditionStatus::False);
     assert_eq!(condition.reason, "ReconciliationError");
-    assert_eq!(condition.message, "[ssh key secret not found, audit webhook secret not found]");
+    assert_eq!(
+        condition.message,
+        "[ssh key secret not found, audit webhook secret not found]"
+    );
 }
 
 #[test]
 fn a_single_error_is_its_own_message() {
     let plan = plan(REPORT_PLAN);
-    let (report, _) = run_failing(&phased_all(&plan), &[("SSHKeySync", "ssh key secret not found")]);
-    assert_eq!(report.aggregate().as_deref(), Some("ssh key secret not found"));
+    let (report, _) = run_failing(
+        &phased_all(&plan),
+        &[("SSHKeySync", "ssh key secret not found")],
+    );
+    assert_eq!(
+        report.aggregate().as_deref(),
+        Some("ssh key secret not found")
+    );
 }
 
 #[test]
@@ -80,7 +96,10 @@ fn critical_error_reports_only_critical_errors_and_sorted_blocked_operations() {
     let plan = plan(REPORT_PLAN);
     let (report, executed) = run_failing(
         &phased_all(&plan),
-        &[("PullSecretSync", "pull secret not found"), ("SSHKeySync", "ssh key secret not found")],
+        &[
+            ("PullSecretSync", "pull secret not found"),
+            ("SSHKeySync", "ssh key secret not found"),
+        ],
     );
     assert!(report.has_critical_failure());
     assert_eq!(
@@ -97,7 +116,15 @@ fn critical_error_reports_only_critical_errors_and_sorted_blocked_operations() {
          [KubeconfigSync, OperatorDeployments, RBACAndPolicies]"
     );
     // Critical and non-gated operations still ran.
-    assert_eq!(executed, ["PullSecretSync", "SecretEncryptionSync", "SSHKeySync", "AuditWebhookSync"]);
+    assert_eq!(
+        executed,
+        [
+            "PullSecretSync",
+            "SecretEncryptionSync",
+            "SSHKeySync",
+            "AuditWebhookSync"
+        ]
+    );
     assert_eq!(report.condition().message, report.aggregate().unwrap());
 }
 
@@ -106,7 +133,10 @@ fn several_critical_errors_are_aggregated_and_blocked_names_appear_once() {
     let plan = plan(REPORT_PLAN);
     let (report, _) = run_failing(
         &phased_all(&plan),
-        &[("PullSecretSync", "pull secret not found"), ("SecretEncryptionSync", "kms key missing")],
+        &[
+            ("PullSecretSync", "pull secret not found"),
+            ("SecretEncryptionSync", "kms key missing"),
+        ],
     );
     assert_eq!(
         report.aggregate().as_deref(),
@@ -121,8 +151,16 @@ fn several_critical_errors_are_aggregated_and_blocked_names_appear_once() {
          [KubeconfigSync, OperatorDeployments, RBACAndPolicies]"
     );
     // Each blocked operation names both critical failures as the cause.
-    let by: OpSet = [id(&plan, "PullSecretSync"), id(&plan, "SecretEncryptionSync")].into_iter().collect();
-    assert_eq!(report.outcome(id(&plan, "OperatorDeployments")), &Outcome::Blocked { by });
+    let by: OpSet = [
+        id(&plan, "PullSecretSync"),
+        id(&plan, "SecretEncryptionSync"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        report.outcome(id(&plan, "OperatorDeployments")),
+        &Outcome::Blocked { by }
+    );
 }
 
 #[test]
@@ -130,7 +168,10 @@ fn identical_error_messages_are_aggregated_once() {
     let plan = plan(REPORT_PLAN);
     let (report, _) = run_failing(
         &phased_all(&plan),
-        &[("SSHKeySync", "secret not found"), ("AuditWebhookSync", "secret not found")],
+        &[
+            ("SSHKeySync", "secret not found"),
+            ("AuditWebhookSync", "secret not found"),
+        ],
     );
     assert_eq!(report.aggregate().as_deref(), Some("secret not found"));
 }
@@ -149,9 +190,18 @@ spec:
   legacy: {order: [KubeconfigSync, ReleaseImageVersion]}
 ",
     );
-    let (report, _) = run_failing(&phased_all(&plan), &[("ReleaseImageVersion", "bad release image")]);
-    assert_eq!(report.aggregate().as_deref(), Some("critical error: bad release image"));
-    assert_eq!(report.log_summary(), "critical failures: [ReleaseImageVersion]");
+    let (report, _) = run_failing(
+        &phased_all(&plan),
+        &[("ReleaseImageVersion", "bad release image")],
+    );
+    assert_eq!(
+        report.aggregate().as_deref(),
+        Some("critical error: bad release image")
+    );
+    assert_eq!(
+        report.log_summary(),
+        "critical failures: [ReleaseImageVersion]"
+    );
 }
 
 #[test]
@@ -211,8 +261,15 @@ spec:
     let (report, executed) = run_failing(&phased_all(&plan), &[("A", "a failed")]);
     assert_eq!(executed, ["A", "D"]);
     let a: OpSet = [id(&plan, "A")].into_iter().collect();
-    assert_eq!(report.outcome(id(&plan, "B")), &Outcome::Blocked { by: a.clone() });
-    assert_eq!(report.outcome(id(&plan, "C")), &Outcome::Blocked { by: a }, "blocked-by is transitive to the failure");
+    assert_eq!(
+        report.outcome(id(&plan, "B")),
+        &Outcome::Blocked { by: a.clone() }
+    );
+    assert_eq!(
+        report.outcome(id(&plan, "C")),
+        &Outcome::Blocked { by: a },
+        "blocked-by is transitive to the failure"
+    );
     assert!(!report.has_critical_failure());
     // No critical failure: every error, blocked names are not part of the text.
     assert_eq!(report.aggregate().as_deref(), Some("a failed"));
@@ -246,10 +303,16 @@ spec:
         }
     });
     assert_eq!(executed, ["Upload", "Core", "Free"]);
-    let on = |names: &[&str]| Outcome::Unknown { on: names.iter().map(|n| id(&plan, n)).collect() };
+    let on = |names: &[&str]| Outcome::Unknown {
+        on: names.iter().map(|n| id(&plan, n)).collect(),
+    };
     assert_eq!(report.outcome(id(&plan, "Upload")), &on(&["Upload"]));
     assert_eq!(report.outcome(id(&plan, "UsesUpload")), &on(&["Upload"]));
-    assert_eq!(report.outcome(id(&plan, "Gated")), &on(&["Core"]), "a gated op after an unknown critical op is unknown");
+    assert_eq!(
+        report.outcome(id(&plan, "Gated")),
+        &on(&["Core"]),
+        "a gated op after an unknown critical op is unknown"
+    );
     assert_eq!(report.outcome(id(&plan, "Free")), &Outcome::Succeeded);
     assert!(report.succeeded(), "unknown is not an error");
 }
@@ -283,11 +346,20 @@ fn sequential_stops_at_the_first_error_and_reports_it_as_the_legacy_loop_did() {
     let policy = Policy::sequential(plan.clone());
     let (report, executed) = run_failing(&policy, &[("SSHKeySync", "ssh key secret not found")]);
     assert_eq!(report.kind(), ModelKind::Sequential);
-    assert_eq!(executed, ["PullSecretSync", "SecretEncryptionSync", "SSHKeySync"]);
+    assert_eq!(
+        executed,
+        ["PullSecretSync", "SecretEncryptionSync", "SSHKeySync"]
+    );
     let ssh = id(&plan, "SSHKeySync");
-    assert_eq!(report.outcome(id(&plan, "KubeconfigSync")), &Outcome::Skipped { after: ssh });
+    assert_eq!(
+        report.outcome(id(&plan, "KubeconfigSync")),
+        &Outcome::Skipped { after: ssh }
+    );
     assert_eq!(report.first_failure(), Some(ssh));
-    assert_eq!(report.aggregate().as_deref(), Some("ssh key secret not found"));
+    assert_eq!(
+        report.aggregate().as_deref(),
+        Some("ssh key secret not found")
+    );
     assert_eq!(
         report.log_summary(),
         "critical failures: [SSHKeySync]; skipped operations: \
@@ -367,16 +439,31 @@ fn misusing_a_run_is_an_error_not_a_panic() {
     let plan = plan(REPORT_PLAN);
     let policy = phased_all(&plan);
     let mut run = policy.start();
-    let Some(Decision::Run(first)) = run.next() else { panic!("first decision runs") };
-    assert_eq!(run.next(), Some(Decision::Run(first)), "asking again repeats the pending op");
+    let Some(Decision::Run(first)) = run.next() else {
+        panic!("first decision runs")
+    };
+    assert_eq!(
+        run.next(),
+        Some(Decision::Run(first)),
+        "asking again repeats the pending op"
+    );
     let other = id(&plan, "SSHKeySync");
     let err = run.complete(other, StepResult::succeeded()).unwrap_err();
     assert_eq!(
         err,
-        ModelError::NotPending { op: "SSHKeySync".into(), pending: Some("PullSecretSync".into()) }
+        ModelError::NotPending {
+            op: "SSHKeySync".into(),
+            pending: Some("PullSecretSync".into())
+        }
     );
     run.complete(first, StepResult::succeeded()).unwrap();
-    assert!(matches!(run.complete(first, StepResult::succeeded()), Err(ModelError::NotPending { .. })));
+    assert!(matches!(
+        run.complete(first, StepResult::succeeded()),
+        Err(ModelError::NotPending { .. })
+    ));
     let err = run.into_report().unwrap_err();
-    assert_eq!(err.to_string(), "run of plan report is unfinished: 6 operations not yet decided");
+    assert_eq!(
+        err.to_string(),
+        "run of plan report is unfinished: 6 operations not yet decided"
+    );
 }

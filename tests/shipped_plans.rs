@@ -34,20 +34,45 @@ fn hostedcluster_plan_classifies_as_upstream() {
     for op in plan.operations() {
         let name = op.name();
         if critical.contains(&name) {
-            assert_eq!((op.category(), op.gate()), (Category::Critical, Gate::None), "{name}");
+            assert_eq!(
+                (op.category(), op.gate()),
+                (Category::Critical, Gate::None),
+                "{name}"
+            );
         } else if gated.contains(&name) {
-            assert_eq!((op.category(), op.gate()), (Category::NonCritical, Gate::NoCriticalFailure), "{name}");
+            assert_eq!(
+                (op.category(), op.gate()),
+                (Category::NonCritical, Gate::NoCriticalFailure),
+                "{name}"
+            );
         } else {
-            assert_eq!((op.category(), op.gate()), (Category::NonCritical, Gate::None), "{name}");
+            assert_eq!(
+                (op.category(), op.gate()),
+                (Category::NonCritical, Gate::None),
+                "{name}"
+            );
         }
     }
     // The OIDC upload has an external side effect: never dry-run.
-    assert_eq!(plan.operation(id(&plan, "PlatformOIDCAndCSI")).shadow(), ShadowPolicy::Skip);
+    assert_eq!(
+        plan.operation(id(&plan, "PlatformOIDCAndCSI")).shadow(),
+        ShadowPolicy::Skip
+    );
     // 8a before ReleaseImageVersion in phased order (load-bearing upstream).
-    let pos = |name| plan.phased_order().iter().position(|&op| op == id(&plan, name)).unwrap();
+    let pos = |name| {
+        plan.phased_order()
+            .iter()
+            .position(|&op| op == id(&plan, name))
+            .unwrap()
+    };
     assert!(pos("KubeconfigAndPasswordSync") < pos("ReleaseImageVersion"));
     // Legacy order: CLI secrets early, RBAC between the chain and kubeconfig, operators before OIDC.
-    let legacy = |name| plan.legacy_order().iter().position(|&op| op == id(&plan, name)).unwrap();
+    let legacy = |name| {
+        plan.legacy_order()
+            .iter()
+            .position(|&op| op == id(&plan, name))
+            .unwrap()
+    };
     assert!(legacy("MonitoringAndCLISecrets") < legacy("PlatformCredentials"));
     assert!(legacy("CoreHCPChain") < legacy("RBACAndPolicies"));
     assert!(legacy("RBACAndPolicies") < legacy("KubeconfigAndPasswordSync"));
@@ -58,12 +83,23 @@ fn hostedcluster_plan_classifies_as_upstream() {
 #[test]
 fn addon_plan_retries_its_status_patches() {
     let plan = shipped("addon-install-progression");
-    for name in ["ManualStrategyStatus", "SelfManagedStatus", "PlacementStatus"] {
+    for name in [
+        "ManualStrategyStatus",
+        "SelfManagedStatus",
+        "PlacementStatus",
+    ] {
         let op = plan.operation(id(&plan, name));
         assert!(op.retry_on_conflict(), "{name}");
-        assert_eq!(op.depends_on().as_slice(), [id(&plan, "DefaultConfigReferences")]);
+        assert_eq!(
+            op.depends_on().as_slice(),
+            [id(&plan, "DefaultConfigReferences")]
+        );
     }
-    assert!(!plan.operation(id(&plan, "DefaultConfigReferences")).retry_on_conflict());
+    assert!(
+        !plan
+            .operation(id(&plan, "DefaultConfigReferences"))
+            .retry_on_conflict()
+    );
 }
 
 #[test]
@@ -72,27 +108,55 @@ fn ssh_key_failure_still_creates_the_hcp_and_the_operators() {
     let failing = [("SSHKeySync", "ssh key secret not found")];
     let (control, ran_control) = run_failing(&Policy::sequential(plan.clone()), &failing);
     let (candidate, ran_candidate) = run_failing(&phased_all(&plan), &failing);
-    assert_eq!(ran_control.last().map(String::as_str), Some("SSHKeySync"), "legacy stops at the SSH key");
+    assert_eq!(
+        ran_control.last().map(String::as_str),
+        Some("SSHKeySync"),
+        "legacy stops at the SSH key"
+    );
     assert!(!ran_control.iter().any(|n| n == "CoreHCPChain"));
-    assert_eq!(ran_candidate.len(), 20, "phased runs everything: {ran_candidate:?}");
+    assert_eq!(
+        ran_candidate.len(),
+        20,
+        "phased runs everything: {ran_candidate:?}"
+    );
     assert!(!candidate.has_critical_failure());
-    assert_eq!(candidate.aggregate().as_deref(), Some("ssh key secret not found"));
+    assert_eq!(
+        candidate.aggregate().as_deref(),
+        Some("ssh key secret not found")
+    );
     let diff = Diff::between(&control, &candidate).unwrap();
     let unblocked = names(&plan, diff.unblocked());
-    for name in ["CoreHCPChain", "OperatorDeployments", "ReleaseImageVersion", "AdditionalTrustBundle"] {
-        assert!(unblocked.iter().any(|n| n == name), "{name} not unblocked: {unblocked:?}");
+    for name in [
+        "CoreHCPChain",
+        "OperatorDeployments",
+        "ReleaseImageVersion",
+        "AdditionalTrustBundle",
+    ] {
+        assert!(
+            unblocked.iter().any(|n| n == name),
+            "{name} not unblocked: {unblocked:?}"
+        );
     }
     assert!(diff.newly_blocked().is_empty());
     assert!(diff.changed().is_empty());
-    assert!(!diff.reordered().is_empty(), "the legacy order runs CLI secrets before the secret syncs");
+    assert!(
+        !diff.reordered().is_empty(),
+        "the legacy order runs CLI secrets before the secret syncs"
+    );
 }
 
 #[test]
 fn secret_encryption_failure_creates_the_hcp_and_blocks_phase_8() {
     let plan = shipped("hostedcluster");
-    let (report, ran) = run_failing(&phased_all(&plan), &[("SecretEncryptionSync", "kms key missing")]);
+    let (report, ran) = run_failing(
+        &phased_all(&plan),
+        &[("SecretEncryptionSync", "kms key missing")],
+    );
     assert!(ran.iter().any(|n| n == "CoreHCPChain"));
-    assert!(ran.iter().any(|n| n == "ReleaseImageVersion"), "critical operations always run");
+    assert!(
+        ran.iter().any(|n| n == "ReleaseImageVersion"),
+        "critical operations always run"
+    );
     assert_eq!(
         report.blocked(),
         [
@@ -117,25 +181,45 @@ fn secret_encryption_failure_creates_the_hcp_and_blocks_phase_8() {
 #[test]
 fn audit_webhook_failure_still_syncs_the_ssh_key() {
     let plan = shipped("hostedcluster");
-    let (report, ran) = run_failing(&phased_all(&plan), &[("AuditWebhookSync", "audit webhook secret missing")]);
+    let (report, ran) = run_failing(
+        &phased_all(&plan),
+        &[("AuditWebhookSync", "audit webhook secret missing")],
+    );
     assert!(ran.iter().any(|n| n == "SSHKeySync"));
     assert_eq!(report.outcome(id(&plan, "SSHKeySync")), &Outcome::Succeeded);
-    let (legacy, _) = run_failing(&Policy::sequential(plan.clone()), &[("AuditWebhookSync", "x")]);
-    assert!(matches!(legacy.outcome(id(&plan, "SSHKeySync")), Outcome::Skipped { .. }));
+    let (legacy, _) = run_failing(
+        &Policy::sequential(plan.clone()),
+        &[("AuditWebhookSync", "x")],
+    );
+    assert!(matches!(
+        legacy.outcome(id(&plan, "SSHKeySync")),
+        Outcome::Skipped { .. }
+    ));
 }
 
 #[test]
 fn hcp_creation_failure_blocks_phase_8() {
     let plan = shipped("hostedcluster");
-    let (report, _) = run_failing(&phased_all(&plan), &[("CoreHCPChain", "failed to create HostedControlPlane")]);
+    let (report, _) = run_failing(
+        &phased_all(&plan),
+        &[("CoreHCPChain", "failed to create HostedControlPlane")],
+    );
     let chain = id(&plan, "CoreHCPChain");
-    for name in ["KubeconfigAndPasswordSync", "OperatorDeployments", "RBACAndPolicies", "PublicEndpointExposed"] {
+    for name in [
+        "KubeconfigAndPasswordSync",
+        "OperatorDeployments",
+        "RBACAndPolicies",
+        "PublicEndpointExposed",
+    ] {
         match report.outcome(id(&plan, name)) {
             Outcome::Blocked { by } => assert_eq!(by.as_slice(), [chain], "{name}"),
             other => panic!("{name} is {other:?}, expected blocked"),
         }
     }
-    assert_eq!(report.outcome(id(&plan, "ReleaseImageVersion")), &Outcome::Succeeded);
+    assert_eq!(
+        report.outcome(id(&plan, "ReleaseImageVersion")),
+        &Outcome::Succeeded
+    );
 }
 
 #[test]
@@ -160,9 +244,15 @@ fn the_newly_blocked_cli_secrets_show_the_reordering_risk() {
     let (control, _) = run_failing(&Policy::sequential(plan.clone()), &failing);
     let (candidate, _) = run_failing(&phased_all(&plan), &failing);
     let diff = Diff::between(&control, &candidate).unwrap();
-    assert_eq!(names(&plan, diff.newly_blocked()), ["MonitoringAndCLISecrets"]);
+    assert_eq!(
+        names(&plan, diff.newly_blocked()),
+        ["MonitoringAndCLISecrets"]
+    );
     let unblocked = names(&plan, diff.unblocked());
-    assert!(unblocked.iter().any(|n| n == "CoreHCPChain"), "{unblocked:?}");
+    assert!(
+        unblocked.iter().any(|n| n == "CoreHCPChain"),
+        "{unblocked:?}"
+    );
 }
 
 #[test]
@@ -172,17 +262,27 @@ fn diff_refuses_reports_of_different_plans() {
     let (a, _) = run_failing(&phased_all(&hc), &[]);
     let (b, _) = run_failing(&phased_all(&addon), &[]);
     let err = Diff::between(&a, &b).unwrap_err().to_string();
-    assert!(err.starts_with("cannot compare runs of different plans: hostedcluster@"), "{err}");
+    assert!(
+        err.starts_with("cannot compare runs of different plans: hostedcluster@"),
+        "{err}"
+    );
 }
 
 #[test]
 fn diff_reports_changed_outcomes() {
     let plan = shipped("addon-install-progression");
-    let (control, _) = run_failing(&Policy::sequential(plan.clone()), &[("PlacementStatus", "conflict")]);
+    let (control, _) = run_failing(
+        &Policy::sequential(plan.clone()),
+        &[("PlacementStatus", "conflict")],
+    );
     let (candidate, _) = run_failing(&phased_all(&plan), &[]);
     let diff = Diff::between(&control, &candidate).unwrap();
     assert_eq!(names(&plan, diff.changed()), ["PlacementStatus"]);
-    assert!(diff.unblocked().is_empty() && diff.newly_blocked().is_empty() && diff.reordered().is_empty());
+    assert!(
+        diff.unblocked().is_empty()
+            && diff.newly_blocked().is_empty()
+            && diff.reordered().is_empty()
+    );
     let same = Diff::between(&candidate, &candidate).unwrap();
     assert!(same.is_empty());
 }

@@ -36,12 +36,17 @@ impl Diff {
             match (theirs.executed, step.executed) {
                 (false, true) => diff.unblocked.push(step.op),
                 (true, false)
-                    if matches!(step.outcome, Outcome::Blocked { .. } | Outcome::Skipped { .. }) =>
+                    if matches!(
+                        step.outcome,
+                        Outcome::Blocked { .. } | Outcome::Skipped { .. }
+                    ) =>
                 {
                     diff.newly_blocked.push(step.op);
                 }
                 (true, true)
-                    if theirs.outcome.ran() && step.outcome.ran() && theirs.outcome != step.outcome =>
+                    if theirs.outcome.ran()
+                        && step.outcome.ran()
+                        && theirs.outcome != step.outcome =>
                 {
                     diff.changed.push(step.op);
                 }

@@ -61,7 +61,10 @@ struct Effective {
 }
 
 impl Effective {
-    const FAIL_FAST: Self = Self { critical: true, gated: true };
+    const FAIL_FAST: Self = Self {
+        critical: true,
+        gated: true,
+    };
 }
 
 /// A model bound to a plan and its enforced rollout groups. Built once (per plan and flag
@@ -81,7 +84,13 @@ impl Policy {
     pub fn sequential(plan: Arc<ReconcilePlan>) -> Self {
         let order = plan.legacy_order().to_vec();
         let effective = vec![Effective::FAIL_FAST; plan.len()];
-        Self { plan, kind: ModelKind::Sequential, enforced: OpSet::new(), order, effective }
+        Self {
+            plan,
+            kind: ModelKind::Sequential,
+            enforced: OpSet::new(),
+            order,
+            effective,
+        }
     }
 
     /// The phased model with the named rollout groups enforced.
@@ -91,6 +100,13 @@ impl Policy {
     ) -> Result<Self, LookupError> {
         let enforced = plan.group_members(enforced_groups)?;
         Ok(Self::phased_enforcing(plan, enforced))
+    }
+
+    /// The phased model with every rollout group enforced: the plan exactly as classified.
+    #[must_use]
+    pub fn phased_all_groups(plan: Arc<ReconcilePlan>) -> Self {
+        let every = (0..plan.len()).map(OpId::from_index).collect();
+        Self::phased_enforcing(plan, every)
     }
 
     /// The phased model with exactly these operations enforced (classified as the plan says);
@@ -112,7 +128,13 @@ impl Policy {
             })
             .collect();
         let order = plan.phased_order().to_vec();
-        Self { plan, kind: ModelKind::Phased, enforced, order, effective }
+        Self {
+            plan,
+            kind: ModelKind::Phased,
+            enforced,
+            order,
+            effective,
+        }
     }
 
     /// The plan this policy schedules.
@@ -138,12 +160,20 @@ impl Policy {
     /// The category `op` runs under in this policy.
     #[must_use]
     pub fn effective_category(&self, op: OpId) -> Category {
-        if self.effective[op.index()].critical { Category::Critical } else { Category::NonCritical }
+        if self.effective[op.index()].critical {
+            Category::Critical
+        } else {
+            Category::NonCritical
+        }
     }
     /// The gate `op` runs under in this policy.
     #[must_use]
     pub fn effective_gate(&self, op: OpId) -> Gate {
-        if self.effective[op.index()].gated { Gate::NoCriticalFailure } else { Gate::None }
+        if self.effective[op.index()].gated {
+            Gate::NoCriticalFailure
+        } else {
+            Gate::None
+        }
     }
     /// Starts one reconcile's run.
     #[must_use]

@@ -87,7 +87,13 @@ impl Report {
         index: Vec<u32>,
         requeue_after: Option<Duration>,
     ) -> Self {
-        Self { plan, kind, steps, index, requeue_after }
+        Self {
+            plan,
+            kind,
+            steps,
+            index,
+            requeue_after,
+        }
     }
 
     /// The plan the run followed.
@@ -117,7 +123,9 @@ impl Report {
     }
     /// The failed steps, in execution order.
     pub fn failures(&self) -> impl Iterator<Item = &Step> {
-        self.steps.iter().filter(|s| matches!(s.outcome, Outcome::Failed { .. }))
+        self.steps
+            .iter()
+            .filter(|s| matches!(s.outcome, Outcome::Failed { .. }))
     }
     /// The failed steps that ran as critical, in execution order.
     pub fn critical_failures(&self) -> impl Iterator<Item = &Step> {
@@ -155,7 +163,8 @@ impl Report {
     }
 
     fn names_where(&self, pred: impl Fn(&Outcome) -> bool) -> Vec<&str> {
-        self.plan.sorted_names(self.steps.iter().filter(|s| pred(&s.outcome)).map(|s| s.op))
+        self.plan
+            .sorted_names(self.steps.iter().filter(|s| pred(&s.outcome)).map(|s| s.op))
     }
 
     /// The reconcile's error text, `None` on success.
@@ -174,7 +183,10 @@ impl Report {
             Some(if blocked.is_empty() {
                 format!("critical error: {errors}")
             } else {
-                format!("critical error: {errors}; blocked operations: [{}]", blocked.join(", "))
+                format!(
+                    "critical error: {errors}; blocked operations: [{}]",
+                    blocked.join(", ")
+                )
             })
         } else {
             Some(join_errors(self.failures()))
@@ -188,16 +200,19 @@ impl Report {
         if !self.has_critical_failure() {
             return String::new();
         }
-        let failed = self.plan.sorted_names(self.critical_failures().map(|s| s.op));
+        let failed = self
+            .plan
+            .sorted_names(self.critical_failures().map(|s| s.op));
         let (label, rest) = match self.kind {
             ModelKind::Phased => ("blocked", self.blocked()),
             ModelKind::Sequential => ("skipped", self.skipped()),
         };
-        let mut summary = format!("critical failures: [{}]", failed.join(", "));
-        if !rest.is_empty() {
-            summary.push_str(&format!("; {label} operations: [{}]", rest.join(", ")));
+        let summary = format!("critical failures: [{}]", failed.join(", "));
+        if rest.is_empty() {
+            summary
+        } else {
+            format!("{summary}; {label} operations: [{}]", rest.join(", "))
         }
-        summary
     }
 
     /// The `ReconciliationSucceeded` condition this report implies.

@@ -64,17 +64,29 @@ impl StepResult {
     /// The operation returned no error.
     #[must_use]
     pub const fn succeeded() -> Self {
-        Self { result: Result_::Succeeded, requeue_after: None }
+        Self {
+            result: Result_::Succeeded,
+            requeue_after: None,
+        }
     }
     /// The operation returned an error of this class; `message` is its text.
     #[must_use]
     pub fn failed(class: ErrorClass, message: impl Into<String>) -> Self {
-        Self { result: Result_::Failed { class, message: message.into() }, requeue_after: None }
+        Self {
+            result: Result_::Failed {
+                class,
+                message: message.into(),
+            },
+            requeue_after: None,
+        }
     }
     /// The operation was not simulated (`shadow: skip`); its outcome is unknown.
     #[must_use]
     pub const fn not_simulated() -> Self {
-        Self { result: Result_::NotSimulated, requeue_after: None }
+        Self {
+            result: Result_::NotSimulated,
+            requeue_after: None,
+        }
     }
     /// The operation also asked to be requeued after `after`.
     #[must_use]
@@ -152,7 +164,9 @@ impl<'p> Run<'p> {
         if let Some(after) = self.first_failure {
             Some(Outcome::Skipped { after })
         } else if !self.unknown_critical.is_empty() {
-            Some(Outcome::Unknown { on: self.unknown_critical.clone() })
+            Some(Outcome::Unknown {
+                on: self.unknown_critical.clone(),
+            })
         } else {
             None
         }
@@ -192,7 +206,10 @@ impl<'p> Run<'p> {
         if self.pending != Some(op) {
             let plan = &self.policy.plan;
             return Err(ModelError::NotPending {
-                op: plan.operations().get(op.index()).map_or_else(|| op.to_string(), |o| o.name().to_owned()),
+                op: plan
+                    .operations()
+                    .get(op.index())
+                    .map_or_else(|| op.to_string(), |o| o.name().to_owned()),
                 pending: self.pending.map(|p| plan.name_of(p).to_owned()),
             });
         }
@@ -211,7 +228,12 @@ impl<'p> Run<'p> {
                 if critical {
                     self.unknown_critical.insert(op);
                 }
-                (Outcome::Unknown { on: OpSet::from_iter([op]) }, None)
+                (
+                    Outcome::Unknown {
+                        on: OpSet::from_iter([op]),
+                    },
+                    None,
+                )
             }
         };
         if let Some(after) = result.requeue_after {
@@ -239,7 +261,14 @@ impl<'p> Run<'p> {
         self.decided[op.index()] =
             u32::try_from(self.steps.len()).expect("plans hold far fewer than 2^32 operations");
         let critical = self.policy.effective[op.index()].critical;
-        self.steps.push(Step { op, outcome, executed, critical, message, requeue_after });
+        self.steps.push(Step {
+            op,
+            outcome,
+            executed,
+            critical,
+            message,
+            requeue_after,
+        });
     }
 
     /// The outcome of `op`, once decided.
@@ -259,7 +288,10 @@ impl<'p> Run<'p> {
     pub fn into_report(self) -> Result<Report, ModelError> {
         let remaining = self.policy.order.len() - self.cursor + usize::from(self.pending.is_some());
         if remaining > 0 {
-            return Err(ModelError::Unfinished { plan: self.policy.plan.name().to_owned(), remaining });
+            return Err(ModelError::Unfinished {
+                plan: self.policy.plan.name().to_owned(),
+                remaining,
+            });
         }
         Ok(Report::new(
             self.policy.plan.clone(),

@@ -35,7 +35,11 @@ impl Diagnostic {
 
     /// All diagnostics, one per line.
     pub(super) fn render_all(diagnostics: &[Self]) -> String {
-        diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+        diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 

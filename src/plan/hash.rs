@@ -45,7 +45,11 @@ impl PlanHash {
             canonical.field(op.gate.as_str());
             canonical.names(plan, op.depends_on.as_slice().iter().copied());
             canonical.field(op.shadow.as_str());
-            canonical.field(if op.retry_on_conflict { "retry" } else { "no-retry" });
+            canonical.field(if op.retry_on_conflict {
+                "retry"
+            } else {
+                "no-retry"
+            });
         }
         canonical.count(plan.legacy_order.len());
         for &op in &plan.legacy_order {
@@ -53,7 +57,11 @@ impl PlanHash {
         }
         let mut groups: Vec<_> = plan.groups.iter().collect();
         groups.sort_by(|a, b| a.name.cmp(&b.name));
-        canonical.field(if plan.groups_declared { "declared" } else { "implicit" });
+        canonical.field(if plan.groups_declared {
+            "declared"
+        } else {
+            "implicit"
+        });
         canonical.count(groups.len());
         for group in groups {
             canonical.field(&group.name);

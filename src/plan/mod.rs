@@ -332,11 +332,19 @@ impl ReconcilePlan {
     }
     /// The rollout group of this name.
     pub fn group(&self, name: &str) -> Result<&RolloutGroup, LookupError> {
-        self.groups.iter().find(|g| g.name == name).ok_or_else(|| LookupError::UnknownGroup {
-            plan: self.name.clone(),
-            name: name.to_owned(),
-            known: self.groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", "),
-        })
+        self.groups
+            .iter()
+            .find(|g| g.name == name)
+            .ok_or_else(|| LookupError::UnknownGroup {
+                plan: self.name.clone(),
+                name: name.to_owned(),
+                known: self
+                    .groups
+                    .iter()
+                    .map(|g| g.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
     /// The operations of the named groups together.
     pub fn group_members<S: AsRef<str>>(&self, names: &[S]) -> Result<OpSet, LookupError> {
@@ -376,12 +384,16 @@ pub mod embedded {
         include_str!("../../deploy/plans/addon-install-progression.yaml");
 
     /// Loads a shipped plan by name (`hostedcluster` or `addon-install-progression`).
+    ///
+    /// # Panics
+    /// If a shipped plan is invalid, which the test suite rules out.
     pub fn load(name: &str) -> Option<super::ReconcilePlan> {
         let (file, text) = match name {
             "hostedcluster" => ("deploy/plans/hostedcluster.yaml", HOSTEDCLUSTER),
-            "addon-install-progression" => {
-                ("deploy/plans/addon-install-progression.yaml", ADDON_INSTALL_PROGRESSION)
-            }
+            "addon-install-progression" => (
+                "deploy/plans/addon-install-progression.yaml",
+                ADDON_INSTALL_PROGRESSION,
+            ),
             _ => return None,
         };
         Some(super::ReconcilePlan::from_yaml(file, text).expect("shipped plans are valid (tested)"))

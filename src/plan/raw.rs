@@ -85,6 +85,11 @@ pub(super) struct LooseDoc {
 pub(super) struct LooseSpec {
     #[serde(default)]
     pub operations: Option<Vec<Spanned<LooseOperation>>>,
+    /// Where the siblings of `operations` start, to tell where the last operation ends.
+    #[serde(default)]
+    pub legacy: Option<Spanned<IgnoredAny>>,
+    #[serde(default)]
+    pub rollout: Option<Spanned<IgnoredAny>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -22,7 +22,8 @@ impl fmt::Display for Summary<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plan = self.plan;
         let ops = plan.operations();
-        let count = |pred: &dyn Fn(&super::Operation) -> bool| ops.iter().filter(|op| pred(op)).count();
+        let count =
+            |pred: &dyn Fn(&super::Operation) -> bool| ops.iter().filter(|op| pred(op)).count();
         let mut phases: BTreeMap<u32, usize> = BTreeMap::new();
         for op in ops {
             *phases.entry(op.phase()).or_default() += 1;
@@ -67,7 +68,11 @@ impl fmt::Display for Summary<'_> {
             .zip(plan.phased_order())
             .filter(|(legacy, phased)| legacy != phased)
             .count();
-        writeln!(f, "  legacy order    differs from phased order at {moved} of {} positions", ops.len())?;
+        writeln!(
+            f,
+            "  legacy order    differs from phased order at {moved} of {} positions",
+            ops.len()
+        )?;
         let groups: Vec<String> = plan
             .groups()
             .iter()
@@ -78,10 +83,18 @@ impl fmt::Display for Summary<'_> {
             f,
             "  rollout groups  {}{}",
             groups.join(", "),
-            if plan.groups_declared() { "" } else { " (implicit)" }
+            if plan.groups_declared() {
+                ""
+            } else {
+                " (implicit)"
+            }
         )?;
         if grouped < ops.len() {
-            write!(f, "; {} operations in no group stay fail-fast", ops.len() - grouped)?;
+            write!(
+                f,
+                "; {} operations in no group stay fail-fast",
+                ops.len() - grouped
+            )?;
         }
         Ok(())
     }

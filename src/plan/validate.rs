@@ -6,8 +6,8 @@ use serde_saphyr::{Location, SnippetMode, Spanned};
 
 use super::raw::{LooseDoc, LooseName, RawOperation, RawPlan};
 use super::{
-    API_VERSION, Diagnostic, IMPLICIT_GROUP, KIND, OpId, OpSet, Operation, PlanHash,
-    ReconcilePlan, RolloutGroup,
+    API_VERSION, Diagnostic, IMPLICIT_GROUP, KIND, OpId, OpSet, Operation, PlanHash, ReconcilePlan,
+    RolloutGroup,
 };
 
 /// Longest accepted plan, group or operation name (a Kubernetes label value's limit).
@@ -15,7 +15,11 @@ const MAX_NAME_LEN: usize = 63;
 
 pub(super) fn parse(source: &str, text: &str) -> Result<ReconcilePlan, Vec<Diagnostic>> {
     let raw: RawPlan = serde_saphyr::from_str(text).map_err(|e| vec![syntax(source, text, &e)])?;
-    Validator { source, diagnostics: Vec::new() }.validate(raw)
+    Validator {
+        source,
+        diagnostics: Vec::new(),
+    }
+    .validate(raw)
 }
 
 /// A YAML or schema error, attributed to the operation it falls in when that can be told.
@@ -30,10 +34,10 @@ fn syntax(source: &str, text: &str, error: &serde_saphyr::Error) -> Diagnostic {
     if message.starts_with("line ") {
         message = message.split_once(": ").map_or(message, |(_, rest)| rest);
     }
-    if let Some(at) = message.rfind(" at line ") {
-        if message[at..].contains(", column ") {
-            message = &message[..at];
-        }
+    if let Some(at) = message.rfind(" at line ")
+        && message[at..].contains(", column ")
+    {
+        message = &message[..at];
     }
     let message = message.to_owned();
     let operation = operation_at(text, location);
@@ -46,13 +50,27 @@ fn operation_at(text: &str, at: Location) -> Option<String> {
         return None;
     }
     let doc: LooseDoc = serde_saphyr::from_str(text).ok()?;
-    let ops = doc.spec?.operations?;
+    let spec = doc.spec?;
+    let ops = spec.operations?;
     let position = |l: &Location| (l.line(), l.column());
-    let index = ops.iter().rposition(|op| position(&op.referenced) <= position(&at))?;
+    let index = ops
+        .iter()
+        .rposition(|op| position(&op.referenced) <= position(&at))?;
     let op = &ops[index];
-    // Inside the mapping: indented at least as deep as its first key, and before the next item.
-    let inside = at.column() >= op.referenced.column()
-        && ops.get(index + 1).is_none_or(|next| position(&at) < position(&next.referenced));
+    // The operation ends where the next one starts, or where a sibling of `operations` starts.
+    let end = ops
+        .get(index + 1)
+        .map(|next| position(&next.referenced))
+        .or_else(|| {
+            [&spec.legacy, &spec.rollout]
+                .into_iter()
+                .flatten()
+                .map(|sibling| position(&sibling.referenced))
+                .filter(|&start| start > position(&op.referenced))
+                .min()
+        });
+    // Inside the mapping: indented at least as deep as its first key, and before its end.
+    let inside = at.column() >= op.referenced.column() && end.is_none_or(|end| position(&at) < end);
     match (&op.value.name, inside) {
         (Some(LooseName::Name(name)), true) => Some(name.clone()),
         _ => None,
@@ -70,7 +88,9 @@ fn valid_name(name: &str) -> bool {
 fn valid_plan_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && !name.ends_with('-')
 }
@@ -82,7 +102,8 @@ struct Validator<'s> {
 
 impl Validator<'_> {
     fn error(&mut self, at: Location, operation: Option<&str>, message: impl Into<String>) {
-        self.diagnostics.push(Diagnostic::new(self.source, at, operation, message));
+        self.diagnostics
+            .push(Diagnostic::new(self.source, at, operation, message));
     }
 
     fn validate(mut self, raw: RawPlan) -> Result<ReconcilePlan, Vec<Diagnostic>> {
@@ -90,7 +111,10 @@ impl Validator<'_> {
             self.error(
                 raw.api_version.referenced,
                 None,
-                format!("apiVersion is {:?}; expected {API_VERSION:?}", raw.api_version.value),
+                format!(
+                    "apiVersion is {:?}; expected {API_VERSION:?}",
+                    raw.api_version.value
+                ),
             );
         }
         if raw.kind.value != KIND {
@@ -136,7 +160,9 @@ impl Validator<'_> {
             _ => vec![RolloutGroup {
                 name: IMPLICIT_GROUP.to_owned(),
                 description: Some("every operation (the plan declares no rollout groups)".into()),
-                operations: (0..spec.operations.value.len()).map(OpId::from_index).collect(),
+                operations: (0..spec.operations.value.len())
+                    .map(OpId::from_index)
+                    .collect(),
             }],
         };
 
@@ -227,7 +253,10 @@ impl Validator<'_> {
                     None => self.error(
                         dep.referenced,
                         Some(name),
-                        format!("dependsOn names {:?}, which is not an operation of this plan", dep.value),
+                        format!(
+                            "dependsOn names {:?}, which is not an operation of this plan",
+                            dep.value
+                        ),
                     ),
                     Some(&target) if edges[i].iter().any(|(t, _)| *t == target) => self.error(
                         dep.referenced,
@@ -259,11 +288,18 @@ impl Validator<'_> {
                 }
             }
         }
-        edges.into_iter().map(|e| e.into_iter().map(|(t, _)| t).collect()).collect()
+        edges
+            .into_iter()
+            .map(|e| e.into_iter().map(|(t, _)| t).collect())
+            .collect()
     }
 
     /// Reports every dependency cycle once; returns which operations are on one.
-    fn cycles(&mut self, ops: &[Spanned<RawOperation>], edges: &[Vec<(OpId, Location)>]) -> Vec<bool> {
+    fn cycles(
+        &mut self,
+        ops: &[Spanned<RawOperation>],
+        edges: &[Vec<(OpId, Location)>],
+    ) -> Vec<bool> {
         #[derive(Clone, Copy, PartialEq)]
         enum Mark {
             New,
@@ -294,8 +330,10 @@ impl Validator<'_> {
                     }
                     Mark::Active => {
                         let start = path.iter().position(|&(n, _)| n == t).unwrap_or(0);
-                        let mut names: Vec<&str> =
-                            path[start..].iter().map(|&(n, _)| ops[n].value.name.value.as_str()).collect();
+                        let mut names: Vec<&str> = path[start..]
+                            .iter()
+                            .map(|&(n, _)| ops[n].value.name.value.as_str())
+                            .collect();
                         names.push(&ops[t].value.name.value);
                         for &(n, _) in &path[start..] {
                             in_cycle[n] = true;
@@ -374,10 +412,14 @@ impl Validator<'_> {
                 self.error(
                     group.name.referenced,
                     None,
-                    format!("duplicate rollout group {gname:?}; it is first defined at line {line}"),
+                    format!(
+                        "duplicate rollout group {gname:?}; it is first defined at line {line}"
+                    ),
                 );
             }
-            names.entry(gname.clone()).or_insert(group.name.referenced.line());
+            names
+                .entry(gname.clone())
+                .or_insert(group.name.referenced.line());
             if group.operations.value.is_empty() {
                 self.error(
                     group.operations.referenced,
@@ -412,7 +454,11 @@ impl Validator<'_> {
                     }
                 }
             }
-            result.push(RolloutGroup { name: gname, description: group.description, operations: members });
+            result.push(RolloutGroup {
+                name: gname,
+                description: group.description,
+                operations: members,
+            });
         }
         result
     }

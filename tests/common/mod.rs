@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use shadow_reconciler::model::{Policy, Report, StepResult, drive};
 use shadow_reconciler::outcome::ErrorClass;
-use shadow_reconciler::plan::{OpId, ReconcilePlan, embedded};
+use shadow_reconciler::plan::{OpId, ReconcilePlan, RolloutGroup, embedded};
 
 /// A plan from YAML; panics with the diagnostics if it is invalid.
 pub fn plan(yaml: &str) -> Arc<ReconcilePlan> {
@@ -20,7 +20,8 @@ pub fn shipped(name: &str) -> Arc<ReconcilePlan> {
 
 /// The id of the operation `name`.
 pub fn id(plan: &ReconcilePlan, name: &str) -> OpId {
-    plan.lookup(name).unwrap_or_else(|| panic!("plan has no operation {name}"))
+    plan.lookup(name)
+        .unwrap_or_else(|| panic!("plan has no operation {name}"))
 }
 
 /// A scripted world: the named operations fail with `message` (class `precondition`), the rest
@@ -37,10 +38,17 @@ pub fn run_failing(policy: &Policy, failing: &[(&str, &str)]) -> (Report, Vec<St
     (report, executed)
 }
 
-/// The phased model with every declared group enforced.
+/// The phased model with every declared group enforced, named one by one (so that the group
+/// lookup is exercised too).
 pub fn phased_all(plan: &Arc<ReconcilePlan>) -> Policy {
-    let groups: Vec<&str> = plan.groups().iter().map(|g| g.name()).collect();
-    Policy::phased(plan.clone(), &groups).expect("declared groups")
+    let groups: Vec<&str> = plan.groups().iter().map(RolloutGroup::name).collect();
+    let policy = Policy::phased(plan.clone(), &groups).expect("declared groups");
+    assert_eq!(
+        policy.enforced().len(),
+        plan.len(),
+        "the test plans group every operation"
+    );
+    policy
 }
 
 /// A requeue request for a test.
