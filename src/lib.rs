@@ -7,6 +7,7 @@
 //! - [`model`]: the pure schedulers (`sequential`, `phased`), their reports and diffs;
 //! - [`outcome`]: the bounded vocabularies of a step (category, gate, error class, outcome).
 //! - [`simulate`]: model-only simulation over randomly drawn results.
+//! - [`sim`]: the embedded Kubernetes API simulator.
 //!
 //! The model decides, the caller executes. Here the legacy loop (the control) and the phased
 //! reconcile (the candidate) meet a missing SSH key secret:
@@ -36,4 +37,5 @@
 pub mod model;
 pub mod outcome;
 pub mod plan;
+pub mod sim;
 pub mod simulate;

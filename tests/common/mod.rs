@@ -55,3 +55,24 @@ pub fn phased_all(plan: &Arc<ReconcilePlan>) -> Policy {
 pub const fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
+
+/// A running simulator and a kube-rs client pointed at it, as production code would build one
+/// (only the URL differs).
+pub async fn start_sim(
+    config: shadow_reconciler::sim::SimConfig,
+) -> (shadow_reconciler::sim::Simulator, kube::Client) {
+    let sim = shadow_reconciler::sim::Simulator::start(config)
+        .await
+        .expect("simulator starts");
+    let url = sim.url().parse().expect("simulator URL");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("kube client");
+    (sim, client)
+}
+
+/// The Kubernetes status code and reason of a kube-rs error.
+pub fn api_error(error: &kube::Error) -> (u16, &str, &str) {
+    match error {
+        kube::Error::Api(status) => (status.code, status.reason.as_str(), status.message.as_str()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

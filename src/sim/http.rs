@@ -1,0 +1,435 @@
+//! The HTTP face of the simulator: path routing, verbs, faults, audit, and responses.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::audit::AuditRecord;
+use super::discovery;
+use super::faults::RequestInfo;
+use super::object::Selector;
+use super::patch::{Patch, PatchType};
+use super::registry::ResourceType;
+use super::status::ApiError;
+use super::store::{WriteOptions, Written};
+use super::watch::{self, WatchRequest};
+
+/// A request for objects of a resource.
+#[derive(Clone, Debug)]
+pub(super) struct Target {
+    pub rt: ResourceType,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// What a path names.
+enum Route {
+    Discovery(Value),
+    Resource(Target),
+}
+
+fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let store = shared.store.lock().expect("store lock");
+    let registry = store.registry();
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => return Ok(Route::Discovery(discovery::version())),
+        ["api"] => return Ok(Route::Discovery(discovery::core_versions())),
+        ["apis"] => return Ok(Route::Discovery(discovery::groups(registry))),
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group] => {
+            return discovery::group(registry, group)
+                .map(Route::Discovery)
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    if rest.is_empty() {
+        return if registry.serves(group, version) || (group.is_empty() && version == "v1") {
+            Ok(Route::Discovery(discovery::resources(
+                registry, group, version,
+            )))
+        } else {
+            Err(ApiError::no_route(path))
+        };
+    }
+    let namespaced = rest.len() >= 3
+        && rest[0] == "namespaces"
+        && registry
+            .get(group, version, rest[2])
+            .is_some_and(|rt| rt.namespaced);
+    let (namespace, tail) = if namespaced {
+        (Some(rest[1]), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let (plural, name, subresource) = match tail {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some(*name), None),
+        [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let rt = registry
+        .get(group, version, plural)
+        .cloned()
+        .ok_or_else(|| ApiError::no_route(path))?;
+    match subresource {
+        None => {}
+        Some("status") if rt.status_subresource => {}
+        Some(_) => return Err(ApiError::no_route(path)),
+    }
+    Ok(Route::Resource(Target {
+        rt,
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        subresource: subresource.map(str::to_owned),
+    }))
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+pub(super) fn error_response(error: &ApiError) -> Response {
+    let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(code, &error.body());
+    if let Some(seconds) = error.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, seconds.into());
+    }
+    response
+}
+
+fn verb(
+    method: &Method,
+    target: &Target,
+    params: &HashMap<String, String>,
+) -> Result<&'static str, ApiError> {
+    let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
+    Ok(match (method.as_str(), target.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (m, _) => return Err(ApiError::method_not_allowed(m, "")),
+    })
+}
+
+fn dry_run(params: &HashMap<String, String>, body: &[u8]) -> Result<bool, ApiError> {
+    let in_body = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|b| b.get("dryRun").and_then(Value::as_array).cloned())
+        .is_some_and(|v| v.iter().any(|x| x == "All"));
+    match params.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(in_body),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+/// The single handler behind every path.
+pub(super) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let path = uri.path().to_owned();
+    let mut record = AuditRecord {
+        seq: 0,
+        verb: "discovery",
+        path: path.clone(),
+        resource: None,
+        namespace: None,
+        name: None,
+        user_agent,
+        dry_run: false,
+        code: 200,
+        persisted: false,
+        faults: Vec::new(),
+    };
+    let target = match route(&shared, &path) {
+        Ok(Route::Discovery(doc)) => {
+            shared.audit(record);
+            return json_response(StatusCode::OK, &doc);
+        }
+        Ok(Route::Resource(target)) => target,
+        Err(e) => {
+            record.code = e.code;
+            shared.audit(record);
+            return error_response(&e);
+        }
+    };
+    record.resource = Some(target.rt.qualified());
+    record.namespace.clone_from(&target.namespace);
+    record.name.clone_from(&target.name);
+    let prepared = verb(&method, &target, &params).and_then(|v| Ok((v, dry_run(&params, &body)?)));
+    let (verb, dry_run) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            record.code = e.code;
+            shared.audit(record);
+            return error_response(&e);
+        }
+    };
+    record.verb = verb;
+    record.dry_run = dry_run;
+
+    let decision = shared
+        .faults
+        .lock()
+        .expect("faults lock")
+        .decide(&RequestInfo {
+            verb,
+            resource: (&target.rt.plural, &target.rt.qualified()),
+            subresource: target.subresource.as_deref(),
+            namespace: target.namespace.as_deref(),
+            name: target.name.as_deref(),
+            user_agent: &record.user_agent,
+            dry_run,
+        });
+    record.faults.clone_from(&decision.fired);
+    if !decision.delay.is_zero() {
+        tokio::time::sleep(decision.delay).await;
+    }
+    if let Some(e) = decision.error {
+        record.code = e.code;
+        shared.audit(record);
+        return error_response(&e);
+    }
+
+    if verb == "watch" {
+        let request = match WatchRequest::from_params(&target, &params) {
+            Ok(mut r) => {
+                r.drop_after = decision.drop_watch_after;
+                r
+            }
+            Err(e) => {
+                record.code = e.code;
+                shared.audit(record);
+                return error_response(&e);
+            }
+        };
+        shared.audit(record);
+        return watch::respond(shared.clone(), request);
+    }
+
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let result = serve(
+        &shared,
+        verb,
+        &target,
+        &params,
+        &content_type,
+        &body,
+        dry_run,
+    );
+    if decision.second_writer
+        && verb == "get"
+        && result.is_ok()
+        && let Some(name) = &target.name
+    {
+        let mut store = shared.store.lock().expect("store lock");
+        // The object exists: the read just succeeded.
+        let _ = store.bump(&target.rt, target.namespace.as_deref(), name);
+    }
+    match result {
+        Ok((code, written, doc)) => {
+            record.code = code.as_u16();
+            record.persisted = written;
+            shared.audit(record);
+            json_response(code, &doc)
+        }
+        Err(e) => {
+            record.code = e.code;
+            shared.audit(record);
+            error_response(&e)
+        }
+    }
+}
+
+/// Serves every verb but watch. Returns the status code, whether state changed, and the body.
+fn serve(
+    shared: &Shared,
+    verb: &str,
+    target: &Target,
+    params: &HashMap<String, String>,
+    content_type: &str,
+    body: &[u8],
+    dry_run: bool,
+) -> Result<(StatusCode, bool, Value), ApiError> {
+    let rt = &target.rt;
+    let ns = target.namespace.as_deref();
+    let name = target.name.as_deref().unwrap_or_default();
+    let opts = WriteOptions {
+        dry_run,
+        status: target.subresource.as_deref() == Some("status"),
+    };
+    let parse_body = || -> Result<Value, ApiError> {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
+    };
+    let written = |w: Written| {
+        let code = if w.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        Ok((code, w.persisted, w.object))
+    };
+    let mut store = shared.store.lock().expect("store lock");
+    match verb {
+        "get" => Ok((StatusCode::OK, false, store.get(rt, ns, name)?)),
+        "list" => {
+            let labels = Selector::labels(params.get("labelSelector").map_or("", String::as_str))?;
+            let fields = Selector::fields(params.get("fieldSelector").map_or("", String::as_str))?;
+            let limit = params
+                .get("limit")
+                .and_then(|l| l.parse::<usize>().ok())
+                .filter(|l| *l > 0);
+            let after = match params.get("continue").filter(|c| !c.is_empty()) {
+                Some(token) => Some(decode_continue(token)?),
+                None => None,
+            };
+            let mut items: Vec<Value> = store
+                .list(rt, ns)
+                .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
+                .filter(|o| after.as_ref().is_none_or(|a| list_key(o) > *a))
+                .collect();
+            let mut metadata = json!({"resourceVersion": store.resource_version().to_string()});
+            if let Some(limit) = limit
+                && items.len() > limit
+            {
+                items.truncate(limit);
+                let last = list_key(items.last().expect("limit > 0"));
+                metadata["continue"] = json!(encode_continue(&last));
+                metadata["remainingItemCount"] = json!(0);
+            }
+            let list = json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": metadata, "items": items});
+            Ok((StatusCode::OK, false, list))
+        }
+        "create" => {
+            if opts.status {
+                return Err(ApiError::method_not_allowed("POST", "status"));
+            }
+            written(store.create(rt, ns, parse_body()?, opts)?)
+        }
+        "update" => written(store.replace(rt, ns, name, parse_body()?, opts)?),
+        "patch" => {
+            let kind = PatchType::from_content_type(content_type)?;
+            let patch = Patch::parse(kind, body)?;
+            if kind == PatchType::Apply && !opts.status && store.get(rt, ns, name).is_err() {
+                let Patch::Merge(mut doc) = patch else {
+                    unreachable!("apply patches are merge documents")
+                };
+                if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("resourceVersion");
+                }
+                if crate::sim::object::meta_str(&doc, "name").is_none_or(|n| n != name) {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the applied object does not match the name on the URL ({name})"
+                    )));
+                }
+                return written(store.create(rt, ns, doc, opts)?);
+            }
+            let precondition = patch.precondition().map(str::to_owned);
+            written(
+                store.update(rt, ns, name, precondition.as_deref(), opts, |current| {
+                    patch.apply_to(current)
+                })?,
+            )
+        }
+        "delete" => {
+            let options: Value = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body()?
+            };
+            let rv = options
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str);
+            let uid = options
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str);
+            written(store.delete(rt, ns, name, rv, uid, dry_run)?)
+        }
+        "deletecollection" => {
+            let labels = Selector::labels(params.get("labelSelector").map_or("", String::as_str))?;
+            let fields = Selector::fields(params.get("fieldSelector").map_or("", String::as_str))?;
+            let doomed: Vec<(Option<String>, String)> = store
+                .list(rt, ns)
+                .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
+                .map(|o| {
+                    let meta = |f| crate::sim::object::meta_str(&o, f).map(str::to_owned);
+                    (meta("namespace"), meta("name").unwrap_or_default())
+                })
+                .collect();
+            let mut items = Vec::new();
+            let mut persisted = false;
+            for (ns, name) in doomed {
+                let w = store.delete(rt, ns.as_deref(), &name, None, None, dry_run)?;
+                persisted |= w.persisted;
+                items.push(w.object);
+            }
+            let list = json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": {"resourceVersion": store.resource_version().to_string()}, "items": items});
+            Ok((StatusCode::OK, persisted, list))
+        }
+        other => Err(ApiError::bad_request(format!("unsupported verb {other}"))),
+    }
+}
+
+fn list_key(obj: &Value) -> String {
+    let meta = |f| crate::sim::object::meta_str(obj, f).unwrap_or_default();
+    format!("{}/{}", meta("namespace"), meta("name"))
+}
+
+fn encode_continue(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_continue(token: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::bad_request(format!("continue token {token:?} is not valid"));
+    if token.len() % 2 != 0 {
+        return Err(bad());
+    }
+    let bytes: Result<Vec<u8>, _> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
+        .collect();
+    String::from_utf8(bytes.map_err(|_| bad())?).map_err(|_| bad())
+}

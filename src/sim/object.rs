@@ -1,0 +1,264 @@
+//! Helpers over JSON objects: metadata access, names, timestamps, uids, selectors.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use super::status::ApiError;
+
+/// `metadata.<field>` as a string.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+/// The object's `metadata`, created if missing.
+///
+/// # Panics
+/// If `obj` is not a JSON object (callers check first).
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    let root = obj.as_object_mut().expect("objects are JSON objects");
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("metadata is an object")
+}
+
+/// Whether `name` is a valid object name (an RFC 1123 subdomain).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// The object without `metadata`, `status`, `kind` and `apiVersion`: what `generation` tracks.
+pub fn spec_part(obj: &Value) -> Map<String, Value> {
+    obj.as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "kind" | "apiVersion")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The current time as RFC 3339 in UTC, seconds precision (as `creationTimestamp`).
+pub fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// A version-4-shaped UUID from 128 random bits.
+pub fn uuid(bits: u128) -> String {
+    let b = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let hex = format!("{b:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// One requirement of a label or field selector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    Exists(String),
+    NotExists(String),
+}
+
+/// A parsed `labelSelector` or `fieldSelector` (equality-based terms).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selector(Vec<Requirement>);
+
+impl Selector {
+    /// Parses a label selector: comma-separated `k=v`, `k==v`, `k!=v`, `k`, `!k`.
+    pub fn labels(s: &str) -> Result<Self, ApiError> {
+        Self::parse(s, true)
+    }
+
+    /// Parses a field selector; only `metadata.name` and `metadata.namespace` are supported.
+    pub fn fields(s: &str) -> Result<Self, ApiError> {
+        let selector = Self::parse(s, false)?;
+        for req in &selector.0 {
+            let (Requirement::Equals(key, _) | Requirement::NotEquals(key, _)) = req else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector {s:?}: only = and != are supported"
+                )));
+            };
+            if key != "metadata.name" && key != "metadata.namespace" {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {key} (the simulator supports metadata.name and metadata.namespace)"
+                )));
+            }
+        }
+        Ok(selector)
+    }
+
+    fn parse(s: &str, labels: bool) -> Result<Self, ApiError> {
+        let mut reqs = Vec::new();
+        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if term.contains(" in ") || term.contains(" notin ") || term.contains('(') {
+                return Err(ApiError::bad_request(format!(
+                    "unable to parse requirement {term:?}: set-based requirements are not supported by the simulator"
+                )));
+            }
+            let req = if let Some((k, v)) = term.split_once("!=") {
+                Requirement::NotEquals(k.trim().to_owned(), v.trim().to_owned())
+            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                Requirement::Equals(k.trim().to_owned(), v.trim().to_owned())
+            } else if labels && let Some(k) = term.strip_prefix('!') {
+                Requirement::NotExists(k.trim().to_owned())
+            } else if labels {
+                Requirement::Exists(term.to_owned())
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector term {term:?}"
+                )));
+            };
+            reqs.push(req);
+        }
+        Ok(Self(reqs))
+    }
+
+    /// Whether the object's labels satisfy the selector.
+    pub fn matches_labels(&self, obj: &Value) -> bool {
+        let labels = obj.get("metadata").and_then(|m| m.get("labels"));
+        let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.0.iter().all(|req| match req {
+            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::NotExists(k) => label(k).is_none(),
+        })
+    }
+
+    /// Whether the object's fields satisfy the selector.
+    pub fn matches_fields(&self, obj: &Value) -> bool {
+        let field = |k: &str| match k {
+            "metadata.name" => meta_str(obj, "name").unwrap_or(""),
+            "metadata.namespace" => meta_str(obj, "namespace").unwrap_or(""),
+            _ => "",
+        };
+        self.0.iter().all(|req| match req {
+            Requirement::Equals(k, v) => field(k) == v,
+            Requirement::NotEquals(k, v) => field(k) != v,
+            Requirement::Exists(_) | Requirement::NotExists(_) => true,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn uuid_has_the_version_4_shape() {
+        let id = uuid(0);
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        assert_ne!(uuid(1), uuid(2));
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T",
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn label_selectors() {
+        let obj = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        let yes = [
+            "app=web",
+            "app==web",
+            "app!=db",
+            "tier",
+            "!missing",
+            "app=web,tier=front",
+            "",
+        ];
+        for s in yes {
+            assert!(Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
+        }
+        for s in [
+            "app=db",
+            "app!=web",
+            "missing",
+            "!tier",
+            "app=web,tier=back",
+        ] {
+            assert!(!Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
+        }
+        let err = Selector::labels("app in (a,b)").unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.contains("set-based"), "{}", err.message);
+    }
+
+    #[test]
+    fn field_selectors() {
+        let obj = json!({"metadata": {"name": "a", "namespace": "ns"}});
+        assert!(
+            Selector::fields("metadata.name=a")
+                .unwrap()
+                .matches_fields(&obj)
+        );
+        assert!(
+            !Selector::fields("metadata.name=b")
+                .unwrap()
+                .matches_fields(&obj)
+        );
+        assert!(
+            Selector::fields("metadata.namespace!=x")
+                .unwrap()
+                .matches_fields(&obj)
+        );
+        assert_eq!(Selector::fields("spec.nodeName=x").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("a-b.c1"));
+        for bad in ["", "A", "-a", "a-", "a_b", &"a".repeat(254)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! `kind: Status` error responses, as the real API server sends them.
+
+use serde_json::{Value, json};
+
+use super::registry::ResourceType;
+
+/// An API error: HTTP code, reason and message, rendered as a `Status` body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `Conflict`, ...).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// `details.name`.
+    pub name: Option<String>,
+    /// `details.group` and `details.kind` (the resource plural, as the real server fills them).
+    pub resource: Option<(String, String)>,
+    /// `details.retryAfterSeconds` (and the `Retry-After` header).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            name: None,
+            resource: None,
+            retry_after: None,
+        }
+    }
+
+    fn about(mut self, rt: &ResourceType, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self.resource = Some((rt.group.clone(), rt.plural.clone()));
+        self
+    }
+
+    /// 404: `secrets "x" not found`.
+    #[must_use]
+    pub fn not_found(rt: &ResourceType, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} {name:?} not found", rt.qualified()),
+        )
+        .about(rt, name)
+    }
+
+    /// 404 for a namespace that does not exist.
+    #[must_use]
+    pub fn namespace_not_found(namespace: &str) -> Self {
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            format!("namespaces {namespace:?} not found"),
+        );
+        e.name = Some(namespace.to_owned());
+        e.resource = Some((String::new(), "namespaces".to_owned()));
+        e
+    }
+
+    /// 404 for a path that names no served resource.
+    #[must_use]
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 409 `AlreadyExists`.
+    #[must_use]
+    pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} {name:?} already exists", rt.qualified()),
+        )
+        .about(rt, name)
+    }
+
+    /// 409 `Conflict`: the precondition on resourceVersion (or uid) failed.
+    #[must_use]
+    pub fn conflict(rt: &ResourceType, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
+                rt.qualified()
+            ),
+        )
+        .about(rt, name)
+    }
+
+    /// 422 `Invalid`: the object is not acceptable.
+    #[must_use]
+    pub fn invalid(rt: &ResourceType, name: &str, cause: &str) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{} {name:?} is invalid: {cause}", rt.kind),
+        )
+        .about(rt, name)
+    }
+
+    /// 400 `BadRequest`: the request cannot be understood.
+    #[must_use]
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 405 `MethodNotAllowed`.
+    #[must_use]
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "the server does not allow this method on the requested resource ({method} {path})"
+            ),
+        )
+    }
+
+    /// 410 `Expired`: a resourceVersion older than the retained history.
+    #[must_use]
+    pub fn gone(requested: u64, oldest: u64) -> Self {
+        Self::new(
+            410,
+            "Expired",
+            format!("too old resource version: {requested} ({oldest})"),
+        )
+    }
+
+    /// 415 for a PATCH with an unsupported content type.
+    #[must_use]
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        )
+    }
+
+    /// An injected fault with a chosen code (429, 500, 503, 504, or a 409 Conflict).
+    #[must_use]
+    pub fn injected(code: u16, retry_after: Option<u64>) -> Self {
+        let (reason, message) = match code {
+            409 => (
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again (injected)",
+            ),
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later (injected)",
+            ),
+            500 => (
+                "InternalError",
+                "an error on the server (\"injected fault\") has prevented the request from succeeding",
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request (injected)",
+            ),
+            504 => (
+                "Timeout",
+                "the server was unable to return a response in the time allotted, but may still be processing the request (injected)",
+            ),
+            _ => ("InternalError", "injected fault"),
+        };
+        let mut e = Self::new(code, reason, message);
+        e.retry_after = retry_after;
+        e
+    }
+
+    /// The `Status` object.
+    #[must_use]
+    pub fn body(&self) -> Value {
+        let mut details = serde_json::Map::new();
+        if let Some(name) = &self.name {
+            details.insert("name".into(), json!(name));
+        }
+        if let Some((group, kind)) = &self.resource {
+            details.insert("group".into(), json!(group));
+            details.insert("kind".into(), json!(kind));
+        }
+        if let Some(seconds) = self.retry_after {
+            details.insert("retryAfterSeconds".into(), json!(seconds));
+        }
+        let mut status = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": self.message, "reason": self.reason, "code": self.code,
+        });
+        if !details.is_empty() {
+            status["details"] = Value::Object(details);
+        }
+        status
+    }
+}
