@@ -64,9 +64,18 @@ pub async fn start_sim(
     let sim = shadow_reconciler::sim::Simulator::start(config)
         .await
         .expect("simulator starts");
-    let url = sim.url().parse().expect("simulator URL");
-    let client = kube::Client::try_from(kube::Config::new(url)).expect("kube client");
+    let client = client_for(&sim, |_| {});
     (sim, client)
+}
+
+/// Another kube-rs client for a running simulator, with its configuration adjusted.
+pub fn client_for(
+    sim: &shadow_reconciler::sim::Simulator,
+    adjust: impl FnOnce(&mut kube::Config),
+) -> kube::Client {
+    let mut config = kube::Config::new(sim.url().parse().expect("simulator URL"));
+    adjust(&mut config);
+    kube::Client::try_from(config).expect("kube client")
 }
 
 /// The Kubernetes status code and reason of a kube-rs error.
