@@ -39,3 +39,4 @@ pub mod outcome;
 pub mod plan;
 pub mod sim;
 pub mod simulate;
+mod yaml;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use shadow_reconciler::plan::{self, ReconcilePlan};
-use shadow_reconciler::simulate;
+use shadow_reconciler::{sim, simulate};
 
 /// Exit code for invalid input (a bad plan, an unknown group); clap uses it for usage errors too.
 const EXIT_INVALID: u8 = 2;
@@ -26,6 +26,31 @@ enum Command {
     Plan(PlanCommand),
     /// Run the control and candidate models side by side and print what the candidate changes.
     Simulate(SimulateArgs),
+    /// The embedded Kubernetes API simulator.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+#[derive(Subcommand)]
+enum SimCommand {
+    /// Serve the simulator on loopback until interrupted, then print the audit summary.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Fault rules (YAML), active from the start.
+    #[arg(long, value_name = "FILE")]
+    faults: Option<PathBuf>,
+    /// Write a kubeconfig pointing at the simulator here.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig_out: Option<PathBuf>,
+    /// Seed of generated names and uids.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Subcommand)]
@@ -73,6 +98,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plan(PlanCommand::Check { files }) => Ok(check_plans(&files)),
         Command::Simulate(args) => simulate(args),
+        Command::Sim(SimCommand::Serve(args)) => serve(&args),
     };
     match result {
         Ok(code) => code,
@@ -122,4 +148,51 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let summary = simulate::run(Arc::new(plan), settings).context("--enforce")?;
     print!("{summary}");
     Ok(ExitCode::SUCCESS)
+}
+
+fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let faults = match &args.faults {
+        Some(path) => sim::FaultConfig::load(path)?,
+        None => sim::FaultConfig::default(),
+    };
+    let config = sim::SimConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], args.port)),
+        seed: args.seed,
+        faults,
+        ..sim::SimConfig::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let mut simulator = sim::Simulator::start(config).await?;
+        if let Some(path) = &args.kubeconfig_out {
+            std::fs::write(path, simulator.kubeconfig())
+                .with_context(|| format!("cannot write the kubeconfig to {}", path.display()))?;
+            eprintln!("kubeconfig written to {}", path.display());
+        }
+        println!(
+            "serving the Kubernetes API simulator at {}",
+            simulator.url()
+        );
+        shutdown_signal().await;
+        simulator.shutdown().await?;
+        print!("{}", simulator.audit(ToString::to_string));
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(term) => {
+                term.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminated => {}
+    }
 }

@@ -146,3 +146,77 @@ fn simulate_rejects_bad_input_with_exit_2() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn sim_serve_answers_kube_clients_and_prints_the_audit_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "sim",
+            "serve",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(
+        first.starts_with("serving the Kubernetes API simulator at http://127.0.0.1:"),
+        "{first}"
+    );
+
+    // A kube-rs client built from the written kubeconfig, as a user would.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(
+            config,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        let list = namespaces
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 3, "default, kube-system, kube-public");
+    });
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert_eq!(exit.code(), Some(0));
+    let rest: Vec<String> = stdout.lines().map(Result::unwrap).collect();
+    assert_eq!(
+        rest.first().map(String::as_str),
+        Some("1 requests answered"),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn sim_serve_rejects_a_bad_fault_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("faults.yaml");
+    std::fs::write(&path, "rules:\n  - name: x\n    action: {status: 200}\n").unwrap();
+    let out = cli(&["sim", "serve", "--faults", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("rule \"x\": status 200 is not injectable"),
+        "{stderr}"
+    );
+}

@@ -5,6 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{api_error, start_sim};
+use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -280,6 +281,22 @@ async fn dry_run_returns_the_object_and_leaves_no_trace() {
         "resourceVersion unchanged"
     );
     assert_eq!(after.items.len(), 1);
+    // A watch from before the dry runs sees no event from them.
+    let wp = kube::api::WatchParams::default().timeout(1);
+    let events: Vec<_> = api
+        .watch(&wp, before.as_deref().unwrap())
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let changes: Vec<_> = events
+        .iter()
+        .filter(|e| !matches!(e, Ok(kube::api::WatchEvent::Bookmark(_))))
+        .collect();
+    assert!(
+        changes.is_empty(),
+        "dry runs emitted watch events: {changes:?}"
+    );
     let dry_runs = sim.audit(|a| {
         a.records()
             .filter(|r| r.dry_run && r.is_mutation())

@@ -15,15 +15,29 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use shadow_reconciler::sim::SimConfig;
 
 fn cm(name: &str) -> ConfigMap {
-    ConfigMap { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..ConfigMap::default() }
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
 }
 
 fn fast() -> SimConfig {
-    SimConfig { bookmark_interval: Duration::from_millis(100), ..SimConfig::default() }
+    SimConfig {
+        bookmark_interval: Duration::from_millis(100),
+        ..SimConfig::default()
+    }
 }
 
 /// Collects watch events until `n` non-bookmark events arrived (bounded by 5 s).
-async fn take_events(api: &Api<ConfigMap>, wp: &WatchParams, rv: &str, n: usize) -> Vec<(String, String)> {
+async fn take_events(
+    api: &Api<ConfigMap>,
+    wp: &WatchParams,
+    rv: &str,
+    n: usize,
+) -> Vec<(String, String)> {
     let stream = api.watch(wp, rv).await.expect("watch starts");
     let events = stream
         .try_filter_map(|e| async move {
@@ -37,7 +51,10 @@ async fn take_events(api: &Api<ConfigMap>, wp: &WatchParams, rv: &str, n: usize)
         })
         .take(n)
         .try_collect::<Vec<_>>();
-    tokio::time::timeout(Duration::from_secs(5), events).await.expect("events in time").expect("no stream error")
+    tokio::time::timeout(Duration::from_secs(5), events)
+        .await
+        .expect("events in time")
+        .expect("no stream error")
 }
 
 #[tokio::test]
@@ -47,9 +64,14 @@ async fn watch_resumes_from_a_resource_version() {
     let a = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let rv = a.metadata.resource_version.unwrap();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
-    api.delete("a", &Default::default()).await.unwrap();
+    api.delete("a", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
     let events = take_events(&api, &WatchParams::default(), &rv, 2).await;
-    assert_eq!(events, [("ADDED".into(), "b".into()), ("DELETED".into(), "a".into())]);
+    assert_eq!(
+        events,
+        [("ADDED".into(), "b".into()), ("DELETED".into(), "a".into())]
+    );
     // From "0": synthetic ADDED events for the current state, then live changes.
     let live = api.clone();
     let writer = tokio::spawn(async move {
@@ -58,7 +80,10 @@ async fn watch_resumes_from_a_resource_version() {
     });
     let events = take_events(&api, &WatchParams::default(), "0", 2).await;
     writer.await.unwrap();
-    assert_eq!(events, [("ADDED".into(), "b".into()), ("ADDED".into(), "c".into())]);
+    assert_eq!(
+        events,
+        [("ADDED".into(), "b".into()), ("ADDED".into(), "c".into())]
+    );
 }
 
 #[tokio::test]
@@ -67,15 +92,37 @@ async fn watch_sends_bookmarks_when_asked() {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let rv = created.metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default().timeout(5), &rv).await.unwrap().boxed();
-    let first = tokio::time::timeout(Duration::from_secs(2), stream.next()).await.expect("a bookmark in time");
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let first = tokio::time::timeout(Duration::from_secs(2), stream.next())
+        .await
+        .expect("a bookmark in time");
     match first {
         Some(Ok(WatchEvent::Bookmark(b))) => assert_eq!(b.metadata.resource_version, rv),
         other => panic!("expected a bookmark, got {other:?}"),
     }
-    let mut quiet = api.watch(&WatchParams { bookmarks: false, ..WatchParams::default() }.timeout(1), &rv).await.unwrap().boxed();
-    let next = tokio::time::timeout(Duration::from_secs(3), quiet.next()).await.expect("the stream ends at its timeout");
-    assert!(next.is_none(), "no bookmark without allowWatchBookmarks: {next:?}");
+    let mut quiet = api
+        .watch(
+            &WatchParams {
+                bookmarks: false,
+                ..WatchParams::default()
+            }
+            .timeout(1),
+            &rv,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let next = tokio::time::timeout(Duration::from_secs(3), quiet.next())
+        .await
+        .expect("the stream ends at its timeout");
+    assert!(
+        next.is_none(),
+        "no bookmark without allowWatchBookmarks: {next:?}"
+    );
 }
 
 #[tokio::test]
@@ -85,13 +132,23 @@ async fn too_old_resource_version_is_410_gone() {
     let a = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
     sim.store(shadow_reconciler::sim::Store::compact);
-    let events = take_events(&api, &WatchParams::default(), &a.metadata.resource_version.unwrap(), 1).await;
+    let events = take_events(
+        &api,
+        &WatchParams::default(),
+        &a.metadata.resource_version.unwrap(),
+        1,
+    )
+    .await;
     assert_eq!(events, [("ERROR".into(), "410".into())]);
 }
 
 /// Names in a reflector store.
 fn names(store: &reflector::Store<ConfigMap>) -> BTreeSet<String> {
-    store.state().iter().filter_map(|c| c.metadata.name.clone()).collect()
+    store
+        .state()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect()
 }
 
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
@@ -106,10 +163,16 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn kube_runtime_watcher_survives_drops_and_relists_after_410() {
-    let (sim, client) = start_sim(SimConfig { history_limit: 4, ..fast() }).await;
+    let (sim, client) = start_sim(SimConfig {
+        history_limit: 4,
+        ..fast()
+    })
+    .await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api.clone(), watcher::Config::default())).default_backoff().applied_objects();
+    let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()))
+        .default_backoff()
+        .applied_objects();
     let task = tokio::spawn(stream.for_each(|_| async {}));
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
     eventually("a", || names(&reader).contains("a")).await;
@@ -124,8 +187,13 @@ async fn kube_runtime_watcher_survives_drops_and_relists_after_410() {
     for name in ["c", "d", "e", "f", "g", "h"] {
         api.create(&PostParams::default(), &cm(name)).await.unwrap();
     }
-    api.delete("a", &Default::default()).await.unwrap();
-    eventually("the relisted state", || names(&reader) == ["b", "c", "d", "e", "f", "g", "h"].map(String::from).into()).await;
+    api.delete("a", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the relisted state", || {
+        names(&reader) == ["b", "c", "d", "e", "f", "g", "h"].map(String::from).into()
+    })
+    .await;
     let watches = sim.audit(|a| a.records().filter(|r| r.verb == "watch").count());
     assert!(watches >= 3, "the watcher re-watched ({watches} watches)");
     task.abort();
@@ -143,7 +211,13 @@ mod controller {
     use shadow_reconciler::sim::{Action as FaultAction, Match, Rule};
 
     #[derive(kube::CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
-    #[kube(group = "example.shadow-reconciler.io", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus")]
+    #[kube(
+        group = "example.shadow-reconciler.io",
+        version = "v1",
+        kind = "Widget",
+        namespaced,
+        status = "WidgetStatus"
+    )]
     pub struct WidgetSpec {
         size: u32,
     }
@@ -157,10 +231,14 @@ mod controller {
     #[error(transparent)]
     struct ReconcileError(#[from] kube::Error);
 
-    async fn reconcile(widget: Arc<Widget>, api: Arc<Api<Widget>>) -> Result<Action, ReconcileError> {
+    async fn reconcile(
+        widget: Arc<Widget>,
+        api: Arc<Api<Widget>>,
+    ) -> Result<Action, ReconcileError> {
         let name = widget.metadata.name.clone().unwrap_or_default();
         let status = serde_json::json!({"status": {"observed_size": widget.spec.size}});
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
         Ok(Action::await_change())
     }
 
@@ -179,7 +257,10 @@ mod controller {
                 subresource: Some(subresource.into()),
                 ..Match::default()
             },
-            action: FaultAction { status: Some(503), ..FaultAction::default() },
+            action: FaultAction {
+                status: Some(503),
+                ..FaultAction::default()
+            },
             probability: Some(0.05),
             count: None,
         }
@@ -188,15 +269,25 @@ mod controller {
     /// Widgets whose status reflects their current spec, read from the store directly.
     fn reconciled(sim: &shadow_reconciler::sim::Simulator) -> usize {
         sim.store(|store| {
-            let rt = store.registry().get("example.shadow-reconciler.io", "v1", "widgets").cloned().expect("CRD served");
+            let rt = store
+                .registry()
+                .get("example.shadow-reconciler.io", "v1", "widgets")
+                .cloned()
+                .expect("CRD served");
             store
                 .list(&rt, Some("default"))
-                .filter(|w| w.pointer("/status/observed_size").is_some() && w.pointer("/status/observed_size") == w.pointer("/spec/size"))
+                .filter(|w| {
+                    w.pointer("/status/observed_size").is_some()
+                        && w.pointer("/status/observed_size") == w.pointer("/spec/size")
+                })
                 .count()
         })
     }
 
-    async fn wait_reconciled(sim: &shadow_reconciler::sim::Simulator, drop_every: Option<u32>) -> usize {
+    async fn wait_reconciled(
+        sim: &shadow_reconciler::sim::Simulator,
+        drop_every: Option<u32>,
+    ) -> usize {
         let mut done = 0;
         for round in 0..600 {
             if drop_every.is_some_and(|n| round % n == 0) {
@@ -215,7 +306,9 @@ mod controller {
     async fn controller_reconciles_1000_objects_through_watch_drops_and_503s() {
         let (sim, client) = start_sim(fast()).await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        crds.create(&PostParams::default(), &Widget::crd()).await.unwrap();
+        crds.create(&PostParams::default(), &Widget::crd())
+            .await
+            .unwrap();
         let api: Api<Widget> = Api::namespaced(client.clone(), "default");
         for i in 0..OBJECTS {
             let widget = Widget::new(&format!("w{i:04}"), WidgetSpec { size: i });
@@ -230,25 +323,42 @@ mod controller {
             .run(reconcile, error_policy, ctx)
             .for_each(|_| async {});
         let task = tokio::spawn(controller);
-        assert_eq!(wait_reconciled(&sim, None).await, OBJECTS as usize, "every widget reconciled");
+        assert_eq!(
+            wait_reconciled(&sim, None).await,
+            OBJECTS as usize,
+            "every widget reconciled"
+        );
 
         // Drop the controller's watch, then change every spec while dropping it again and again:
         // the controller must pick every change up through re-watches.
         sim.drop_watches();
         for i in 0..OBJECTS {
             let patch = serde_json::json!({"spec": {"size": i + OBJECTS}});
-            api.patch(&format!("w{i:04}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            api.patch(
+                &format!("w{i:04}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
             if i % 250 == 0 {
                 sim.drop_watches();
             }
         }
-        assert_eq!(wait_reconciled(&sim, Some(5)).await, OBJECTS as usize, "every change reconciled");
+        assert_eq!(
+            wait_reconciled(&sim, Some(5)).await,
+            OBJECTS as usize,
+            "every change reconciled"
+        );
         task.abort();
         let (faulted, watches) = sim.audit(|a| {
             let faulted = a.records().filter(|r| !r.faults.is_empty()).count();
             (faulted, a.records().filter(|r| r.verb == "watch").count())
         });
         assert!(faulted > 10, "the 503s fired ({faulted})");
-        assert!(watches >= 5, "the watch was dropped and resumed ({watches} watches)");
+        assert!(
+            watches >= 5,
+            "the watch was dropped and resumed ({watches} watches)"
+        );
     }
 }

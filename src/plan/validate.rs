@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use serde_saphyr::{Location, SnippetMode, Spanned};
+use serde_saphyr::{Location, Spanned};
 
 use super::raw::{LooseDoc, LooseName, RawOperation, RawPlan};
 use super::{
@@ -24,22 +24,8 @@ pub(super) fn parse(source: &str, text: &str) -> Result<ReconcilePlan, Vec<Diagn
 
 /// A YAML or schema error, attributed to the operation it falls in when that can be told.
 fn syntax(source: &str, text: &str, error: &serde_saphyr::Error) -> Diagnostic {
-    let options = serde_saphyr::render_options! { snippets: SnippetMode::Off };
-    let rendered = error.render_with_options(options);
     let location = error.location().unwrap_or(Location::UNKNOWN);
-    // The plain rendering may start with "error: line L column C: " and end with
-    // " at line L, column C"; the location is printed by the diagnostic itself.
-    let first_line = rendered.lines().next().unwrap_or_default();
-    let mut message = first_line.strip_prefix("error: ").unwrap_or(first_line);
-    if message.starts_with("line ") {
-        message = message.split_once(": ").map_or(message, |(_, rest)| rest);
-    }
-    if let Some(at) = message.rfind(" at line ")
-        && message[at..].contains(", column ")
-    {
-        message = &message[..at];
-    }
-    let message = message.to_owned();
+    let (_, _, message) = crate::yaml::describe(error);
     let operation = operation_at(text, location);
     Diagnostic::new(source, location, operation.as_deref(), message)
 }

@@ -138,17 +138,12 @@ impl FaultConfig {
             message,
         };
         let config: Self = serde_saphyr::from_str(text).map_err(|e| {
-            let at = e.location();
-            let rendered = e.render_with_options(
-                serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off },
-            );
-            invalid(
-                at.map_or(0, |l| l.line()),
-                at.map_or(0, |l| l.column()),
-                rendered.lines().next().unwrap_or_default().to_owned(),
-            )
+            let (line, column, message) = crate::yaml::describe(&e);
+            invalid(line, column, message)
         })?;
-        for rule in &config.rules {
+        let located: Located =
+            serde_saphyr::from_str(text).unwrap_or(Located { rules: Vec::new() });
+        for (i, rule) in config.rules.iter().enumerate() {
             let problem = if let Some(p) = rule.probability.filter(|p| !(0.0..=1.0).contains(p)) {
                 Some(format!("probability {p} is not between 0 and 1"))
             } else if let Some(code) = rule
@@ -165,11 +160,24 @@ impl FaultConfig {
                 None
             };
             if let Some(problem) = problem {
-                return Err(invalid(0, 0, format!("rule {:?}: {problem}", rule.name)));
+                let at = located.rules.get(i).map(|r| r.referenced);
+                let (line, column) = at.map_or((0, 0), |l| (l.line(), l.column()));
+                return Err(invalid(
+                    line,
+                    column,
+                    format!("rule {:?}: {problem}", rule.name),
+                ));
             }
         }
         Ok(config)
     }
+}
+
+/// Where each rule of a fault file starts, for messages about its values.
+#[derive(Deserialize)]
+struct Located {
+    #[serde(default)]
+    rules: Vec<serde_saphyr::Spanned<serde::de::IgnoredAny>>,
 }
 
 /// The request a fault rule is matched against.
@@ -380,12 +388,22 @@ mod tests {
             FaultConfig::from_yaml("f.yaml", "rules:\n  - name: x\n    action: {stauts: 500}\n")
                 .unwrap_err()
                 .to_string();
-        assert!(err.starts_with("f.yaml:3:15: "), "{err}");
+        assert!(
+            err.starts_with("f.yaml:3:14: unknown field `stauts`"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("at line"),
+            "the location is not repeated: {err}"
+        );
         assert!(err.contains("unknown field `stauts`"), "{err}");
         let err =
             FaultConfig::from_yaml("f.yaml", "rules:\n  - {name: x, action: {status: 418}}\n")
                 .unwrap_err()
                 .to_string();
-        assert!(err.contains("status 418 is not injectable"), "{err}");
+        assert!(
+            err.starts_with("f.yaml:2:5: rule \"x\": status 418 is not injectable"),
+            "{err}"
+        );
     }
 }

@@ -13,11 +13,11 @@ use super::Shared;
 use super::audit::AuditRecord;
 use super::discovery;
 use super::faults::RequestInfo;
-use super::object::Selector;
+use super::object::{Selector, meta_str};
 use super::patch::{Patch, PatchType};
 use super::registry::ResourceType;
 use super::status::ApiError;
-use super::store::{WriteOptions, Written};
+use super::store::{Store, WriteOptions, Written};
 use super::watch::{self, WatchRequest};
 
 /// A request for objects of a resource.
@@ -41,7 +41,7 @@ fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
-    let store = shared.store.lock().expect("store lock");
+    let store = super::lock(&shared.store);
     let registry = store.registry();
     let (group, version, rest) = match segments.as_slice() {
         ["version"] => return Ok(Route::Discovery(discovery::version())),
@@ -110,7 +110,7 @@ fn json_response(code: StatusCode, body: &Value) -> Response {
 pub(super) fn error_response(error: &ApiError) -> Response {
     let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(code, &error.body());
-    if let Some(seconds) = error.retry_after {
+    if let Some(seconds) = error.retry_after() {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, seconds.into());
@@ -151,6 +151,13 @@ fn dry_run(params: &HashMap<String, String>, body: &[u8]) -> Result<bool, ApiErr
     }
 }
 
+/// Audits a request answered with an error, and answers it.
+fn reject(shared: &Shared, mut record: AuditRecord, error: &ApiError) -> Response {
+    record.code = error.code;
+    shared.audit(record);
+    error_response(error)
+}
+
 /// The single handler behind every path.
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -185,11 +192,7 @@ pub(super) async fn handle(
             return json_response(StatusCode::OK, &doc);
         }
         Ok(Route::Resource(target)) => target,
-        Err(e) => {
-            record.code = e.code;
-            shared.audit(record);
-            return error_response(&e);
-        }
+        Err(e) => return reject(&shared, record, &e),
     };
     record.resource = Some(target.rt.qualified());
     record.namespace.clone_from(&target.namespace);
@@ -197,36 +200,26 @@ pub(super) async fn handle(
     let prepared = verb(&method, &target, &params).and_then(|v| Ok((v, dry_run(&params, &body)?)));
     let (verb, dry_run) = match prepared {
         Ok(p) => p,
-        Err(e) => {
-            record.code = e.code;
-            shared.audit(record);
-            return error_response(&e);
-        }
+        Err(e) => return reject(&shared, record, &e),
     };
     record.verb = verb;
     record.dry_run = dry_run;
 
-    let decision = shared
-        .faults
-        .lock()
-        .expect("faults lock")
-        .decide(&RequestInfo {
-            verb,
-            resource: (&target.rt.plural, &target.rt.qualified()),
-            subresource: target.subresource.as_deref(),
-            namespace: target.namespace.as_deref(),
-            name: target.name.as_deref(),
-            user_agent: &record.user_agent,
-            dry_run,
-        });
+    let decision = super::lock(&shared.faults).decide(&RequestInfo {
+        verb,
+        resource: (&target.rt.plural, &target.rt.qualified()),
+        subresource: target.subresource.as_deref(),
+        namespace: target.namespace.as_deref(),
+        name: target.name.as_deref(),
+        user_agent: &record.user_agent,
+        dry_run,
+    });
     record.faults.clone_from(&decision.fired);
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }
     if let Some(e) = decision.error {
-        record.code = e.code;
-        shared.audit(record);
-        return error_response(&e);
+        return reject(&shared, record, &e);
     }
 
     if verb == "watch" {
@@ -235,11 +228,7 @@ pub(super) async fn handle(
                 r.drop_after = decision.drop_watch_after;
                 r
             }
-            Err(e) => {
-                record.code = e.code;
-                shared.audit(record);
-                return error_response(&e);
-            }
+            Err(e) => return reject(&shared, record, &e),
         };
         shared.audit(record);
         return watch::respond(shared.clone(), request);
@@ -264,7 +253,7 @@ pub(super) async fn handle(
         && result.is_ok()
         && let Some(name) = &target.name
     {
-        let mut store = shared.store.lock().expect("store lock");
+        let mut store = super::lock(&shared.store);
         // The object exists: the read just succeeded.
         let _ = store.bump(&target.rt, target.namespace.as_deref(), name);
     }
@@ -275,15 +264,29 @@ pub(super) async fn handle(
             shared.audit(record);
             json_response(code, &doc)
         }
-        Err(e) => {
-            record.code = e.code;
-            shared.audit(record);
-            error_response(&e)
-        }
+        Err(e) => reject(&shared, record, &e),
     }
 }
 
-/// Serves every verb but watch. Returns the status code, whether state changed, and the body.
+/// A served request's answer: status code, whether stored state changed, and the body.
+type Served = Result<(StatusCode, bool, Value), ApiError>;
+
+fn answer(w: Written) -> (StatusCode, bool, Value) {
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    (code, w.persisted, w.object)
+}
+
+fn selectors(params: &HashMap<String, String>) -> Result<(Selector, Selector), ApiError> {
+    let labels = Selector::labels(params.get("labelSelector").map_or("", String::as_str))?;
+    let fields = Selector::fields(params.get("fieldSelector").map_or("", String::as_str))?;
+    Ok((labels, fields))
+}
+
+/// Serves every verb but watch.
 fn serve(
     shared: &Shared,
     verb: &str,
@@ -292,7 +295,7 @@ fn serve(
     content_type: &str,
     body: &[u8],
     dry_run: bool,
-) -> Result<(StatusCode, bool, Value), ApiError> {
+) -> Served {
     let rt = &target.rt;
     let ns = target.namespace.as_deref();
     let name = target.name.as_deref().unwrap_or_default();
@@ -304,76 +307,14 @@ fn serve(
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
     };
-    let written = |w: Written| {
-        let code = if w.created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        };
-        Ok((code, w.persisted, w.object))
-    };
-    let mut store = shared.store.lock().expect("store lock");
+    let mut store = super::lock(&shared.store);
     match verb {
         "get" => Ok((StatusCode::OK, false, store.get(rt, ns, name)?)),
-        "list" => {
-            let labels = Selector::labels(params.get("labelSelector").map_or("", String::as_str))?;
-            let fields = Selector::fields(params.get("fieldSelector").map_or("", String::as_str))?;
-            let limit = params
-                .get("limit")
-                .and_then(|l| l.parse::<usize>().ok())
-                .filter(|l| *l > 0);
-            let after = match params.get("continue").filter(|c| !c.is_empty()) {
-                Some(token) => Some(decode_continue(token)?),
-                None => None,
-            };
-            let mut items: Vec<Value> = store
-                .list(rt, ns)
-                .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
-                .filter(|o| after.as_ref().is_none_or(|a| list_key(o) > *a))
-                .collect();
-            let mut metadata = json!({"resourceVersion": store.resource_version().to_string()});
-            if let Some(limit) = limit
-                && items.len() > limit
-            {
-                items.truncate(limit);
-                let last = list_key(items.last().expect("limit > 0"));
-                metadata["continue"] = json!(encode_continue(&last));
-                metadata["remainingItemCount"] = json!(0);
-            }
-            let list = json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": metadata, "items": items});
-            Ok((StatusCode::OK, false, list))
-        }
-        "create" => {
-            if opts.status {
-                return Err(ApiError::method_not_allowed("POST", "status"));
-            }
-            written(store.create(rt, ns, parse_body()?, opts)?)
-        }
-        "update" => written(store.replace(rt, ns, name, parse_body()?, opts)?),
-        "patch" => {
-            let kind = PatchType::from_content_type(content_type)?;
-            let patch = Patch::parse(kind, body)?;
-            if kind == PatchType::Apply && !opts.status && store.get(rt, ns, name).is_err() {
-                let Patch::Merge(mut doc) = patch else {
-                    unreachable!("apply patches are merge documents")
-                };
-                if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("resourceVersion");
-                }
-                if crate::sim::object::meta_str(&doc, "name").is_none_or(|n| n != name) {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the applied object does not match the name on the URL ({name})"
-                    )));
-                }
-                return written(store.create(rt, ns, doc, opts)?);
-            }
-            let precondition = patch.precondition().map(str::to_owned);
-            written(
-                store.update(rt, ns, name, precondition.as_deref(), opts, |current| {
-                    patch.apply_to(current)
-                })?,
-            )
-        }
+        "list" => list(&store, target, params),
+        "create" if opts.status => Err(ApiError::method_not_allowed("POST", "status")),
+        "create" => Ok(answer(store.create(rt, ns, parse_body()?, opts)?)),
+        "update" => Ok(answer(store.replace(rt, ns, name, parse_body()?, opts)?)),
+        "patch" => patch(&mut store, target, content_type, body, opts),
         "delete" => {
             let options: Value = if body.is_empty() {
                 json!({})
@@ -386,45 +327,128 @@ fn serve(
             let uid = options
                 .pointer("/preconditions/uid")
                 .and_then(Value::as_str);
-            written(store.delete(rt, ns, name, rv, uid, dry_run)?)
+            Ok(answer(store.delete(rt, ns, name, rv, uid, dry_run)?))
         }
-        "deletecollection" => {
-            let labels = Selector::labels(params.get("labelSelector").map_or("", String::as_str))?;
-            let fields = Selector::fields(params.get("fieldSelector").map_or("", String::as_str))?;
-            let doomed: Vec<(Option<String>, String)> = store
-                .list(rt, ns)
-                .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
-                .map(|o| {
-                    let meta = |f| crate::sim::object::meta_str(&o, f).map(str::to_owned);
-                    (meta("namespace"), meta("name").unwrap_or_default())
-                })
-                .collect();
-            let mut items = Vec::new();
-            let mut persisted = false;
-            for (ns, name) in doomed {
-                let w = store.delete(rt, ns.as_deref(), &name, None, None, dry_run)?;
-                persisted |= w.persisted;
-                items.push(w.object);
-            }
-            let list = json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": {"resourceVersion": store.resource_version().to_string()}, "items": items});
-            Ok((StatusCode::OK, persisted, list))
-        }
+        "deletecollection" => delete_collection(&mut store, target, params, dry_run),
         other => Err(ApiError::bad_request(format!("unsupported verb {other}"))),
     }
 }
 
+fn list(store: &Store, target: &Target, params: &HashMap<String, String>) -> Served {
+    let rt = &target.rt;
+    let (labels, fields) = selectors(params)?;
+    let limit = params
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let after = match params.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => Some(decode_continue(token)?),
+        None => None,
+    };
+    let mut items: Vec<Value> = store
+        .list(rt, target.namespace.as_deref())
+        .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
+        .filter(|o| after.as_ref().is_none_or(|a| list_key(o) > *a))
+        .collect();
+    let mut metadata = json!({"resourceVersion": store.resource_version().to_string()});
+    if let Some(limit) = limit
+        && items.len() > limit
+    {
+        items.truncate(limit);
+        if let Some(last) = items.last() {
+            metadata["continue"] = json!(encode_continue(&list_key(last)));
+        }
+    }
+    let kind = format!("{}List", rt.kind);
+    let list =
+        json!({"kind": kind, "apiVersion": rt.api_version(), "metadata": metadata, "items": items});
+    Ok((StatusCode::OK, false, list))
+}
+
+fn patch(
+    store: &mut Store,
+    target: &Target,
+    content_type: &str,
+    body: &[u8],
+    opts: WriteOptions,
+) -> Served {
+    let (rt, ns) = (&target.rt, target.namespace.as_deref());
+    let name = target.name.as_deref().unwrap_or_default();
+    let kind = PatchType::from_content_type(content_type)?;
+    let patch = Patch::parse(kind, body)?;
+    if kind == PatchType::Apply && !opts.status && store.get(rt, ns, name).is_err() {
+        // Server-side apply of a missing object creates it.
+        let mut doc = patch.into_document();
+        if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        if meta_str(&doc, "name").is_none_or(|n| n != name) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the applied object does not match the name on the URL ({name})"
+            )));
+        }
+        return Ok(answer(store.create(rt, ns, doc, opts)?));
+    }
+    let precondition = patch.precondition().map(str::to_owned);
+    Ok(answer(store.update(
+        rt,
+        ns,
+        name,
+        precondition.as_deref(),
+        opts,
+        |current| patch.apply_to(current),
+    )?))
+}
+
+fn delete_collection(
+    store: &mut Store,
+    target: &Target,
+    params: &HashMap<String, String>,
+    dry_run: bool,
+) -> Served {
+    let rt = &target.rt;
+    let (labels, fields) = selectors(params)?;
+    let doomed: Vec<(Option<String>, String)> = store
+        .list(rt, target.namespace.as_deref())
+        .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
+        .map(|o| {
+            (
+                meta_str(&o, "namespace").map(str::to_owned),
+                meta_str(&o, "name").unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let mut items = Vec::new();
+    let mut persisted = false;
+    for (ns, name) in doomed {
+        let w = store.delete(rt, ns.as_deref(), &name, None, None, dry_run)?;
+        persisted |= w.persisted;
+        items.push(w.object);
+    }
+    let metadata = json!({"resourceVersion": store.resource_version().to_string()});
+    let kind = format!("{}List", rt.kind);
+    let list =
+        json!({"kind": kind, "apiVersion": rt.api_version(), "metadata": metadata, "items": items});
+    Ok((StatusCode::OK, persisted, list))
+}
+
 fn list_key(obj: &Value) -> String {
-    let meta = |f| crate::sim::object::meta_str(obj, f).unwrap_or_default();
+    let meta = |f| meta_str(obj, f).unwrap_or_default();
     format!("{}/{}", meta("namespace"), meta("name"))
 }
 
 fn encode_continue(key: &str) -> String {
-    key.bytes().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    key.bytes()
+        .fold(String::with_capacity(key.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 fn decode_continue(token: &str) -> Result<String, ApiError> {
     let bad = || ApiError::bad_request(format!("continue token {token:?} is not valid"));
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes: Result<Vec<u8>, _> = (0..token.len())

@@ -15,7 +15,7 @@ mod store;
 mod watch;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 pub use audit::{AgentTotals, Audit, AuditRecord};
 pub use faults::{Action, FaultConfig, FaultError, Match, Rule};
 pub use registry::ResourceType;
-pub use status::ApiError;
+pub use status::{ApiError, Details};
 pub use store::{Change, EventType, Store, WriteOptions, Written};
 
 /// How the simulator behaves.
@@ -58,6 +58,12 @@ impl Default for SimConfig {
     }
 }
 
+/// Locks a mutex; a panic elsewhere while it was held does not make the simulator unusable
+/// (every critical section leaves the state consistent before it can panic).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// State shared by every request.
 #[derive(Debug)]
 struct Shared {
@@ -71,7 +77,7 @@ struct Shared {
 
 impl Shared {
     fn audit(&self, record: AuditRecord) {
-        self.audit.lock().expect("audit lock").push(record);
+        lock(&self.audit).push(record);
     }
 }
 
@@ -166,22 +172,22 @@ impl Simulator {
 
     /// Reads the audit.
     pub fn audit<R>(&self, f: impl FnOnce(&Audit) -> R) -> R {
-        f(&self.shared.audit.lock().expect("audit lock"))
+        f(&lock(&self.shared.audit))
     }
 
     /// Works on the store directly (seeding objects, compaction, a second writer).
     pub fn store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
-        f(&mut self.shared.store.lock().expect("store lock"))
+        f(&mut lock(&self.shared.store))
     }
 
     /// Adds a fault rule.
     pub fn add_fault(&self, rule: Rule) {
-        self.shared.faults.lock().expect("faults lock").add(rule);
+        lock(&self.shared.faults).add(rule);
     }
 
     /// Removes every fault rule.
     pub fn clear_faults(&self) {
-        self.shared.faults.lock().expect("faults lock").clear();
+        lock(&self.shared.faults).clear();
     }
 
     /// A conflict storm: the next `reads` GETs of the object are each followed by a second

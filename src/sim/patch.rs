@@ -80,6 +80,15 @@ impl Patch {
         }
     }
 
+    /// The document of a merge-style patch (a JSON patch becomes an empty object).
+    #[must_use]
+    pub fn into_document(self) -> Value {
+        match self {
+            Self::Merge(doc) => doc,
+            Self::Json(_) => Value::Object(serde_json::Map::new()),
+        }
+    }
+
     /// The `metadata.resourceVersion` a merge-style patch carries: a precondition.
     pub fn precondition(&self) -> Option<&str> {
         match self {
@@ -102,15 +111,10 @@ impl Patch {
                 }
                 json_patch::merge(&mut patched, &doc);
             }
-            Self::Json(ops) => json_patch::patch(&mut patched, ops).map_err(|e| ApiError {
-                code: 422,
-                reason: "Invalid",
-                message: format!(
-                    "the server rejected our request due to an error in our request: {e}"
-                ),
-                name: None,
-                resource: None,
-                retry_after: None,
+            Self::Json(ops) => json_patch::patch(&mut patched, ops).map_err(|e| {
+                let message =
+                    format!("the server rejected our request due to an error in our request: {e}");
+                ApiError::new(422, "Invalid", message)
             })?,
         }
         Ok(patched)

@@ -13,6 +13,13 @@ pub struct ApiError {
     pub reason: &'static str,
     /// Human-readable message.
     pub message: String,
+    /// `details`, when the error has any.
+    pub details: Option<Box<Details>>,
+}
+
+/// The `details` of a `Status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
     /// `details.name`.
     pub name: Option<String>,
     /// `details.group` and `details.kind` (the resource plural, as the real server fills them).
@@ -22,21 +29,32 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
             reason,
             message: message.into(),
-            name: None,
-            resource: None,
-            retry_after: None,
+            details: None,
         }
     }
 
-    fn about(mut self, rt: &ResourceType, name: &str) -> Self {
-        self.name = Some(name.to_owned());
-        self.resource = Some((rt.group.clone(), rt.plural.clone()));
+    fn with_details(mut self, details: Details) -> Self {
+        self.details = Some(Box::new(details));
         self
+    }
+
+    fn about(self, group: &str, plural: &str, name: &str) -> Self {
+        self.with_details(Details {
+            name: Some(name.to_owned()),
+            resource: Some((group.to_owned(), plural.to_owned())),
+            retry_after: None,
+        })
+    }
+
+    /// `details.retryAfterSeconds`, if any.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<u64> {
+        self.details.as_ref().and_then(|d| d.retry_after)
     }
 
     /// 404: `secrets "x" not found`.
@@ -47,20 +65,18 @@ impl ApiError {
             "NotFound",
             format!("{} {name:?} not found", rt.qualified()),
         )
-        .about(rt, name)
+        .about(&rt.group, &rt.plural, name)
     }
 
     /// 404 for a namespace that does not exist.
     #[must_use]
     pub fn namespace_not_found(namespace: &str) -> Self {
-        let mut e = Self::new(
+        Self::new(
             404,
             "NotFound",
             format!("namespaces {namespace:?} not found"),
-        );
-        e.name = Some(namespace.to_owned());
-        e.resource = Some((String::new(), "namespaces".to_owned()));
-        e
+        )
+        .about("", "namespaces", namespace)
     }
 
     /// 404 for a path that names no served resource.
@@ -81,21 +97,18 @@ impl ApiError {
             "AlreadyExists",
             format!("{} {name:?} already exists", rt.qualified()),
         )
-        .about(rt, name)
+        .about(&rt.group, &rt.plural, name)
     }
 
     /// 409 `Conflict`: the precondition on resourceVersion (or uid) failed.
     #[must_use]
     pub fn conflict(rt: &ResourceType, name: &str) -> Self {
-        Self::new(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
-                rt.qualified()
-            ),
-        )
-        .about(rt, name)
+        let message = format!(
+            "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please \
+             apply your changes to the latest version and try again",
+            rt.qualified()
+        );
+        Self::new(409, "Conflict", message).about(&rt.group, &rt.plural, name)
     }
 
     /// 422 `Invalid`: the object is not acceptable.
@@ -106,7 +119,7 @@ impl ApiError {
             "Invalid",
             format!("{} {name:?} is invalid: {cause}", rt.kind),
         )
-        .about(rt, name)
+        .about(&rt.group, &rt.plural, name)
     }
 
     /// 400 `BadRequest`: the request cannot be understood.
@@ -144,7 +157,10 @@ impl ApiError {
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json-patch+json, application/merge-patch+json, \
+                 application/apply-patch+yaml, application/strategic-merge-patch+json (got \
+                 {content_type:?})"
             ),
         )
     }
@@ -155,15 +171,18 @@ impl ApiError {
         let (reason, message) = match code {
             409 => (
                 "Conflict",
-                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again (injected)",
+                "Operation cannot be fulfilled: the object has been modified; please apply your \
+                 changes to the latest version and try again (injected)",
             ),
             429 => (
                 "TooManyRequests",
-                "the server has received too many requests and has asked us to try again later (injected)",
+                "the server has received too many requests and has asked us to try again later \
+                 (injected)",
             ),
             500 => (
                 "InternalError",
-                "an error on the server (\"injected fault\") has prevented the request from succeeding",
+                "an error on the server (\"injected fault\") has prevented the request from \
+                 succeeding",
             ),
             503 => (
                 "ServiceUnavailable",
@@ -171,28 +190,36 @@ impl ApiError {
             ),
             504 => (
                 "Timeout",
-                "the server was unable to return a response in the time allotted, but may still be processing the request (injected)",
+                "the server was unable to return a response in the time allotted, but may still \
+                 be processing the request (injected)",
             ),
             _ => ("InternalError", "injected fault"),
         };
-        let mut e = Self::new(code, reason, message);
-        e.retry_after = retry_after;
-        e
+        let error = Self::new(code, reason, message);
+        match retry_after {
+            Some(seconds) => error.with_details(Details {
+                retry_after: Some(seconds),
+                ..Details::default()
+            }),
+            None => error,
+        }
     }
 
     /// The `Status` object.
     #[must_use]
     pub fn body(&self) -> Value {
         let mut details = serde_json::Map::new();
-        if let Some(name) = &self.name {
-            details.insert("name".into(), json!(name));
-        }
-        if let Some((group, kind)) = &self.resource {
-            details.insert("group".into(), json!(group));
-            details.insert("kind".into(), json!(kind));
-        }
-        if let Some(seconds) = self.retry_after {
-            details.insert("retryAfterSeconds".into(), json!(seconds));
+        if let Some(d) = &self.details {
+            if let Some(name) = &d.name {
+                details.insert("name".into(), json!(name));
+            }
+            if let Some((group, kind)) = &d.resource {
+                details.insert("group".into(), json!(group));
+                details.insert("kind".into(), json!(kind));
+            }
+            if let Some(seconds) = d.retry_after {
+                details.insert("retryAfterSeconds".into(), json!(seconds));
+            }
         }
         let mut status = json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

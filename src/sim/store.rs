@@ -51,6 +51,9 @@ pub struct Change {
     pub object: Value,
 }
 
+/// Receives every change after a watch starts.
+pub type ChangeReceiver = broadcast::Receiver<Arc<Change>>;
+
 /// Storage key: group, plural, namespace (empty when cluster-scoped), name.
 type Key = (String, String, String, String);
 
@@ -98,6 +101,9 @@ pub struct Store {
 impl Store {
     /// An empty store with the `default`, `kube-system` and `kube-public` namespaces, keeping the
     /// last `history_limit` changes for watches that resume.
+    ///
+    /// # Panics
+    /// Never: the built-in registry serves namespaces and the built-in namespaces are valid.
     pub fn new(history_limit: usize, seed: u64) -> Self {
         let (changes, _) = broadcast::channel(history_limit.max(16));
         let mut store = Self {
@@ -136,10 +142,7 @@ impl Store {
         self.history.front().map_or(self.rv, |c| c.rv - 1)
     }
     /// Changes since `rv` (exclusive), if still retained; and a receiver for what follows.
-    pub fn watch_from(
-        &self,
-        rv: u64,
-    ) -> Result<(Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>), ApiError> {
+    pub fn watch_from(&self, rv: u64) -> Result<(Vec<Arc<Change>>, ChangeReceiver), ApiError> {
         if rv < self.oldest_resumable() {
             return Err(ApiError::gone(rv, self.oldest_resumable()));
         }
@@ -306,8 +309,10 @@ impl Store {
             } else {
                 None
             };
-        if rt.status_subresource {
-            body.as_object_mut().expect("checked").remove("status");
+        if rt.status_subresource
+            && let Some(map) = body.as_object_mut()
+        {
+            map.remove("status");
         }
         let uid = uuid(u128::from(self.rng.next_u64()) << 64 | u128::from(self.rng.next_u64()));
         {
@@ -398,9 +403,9 @@ impl Store {
             match proposed.get("status") {
                 Some(status) => new["status"] = status.clone(),
                 None => {
-                    new.as_object_mut()
-                        .expect("stored objects are objects")
-                        .remove("status");
+                    if let Some(map) = new.as_object_mut() {
+                        map.remove("status");
+                    }
                 }
             }
             new
@@ -410,36 +415,15 @@ impl Store {
                 match old.get("status") {
                     Some(status) => new["status"] = status.clone(),
                     None => {
-                        new.as_object_mut().expect("checked").remove("status");
+                        if let Some(map) = new.as_object_mut() {
+                            map.remove("status");
+                        }
                     }
                 }
             }
             new
         };
-        // Fields the server owns.
-        let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
-        let bump = spec_part(&old) != spec_part(&new);
-        {
-            let old_meta = old["metadata"].clone();
-            let meta = meta_mut(&mut new);
-            for field in [
-                "name",
-                "namespace",
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "resourceVersion",
-            ] {
-                match old_meta.get(field) {
-                    Some(v) => meta.insert(field.into(), v.clone()),
-                    None => meta.remove(field),
-                };
-            }
-            meta.insert(
-                "generation".into(),
-                json!(if bump { generation + 1 } else { generation }),
-            );
-        }
+        keep_server_fields(&old, &mut new);
         let mut new = Self::with_version(rt, new);
         let is_crd = rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions";
         if is_crd && !opts.status {
@@ -463,7 +447,7 @@ impl Store {
             });
         }
         if finalized {
-            let object = self.remove(rt, k, new);
+            let object = self.remove(rt, &k, new);
             return Ok(Written {
                 object,
                 persisted: true,
@@ -527,7 +511,7 @@ impl Store {
                 created: false,
             });
         }
-        let object = self.remove(rt, k, old);
+        let object = self.remove(rt, &k, old);
         Ok(Written {
             object,
             persisted: true,
@@ -545,8 +529,8 @@ impl Store {
     }
 
     /// Deletes the object (and what depends on it: a namespace's objects, a CRD's resources).
-    fn remove(&mut self, rt: &ResourceType, k: Key, mut last: Value) -> Value {
-        self.objects.remove(&k);
+    fn remove(&mut self, rt: &ResourceType, k: &Key, mut last: Value) -> Value {
+        self.objects.remove(k);
         self.rv += 1;
         meta_mut(&mut last).insert("resourceVersion".into(), json!(self.rv.to_string()));
         self.record(rt, EventType::Deleted, last.clone());
@@ -641,6 +625,33 @@ impl Store {
         })
         .map(|_| ())
     }
+}
+
+/// Copies the fields the server owns from the stored object to its replacement, and bumps
+/// `generation` when anything outside metadata and status changed.
+fn keep_server_fields(old: &Value, new: &mut Value) {
+    let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
+    let bump = spec_part(old) != spec_part(new);
+    let old_meta = &old["metadata"];
+    let meta = meta_mut(new);
+    let owned = [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "resourceVersion",
+    ];
+    for field in owned {
+        match old_meta.get(field) {
+            Some(v) => meta.insert(field.into(), v.clone()),
+            None => meta.remove(field),
+        };
+    }
+    meta.insert(
+        "generation".into(),
+        json!(if bump { generation + 1 } else { generation }),
+    );
 }
 
 /// The status a real API server gives an accepted CRD.

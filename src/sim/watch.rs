@@ -20,7 +20,7 @@ use super::store::Change;
 
 /// Longest watch the simulator serves when the client asks for none (the real default is 30-60
 /// minutes; the simulator ends earlier so clients exercise their re-watch path).
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+const DEFAULT_TIMEOUT: Duration = Duration::from_mins(5);
 
 /// A parsed watch request.
 #[derive(Debug)]
@@ -132,7 +132,7 @@ struct Stream {
 pub(super) fn respond(shared: Arc<Shared>, request: WatchRequest) -> Response {
     let mut pending = VecDeque::new();
     let (receiver, last_rv) = {
-        let store = shared.store.lock().expect("store lock");
+        let store = super::lock(&shared.store);
         let start = request
             .resource_version
             .unwrap_or_else(|| store.resource_version());
@@ -202,7 +202,7 @@ async fn next_chunk(mut s: Stream) -> Option<(Result<Bytes, std::io::Error>, Str
         }
         let receiver = s.receiver.as_mut()?;
         tokio::select! {
-            received = receiver.recv() => match received {
+            change = receiver.recv() => match change {
                 Ok(change) => {
                     s.last_rv = change.rv;
                     if s.request.wants_change(&change) {
@@ -212,7 +212,7 @@ async fn next_chunk(mut s: Stream) -> Option<(Result<Bytes, std::io::Error>, Str
                 }
                 Err(RecvError::Lagged(_)) => {
                     // This watcher fell too far behind: as a real server, end it with 410.
-                    let oldest = s.shared.store.lock().expect("store lock").oldest_resumable();
+                    let oldest = super::lock(&s.shared.store).oldest_resumable();
                     s.pending.push_back(error_event(&ApiError::gone(s.last_rv, oldest)));
                     s.finished = true;
                 }
