@@ -362,3 +362,47 @@ mod controller {
         );
     }
 }
+
+#[tokio::test]
+async fn streaming_lists_get_initial_events_and_the_end_bookmark() {
+    let (_sim, client) = start_sim(fast()).await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    for name in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+    let (reader, writer) = reflector::store();
+    let config = watcher::Config::default().streaming_lists();
+    let stream = reflector(writer, watcher(api.clone(), config))
+        .default_backoff()
+        .applied_objects();
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    tokio::time::timeout(Duration::from_secs(5), reader.wait_until_ready())
+        .await
+        .expect("ready in time")
+        .unwrap();
+    assert_eq!(names(&reader), ["a", "b", "c"].map(String::from).into());
+    task.abort();
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_watches_and_a_second_shutdown_is_an_error() {
+    let (mut sim, client) = start_sim(fast()).await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let stream = api
+        .watch(&WatchParams::default().timeout(60), "0")
+        .await
+        .unwrap();
+    let drained = tokio::spawn(stream.collect::<Vec<_>>());
+    tokio::time::timeout(Duration::from_secs(5), sim.shutdown())
+        .await
+        .expect("shutdown in time")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), drained)
+        .await
+        .expect("the watch ended")
+        .unwrap();
+    assert!(matches!(
+        sim.shutdown().await,
+        Err(shadow_reconciler::sim::SimError::AlreadyShutDown)
+    ));
+}
