@@ -506,3 +506,105 @@ async fn discovery_finds_builtins_and_crds() {
         ("1", "37")
     );
 }
+
+#[tokio::test]
+async fn malformed_requests_get_status_errors() {
+    let (_sim, client) = start_sim(SimConfig::default()).await;
+    let raw = |method: &str, path: &str, content_type: &str, body: &str| {
+        http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .body(body.as_bytes().to_vec())
+            .unwrap()
+    };
+    let cases = [
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                "{not json",
+            ),
+            400,
+            "BadRequest",
+        ),
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                r#"{"kind": "Secret", "metadata": {"name": "x"}}"#,
+            ),
+            400,
+            "BadRequest",
+        ),
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                r#"{"metadata": {"name": "x", "namespace": "other"}}"#,
+            ),
+            400,
+            "BadRequest",
+        ),
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                r#"{"metadata": {"name": "Not_Valid"}}"#,
+            ),
+            422,
+            "Invalid",
+        ),
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                r#"{"metadata": {}}"#,
+            ),
+            422,
+            "Invalid",
+        ),
+        (
+            raw(
+                "PATCH",
+                "/api/v1/namespaces/default/configmaps/x",
+                "text/plain",
+                "{}",
+            ),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            raw(
+                "GET",
+                "/apis/nope.example.com/v1/things",
+                "application/json",
+                "",
+            ),
+            404,
+            "NotFound",
+        ),
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps?dryRun=Some",
+                "application/json",
+                r#"{"metadata": {"name": "x"}}"#,
+            ),
+            400,
+            "BadRequest",
+        ),
+    ];
+    for (request, code, reason) in cases {
+        let what = format!("{} {}", request.method(), request.uri());
+        let err = client.request_text(request).await.expect_err(&what);
+        let (got_code, got_reason, message) = api_error(&err);
+        assert_eq!((got_code, got_reason), (code, reason), "{what}: {message}");
+        assert!(!message.is_empty(), "{what}");
+    }
+}

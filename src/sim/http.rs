@@ -197,13 +197,22 @@ pub(super) async fn handle(
     record.resource = Some(target.rt.qualified());
     record.namespace.clone_from(&target.namespace);
     record.name.clone_from(&target.name);
-    let prepared = verb(&method, &target, &params).and_then(|v| Ok((v, dry_run(&params, &body)?)));
+    // dryRun is a parameter of the mutating verbs only; reads ignore it, as the real server does.
+    let prepared = verb(&method, &target, &params).and_then(|v| {
+        let mutating = !matches!(v, "get" | "list" | "watch");
+        Ok((v, mutating && dry_run(&params, &body)?))
+    });
     let (verb, dry_run) = match prepared {
         Ok(p) => p,
         Err(e) => return reject(&shared, record, &e),
     };
     record.verb = verb;
     record.dry_run = dry_run;
+    if target.rt.namespaced && target.namespace.is_none() && !matches!(verb, "list" | "watch") {
+        // Across namespaces, a namespaced resource can only be listed and watched.
+        let e = ApiError::method_not_allowed(method.as_str(), &path);
+        return reject(&shared, record, &e);
+    }
 
     let decision = super::lock(&shared.faults).decide(&RequestInfo {
         verb,
