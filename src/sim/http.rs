@@ -158,6 +158,23 @@ fn reject(shared: &Shared, mut record: AuditRecord, error: &ApiError) -> Respons
     error_response(error)
 }
 
+fn start_watch(
+    shared: &Arc<Shared>,
+    record: AuditRecord,
+    target: &Target,
+    params: &HashMap<String, String>,
+    drop_after: Option<usize>,
+) -> Response {
+    match WatchRequest::from_params(target, params) {
+        Ok(mut request) => {
+            request.drop_after = drop_after;
+            shared.audit(record);
+            watch::respond(shared.clone(), request)
+        }
+        Err(e) => reject(shared, record, &e),
+    }
+}
+
 /// The single handler behind every path.
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -232,15 +249,7 @@ pub(super) async fn handle(
     }
 
     if verb == "watch" {
-        let request = match WatchRequest::from_params(&target, &params) {
-            Ok(mut r) => {
-                r.drop_after = decision.drop_watch_after;
-                r
-            }
-            Err(e) => return reject(&shared, record, &e),
-        };
-        shared.audit(record);
-        return watch::respond(shared.clone(), request);
+        return start_watch(&shared, record, &target, &params, decision.drop_watch_after);
     }
 
     let content_type = headers
