@@ -34,6 +34,7 @@
 //! assert!(diff.unblocked().contains(&core));
 //! ```
 
+pub mod engine;
 pub mod model;
 pub mod outcome;
 pub mod plan;
