@@ -161,6 +161,35 @@ impl FromStr for ErrorClass {
     }
 }
 
+/// How a step's result was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Execution {
+    /// Executed with the real client: its writes persist.
+    Real,
+    /// A candidate step whose result is the control's real one (no new request).
+    Reused,
+    /// Executed through the dry-run client: nothing persists.
+    DryRun,
+    /// Declared `shadow: skip`: not executed, outcome unknown.
+    NotSimulated,
+    /// Decided by the model without executing (blocked, skipped, unknown by dependency).
+    NotRun,
+}
+
+impl Execution {
+    /// The label used in metrics, traces and Parquet.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Real => "real",
+            Self::Reused => "reused",
+            Self::DryRun => "dry-run",
+            Self::NotSimulated => "not-simulated",
+            Self::NotRun => "not-run",
+        }
+    }
+}
+
 /// What became of one operation in one run of a model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -1,4 +1,451 @@
-//! The shadow engine: runs a reconcile's control policy for real and its candidate in shadow.
+//! The shadow engine: runs a reconcile's control policy for real and its candidate in shadow, on
+//! the same object, and hands one `ReconcileRecord` to the sinks.
+//!
+//! The same pure models decide both runs ([`crate::model`]); the engine only executes. A candidate
+//! step the control already ran reuses its result (no request); one the control did not run
+//! executes through the [`dryrun`] client; a `shadow: skip` step is not simulated.
 
 pub mod classify;
+pub mod condition;
 pub mod dryrun;
+pub mod operation;
+pub mod record;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use kube::Resource;
+
+pub use operation::{OpContext, OpError, OpOutput, OpResult, Reconciler};
+pub use record::{LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord};
+
+use crate::model::{Decision, Diff, Policy, StepResult};
+use crate::outcome::{Execution, Outcome, ShadowPolicy};
+use crate::plan::{LookupError, ReconcilePlan};
+
+/// Which policies run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// The control only (legacy sequential).
+    Off,
+    /// Control legacy sequential; candidate phased, in shadow.
+    Shadow,
+    /// Control phased with the enforced groups; candidate phased with more groups, in shadow.
+    Enforce,
+}
+
+impl Mode {
+    /// The label used in flags, metrics and Parquet.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Shadow => "shadow",
+            Self::Enforce => "enforce",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(Self::Off),
+            "shadow" => Ok(Self::Shadow),
+            "enforce" => Ok(Self::Enforce),
+            other => Err(format!(
+                "unknown mode {other:?}; expected off, shadow or enforce"
+            )),
+        }
+    }
+}
+
+/// How the engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineSettings {
+    /// off, shadow or enforce.
+    pub mode: Mode,
+    /// Rollout groups the control enforces (mode `enforce`).
+    pub enforced_groups: Vec<String>,
+    /// Rollout groups the candidate enforces; `None`: every group.
+    pub candidate_groups: Option<Vec<String>>,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Shadow,
+            enforced_groups: Vec::new(),
+            candidate_groups: None,
+        }
+    }
+}
+
+/// Errors building an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The plan names operations the code does not implement, or the reverse.
+    #[error(
+        "plan {plan} and reconciler disagree: {}{}",
+        if missing_in_code.is_empty() { String::new() } else { format!("operations in the plan but not in code: {}", missing_in_code.join(", ")) },
+        if missing_in_plan.is_empty() { String::new() } else { format!("{}operations in code but not in the plan: {}", if missing_in_code.is_empty() { "" } else { "; " }, missing_in_plan.join(", ")) }
+    )]
+    Mismatch {
+        /// The plan's name.
+        plan: String,
+        /// Named by the plan, not implemented.
+        missing_in_code: Vec<String>,
+        /// Implemented, not in the plan.
+        missing_in_plan: Vec<String>,
+    },
+    /// A rollout group named in the settings does not exist.
+    #[error(transparent)]
+    Group(#[from] LookupError),
+}
+
+/// What the controller gets back from one reconcile: the control's verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconcileOutcome {
+    /// The control's aggregate error, `None` on success.
+    pub error: Option<String>,
+    /// The smallest requeue any control operation asked for.
+    pub requeue_after: Option<Duration>,
+    /// Whether the `ReconciliationSucceeded` condition was written (it changed).
+    pub condition_written: bool,
+}
+
+/// The engine for one reconciler and plan.
+pub struct Engine<R: Reconciler> {
+    reconciler: Arc<R>,
+    plan: Arc<ReconcilePlan>,
+    mode: Mode,
+    control: Policy,
+    candidate: Option<Policy>,
+    real: kube::Client,
+    dry: dryrun::DryRunClient,
+    sinks: Vec<Arc<dyn Sink>>,
+}
+
+impl<R: Reconciler> fmt::Debug for Engine<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("plan", &self.plan.name())
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Reconciler> Engine<R> {
+    /// Matches the plan with the reconciler's operations and builds the policies of `settings`.
+    pub fn new(
+        reconciler: Arc<R>,
+        plan: Arc<ReconcilePlan>,
+        client: kube::Client,
+        settings: &EngineSettings,
+    ) -> Result<Self, EngineError> {
+        let code = reconciler.operations();
+        let missing_in_code: Vec<String> = plan
+            .operations()
+            .iter()
+            .map(crate::plan::Operation::name)
+            .filter(|n| !code.contains(n))
+            .map(str::to_owned)
+            .collect();
+        let missing_in_plan: Vec<String> = code
+            .iter()
+            .filter(|n| plan.lookup(n).is_none())
+            .map(|n| (*n).to_owned())
+            .collect();
+        if !missing_in_code.is_empty() || !missing_in_plan.is_empty() {
+            return Err(EngineError::Mismatch {
+                plan: plan.name().to_owned(),
+                missing_in_code,
+                missing_in_plan,
+            });
+        }
+        let candidate_policy = || match &settings.candidate_groups {
+            Some(groups) => Policy::phased(plan.clone(), groups),
+            None => Ok(Policy::phased_all_groups(plan.clone())),
+        };
+        let (control, candidate) = match settings.mode {
+            Mode::Off => (Policy::sequential(plan.clone()), None),
+            Mode::Shadow => (Policy::sequential(plan.clone()), Some(candidate_policy()?)),
+            Mode::Enforce => (
+                Policy::phased(plan.clone(), &settings.enforced_groups)?,
+                Some(candidate_policy()?),
+            ),
+        };
+        Ok(Self {
+            reconciler,
+            plan,
+            mode: settings.mode,
+            control,
+            candidate,
+            dry: dryrun::DryRunClient::new(client.clone()),
+            real: client,
+            sinks: Vec::new(),
+        })
+    }
+
+    /// Adds a sink.
+    #[must_use]
+    pub fn with_sink(mut self, sink: Arc<dyn Sink>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// The plan.
+    #[must_use]
+    pub fn plan(&self) -> &Arc<ReconcilePlan> {
+        &self.plan
+    }
+
+    /// The mode.
+    #[must_use]
+    pub const fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The dry-run client's counters (guard refusals must stay 0).
+    #[must_use]
+    pub fn guard(&self) -> &Arc<dryrun::GuardStats> {
+        self.dry.stats()
+    }
+
+    /// Reconciles one object: control for real, candidate in shadow, record to the sinks,
+    /// condition written from the control when it changed.
+    ///
+    /// # Panics
+    /// Never: the engine completes exactly the operations its models ask for, and both runs
+    /// follow the engine's own plan.
+    pub async fn reconcile(&self, object: Arc<R::Object>) -> ReconcileOutcome {
+        let started_at = SystemTime::now();
+        let started = Instant::now();
+        let (control_report, control, state) = self.run_control(&object).await;
+        let candidate = match &self.candidate {
+            Some(policy) => Some(
+                self.run_candidate(policy, &object, &control_report, &control, state)
+                    .await,
+            ),
+            None => None,
+        };
+        let condition_written = self.write_condition(&object, &control_report).await;
+        let mut record = ReconcileRecord {
+            object: key_of(object.as_ref()),
+            plan: self.plan.name().to_owned(),
+            plan_hash: self.plan.hash().to_hex(),
+            mode: self.mode,
+            started_at,
+            duration: Duration::ZERO,
+            control: ReconcileRecord::steps(
+                &control_report,
+                &control.executions,
+                &control.durations,
+                &control.conflicts,
+            ),
+            candidate: Vec::new(),
+            unblocked: Vec::new(),
+            newly_blocked: Vec::new(),
+            changed: Vec::new(),
+            control_first_failure: control_report
+                .first_failure()
+                .map(|op| self.plan.name_of(op).to_owned()),
+            control_error: control_report.aggregate(),
+            candidate_error: None,
+            trace_id: None,
+        };
+        if let Some((report, trace)) = candidate {
+            let diff = Diff::between(&control_report, &report)
+                .expect("both runs follow the engine's plan");
+            (record.unblocked, record.newly_blocked, record.changed) =
+                ReconcileRecord::diff_names(&control_report, &diff);
+            record.candidate = ReconcileRecord::steps(
+                &report,
+                &trace.executions,
+                &trace.durations,
+                &trace.conflicts,
+            );
+            record.candidate_error = report.aggregate();
+        }
+        record.duration = started.elapsed();
+        for sink in &self.sinks {
+            sink.record(&record);
+        }
+        ReconcileOutcome {
+            error: record.control_error.clone(),
+            requeue_after: control_report.requeue_after(),
+            condition_written,
+        }
+    }
+
+    /// Whether `op` runs with retry-on-conflict under `policy`: only enforced operations whose
+    /// plan says so, in the phased model.
+    fn retries(&self, op: crate::plan::OpId, policy: &Policy) -> bool {
+        policy.kind() == crate::model::ModelKind::Phased
+            && policy.enforced().contains(op)
+            && self.plan.operation(op).retry_on_conflict()
+    }
+
+    async fn run_control(
+        &self,
+        object: &Arc<R::Object>,
+    ) -> (crate::model::Report, Trace, R::State) {
+        let mut ctx = OpContext::new(
+            self.real.clone(),
+            object.clone(),
+            R::State::default(),
+            Execution::Real,
+        );
+        let mut trace = Trace::new(self.plan.len());
+        let mut run = self.control.start();
+        while let Some(decision) = run.next() {
+            let Decision::Run(op) = decision else {
+                continue;
+            };
+            ctx.prepare(self.retries(op, &self.control));
+            trace.executions[op.index()] = Execution::Real;
+            let result = self.execute(op, &mut ctx, &mut trace).await;
+            run.complete(op, result)
+                .expect("the engine completes the pending operation");
+        }
+        (
+            run.into_report()
+                .expect("the engine decides every operation"),
+            trace,
+            ctx.state,
+        )
+    }
+
+    /// The candidate: reuse what the control ran, dry-run the rest, skip what is `shadow: skip`.
+    async fn run_candidate(
+        &self,
+        policy: &Policy,
+        object: &Arc<R::Object>,
+        control_report: &crate::model::Report,
+        control: &Trace,
+        state: R::State,
+    ) -> (crate::model::Report, Trace) {
+        let mut ctx = OpContext::new(
+            self.dry.for_reconcile(),
+            object.clone(),
+            state,
+            Execution::DryRun,
+        );
+        let mut trace = Trace::new(self.plan.len());
+        let mut run = policy.start();
+        while let Some(decision) = run.next() {
+            let Decision::Run(op) = decision else {
+                continue;
+            };
+            let i = op.index();
+            let theirs = control_report.step(op);
+            let result = if theirs.executed {
+                trace.executions[i] = Execution::Reused;
+                trace.conflicts[i] = control.conflicts[i];
+                reuse(theirs)
+            } else if self.plan.operation(op).shadow() == ShadowPolicy::Skip {
+                trace.executions[i] = Execution::NotSimulated;
+                StepResult::not_simulated()
+            } else {
+                trace.executions[i] = Execution::DryRun;
+                ctx.prepare(self.retries(op, policy));
+                self.execute(op, &mut ctx, &mut trace).await
+            };
+            run.complete(op, result)
+                .expect("the engine completes the pending operation");
+        }
+        (
+            run.into_report()
+                .expect("the engine decides every operation"),
+            trace,
+        )
+    }
+
+    async fn write_condition(
+        &self,
+        object: &Arc<R::Object>,
+        report: &crate::model::Report,
+    ) -> bool {
+        match condition::write_if_changed(&self.real, object.as_ref(), &report.condition()).await {
+            Ok(written) => written,
+            Err(error) => {
+                let name = object.meta().name.as_deref().unwrap_or_default();
+                tracing::warn!(%error, object = name, "cannot write the ReconciliationSucceeded condition");
+                false
+            }
+        }
+    }
+
+    async fn execute(
+        &self,
+        op: crate::plan::OpId,
+        ctx: &mut OpContext<R::Object, R::State>,
+        trace: &mut Trace,
+    ) -> StepResult {
+        let name = self.plan.name_of(op);
+        let started = Instant::now();
+        let result = self.reconciler.run(name, ctx).await;
+        trace.durations[op.index()] = started.elapsed();
+        trace.conflicts[op.index()] = ctx.conflicts();
+        match result {
+            Ok(output) => with_requeue(StepResult::succeeded(), output.requeue_after()),
+            Err(error) => StepResult::failed(error.class(), error.message().to_owned()),
+        }
+    }
+}
+
+/// Per-operation facts of one run that the model does not keep.
+struct Trace {
+    executions: Vec<Execution>,
+    durations: Vec<Duration>,
+    conflicts: Vec<u32>,
+}
+
+impl Trace {
+    fn new(n: usize) -> Self {
+        Self {
+            executions: vec![Execution::NotRun; n],
+            durations: vec![Duration::ZERO; n],
+            conflicts: vec![0; n],
+        }
+    }
+}
+
+fn with_requeue(result: StepResult, requeue: Option<Duration>) -> StepResult {
+    match requeue {
+        Some(after) => result.with_requeue(after),
+        None => result,
+    }
+}
+
+/// The control's result of a step, as the candidate reuses it.
+fn reuse(step: &crate::model::Step) -> StepResult {
+    let result = match &step.outcome {
+        Outcome::Failed { class } => {
+            StepResult::failed(*class, step.message.clone().unwrap_or_default())
+        }
+        Outcome::Unknown { .. } => StepResult::not_simulated(),
+        Outcome::Succeeded | Outcome::Blocked { .. } | Outcome::Skipped { .. } => {
+            StepResult::succeeded()
+        }
+    };
+    with_requeue(result, step.requeue_after)
+}
+
+fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> ObjectKey {
+    let meta = object.meta();
+    ObjectKey {
+        kind: K::kind(&()).into_owned(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone(),
+    }
+}

@@ -7,7 +7,7 @@ mod audit;
 mod discovery;
 mod faults;
 mod http;
-mod object;
+pub(crate) mod object;
 mod patch;
 mod registry;
 mod status;

@@ -1,0 +1,202 @@
+//! What a reconciler implements: named async operations over a shared per-reconcile state.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::classify::classify;
+use crate::outcome::{ErrorClass, Execution};
+
+/// An operation's error: its class and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpError {
+    class: ErrorClass,
+    message: String,
+}
+
+impl OpError {
+    /// An error of a chosen class.
+    #[must_use]
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        Self {
+            class,
+            message: message.into(),
+        }
+    }
+    /// A precondition the operation checks did not hold (an input is missing).
+    #[must_use]
+    pub fn precondition(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Precondition, message)
+    }
+    /// A bug or unexpected state inside the operation.
+    #[must_use]
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Internal, message)
+    }
+    /// The error's class.
+    #[must_use]
+    pub const fn class(&self) -> ErrorClass {
+        self.class
+    }
+    /// The error's text.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+    /// The same error with `context: ` in front of its text.
+    #[must_use]
+    pub fn context(mut self, context: &str) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.class)
+    }
+}
+
+impl std::error::Error for OpError {}
+
+impl From<kube::Error> for OpError {
+    fn from(error: kube::Error) -> Self {
+        let message = match &error {
+            kube::Error::Api(status) => status.message.clone(),
+            other => other.to_string(),
+        };
+        Self {
+            class: classify(&error),
+            message,
+        }
+    }
+}
+
+/// What an operation returns on success.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpOutput {
+    requeue_after: Option<Duration>,
+}
+
+impl OpOutput {
+    /// Done, no requeue requested.
+    #[must_use]
+    pub const fn done() -> Self {
+        Self {
+            requeue_after: None,
+        }
+    }
+    /// Done, and reconcile again after `after`.
+    #[must_use]
+    pub const fn requeue(after: Duration) -> Self {
+        Self {
+            requeue_after: Some(after),
+        }
+    }
+    /// The requested requeue.
+    #[must_use]
+    pub const fn requeue_after(&self) -> Option<Duration> {
+        self.requeue_after
+    }
+}
+
+/// The result of one operation.
+pub type OpResult = Result<OpOutput, OpError>;
+
+/// Everything an operation may use: the client of its run, the object, the state shared with the
+/// other operations of the same run, and how it is being executed.
+pub struct OpContext<K, S> {
+    client: kube::Client,
+    object: Arc<K>,
+    /// State shared between the operations of one run (e.g. the object one operation created
+    /// and a later one needs). The candidate starts from a copy of the control's final state.
+    pub state: S,
+    execution: Execution,
+    retry_on_conflict: bool,
+    conflicts: u32,
+}
+
+impl<K, S> OpContext<K, S> {
+    pub(super) fn new(
+        client: kube::Client,
+        object: Arc<K>,
+        state: S,
+        execution: Execution,
+    ) -> Self {
+        Self {
+            client,
+            object,
+            state,
+            execution,
+            retry_on_conflict: false,
+            conflicts: 0,
+        }
+    }
+
+    pub(super) fn prepare(&mut self, retry_on_conflict: bool) {
+        self.retry_on_conflict = retry_on_conflict;
+        self.conflicts = 0;
+    }
+
+    /// The client of this run: real in the control, dry-run in the candidate.
+    #[must_use]
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+    /// The object being reconciled (as the controller's cache saw it).
+    #[must_use]
+    pub fn object(&self) -> &Arc<K> {
+        &self.object
+    }
+    /// Whether writes are dry runs.
+    #[must_use]
+    pub const fn is_dry_run(&self) -> bool {
+        matches!(self.execution, Execution::DryRun)
+    }
+    /// Whether the operation runs under the retry-on-conflict policy.
+    #[must_use]
+    pub const fn retry_on_conflict(&self) -> bool {
+        self.retry_on_conflict
+    }
+    /// Records one 409 Conflict the operation met.
+    pub fn count_conflict(&mut self) {
+        self.conflicts += 1;
+    }
+    /// The 409 Conflicts this operation met so far.
+    #[must_use]
+    pub const fn conflicts(&self) -> u32 {
+        self.conflicts
+    }
+}
+
+/// A reconciler: the operations of a plan, implemented once, as async functions.
+///
+/// `run` dispatches on the operation name; `operations` lists every name it implements, and the
+/// engine refuses to start when the plan and this list differ.
+pub trait Reconciler: Send + Sync + 'static {
+    /// The kind reconciled.
+    type Object: kube::Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static;
+    /// The per-reconcile state the operations share.
+    type State: Default + Clone + Send + Sync + 'static;
+
+    /// The names of the operations implemented.
+    fn operations(&self) -> &'static [&'static str];
+
+    /// Runs the operation `op`.
+    fn run<'a>(
+        &'a self,
+        op: &'a str,
+        ctx: &'a mut OpContext<Self::Object, Self::State>,
+    ) -> impl Future<Output = OpResult> + Send + 'a;
+}

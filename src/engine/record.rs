@@ -1,0 +1,236 @@
+//! The `ReconcileRecord`: one reconcile's control and candidate steps and their diff, the one
+//! type every sink consumes.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use super::Mode;
+use crate::model::{Diff, Report, Step};
+use crate::outcome::{Category, ErrorClass, Execution, Outcome};
+
+/// Which object was reconciled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectKey {
+    /// Kind.
+    pub kind: String,
+    /// Namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// UID, when known.
+    pub uid: Option<String>,
+}
+
+/// One operation in one policy's run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepRecord {
+    /// Operation name.
+    pub operation: String,
+    /// Its phase.
+    pub phase: u32,
+    /// The category it ran under (effective in this policy).
+    pub category: Category,
+    /// How its result was obtained.
+    pub execution: Execution,
+    /// `succeeded`, `failed`, `blocked`, `skipped` or `unknown`.
+    pub outcome: &'static str,
+    /// The error class of a failure.
+    pub error_class: Option<ErrorClass>,
+    /// The error text of a failure.
+    pub message: Option<String>,
+    /// For blocked/skipped/unknown steps: the operations responsible.
+    pub blocked_by: Vec<String>,
+    /// Wall time spent executing it (zero when not executed or reused).
+    pub duration: Duration,
+    /// 409 Conflicts it met (each retried or not).
+    pub conflicts: u32,
+}
+
+/// One reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconcileRecord {
+    /// The object.
+    pub object: ObjectKey,
+    /// Plan name.
+    pub plan: String,
+    /// Plan content hash (full hex).
+    pub plan_hash: String,
+    /// The mode the reconcile ran in.
+    pub mode: Mode,
+    /// When it started.
+    pub started_at: SystemTime,
+    /// How long the whole reconcile took (control, candidate and condition write).
+    pub duration: Duration,
+    /// The control's steps, in decision order.
+    pub control: Vec<StepRecord>,
+    /// The candidate's steps, in decision order (empty in mode `off`).
+    pub candidate: Vec<StepRecord>,
+    /// Ran in the candidate, not in the control.
+    pub unblocked: Vec<String>,
+    /// Ran in the control, blocked in the candidate.
+    pub newly_blocked: Vec<String>,
+    /// Ran in both with different outcomes.
+    pub changed: Vec<String>,
+    /// The control's first failed operation.
+    pub control_first_failure: Option<String>,
+    /// The control's aggregate error text.
+    pub control_error: Option<String>,
+    /// The candidate's aggregate error text.
+    pub candidate_error: Option<String>,
+    /// The trace id of the reconcile span, when traces are on.
+    pub trace_id: Option<String>,
+}
+
+impl ReconcileRecord {
+    /// The steps of one policy as records. `executions[op]` and `durations[op]` come from the run.
+    pub(super) fn steps(
+        report: &Report,
+        executions: &[Execution],
+        durations: &[Duration],
+        conflicts: &[u32],
+    ) -> Vec<StepRecord> {
+        let plan = report.plan();
+        report
+            .steps()
+            .iter()
+            .map(|step: &Step| {
+                let op = plan.operation(step.op);
+                let i = step.op.index();
+                let names = |ops: &[crate::plan::OpId]| {
+                    ops.iter().map(|&o| plan.name_of(o).to_owned()).collect()
+                };
+                let blocked_by = match &step.outcome {
+                    Outcome::Blocked { by } => names(by.as_slice()),
+                    Outcome::Unknown { on } => names(on.as_slice()),
+                    Outcome::Skipped { after } => vec![plan.name_of(*after).to_owned()],
+                    Outcome::Succeeded | Outcome::Failed { .. } => Vec::new(),
+                };
+                StepRecord {
+                    operation: op.name().to_owned(),
+                    phase: op.phase(),
+                    category: if step.critical {
+                        Category::Critical
+                    } else {
+                        Category::NonCritical
+                    },
+                    execution: if step.executed {
+                        executions[i]
+                    } else {
+                        Execution::NotRun
+                    },
+                    outcome: step.outcome.as_str(),
+                    error_class: step.outcome.error_class(),
+                    message: step.message.clone(),
+                    blocked_by,
+                    duration: durations[i],
+                    conflicts: conflicts[i],
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn diff_names(
+        report: &Report,
+        diff: &Diff,
+    ) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let plan = report.plan();
+        let names =
+            |ops: &[crate::plan::OpId]| ops.iter().map(|&o| plan.name_of(o).to_owned()).collect();
+        (
+            names(diff.unblocked()),
+            names(diff.newly_blocked()),
+            names(diff.changed()),
+        )
+    }
+
+    /// The candidate step of an operation.
+    #[must_use]
+    pub fn candidate_step(&self, operation: &str) -> Option<&StepRecord> {
+        self.candidate.iter().find(|s| s.operation == operation)
+    }
+
+    /// The control step of an operation.
+    #[must_use]
+    pub fn control_step(&self, operation: &str) -> Option<&StepRecord> {
+        self.control.iter().find(|s| s.operation == operation)
+    }
+}
+
+/// A consumer of records (metrics, traces, Parquet, logs). Called inline after each reconcile:
+/// it must not block.
+pub trait Sink: Send + Sync {
+    /// Takes one record.
+    fn record(&self, record: &ReconcileRecord);
+}
+
+/// Keeps every record in memory, for tests and for `simulate`'s summary.
+#[derive(Debug, Default, Clone)]
+pub struct MemorySink {
+    records: Arc<Mutex<Vec<ReconcileRecord>>>,
+}
+
+impl MemorySink {
+    /// An empty sink.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// A copy of every record so far.
+    #[must_use]
+    pub fn records(&self) -> Vec<ReconcileRecord> {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+    /// How many records arrived.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+    /// Whether none arrived.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Sink for MemorySink {
+    fn record(&self, record: &ReconcileRecord) {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(record.clone());
+    }
+}
+
+/// Logs one line per reconcile with `tracing`: HyperShift's "successfully reconciled" /
+/// "reconciliation completed with errors", and what the candidate would have changed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LogSink;
+
+impl Sink for LogSink {
+    fn record(&self, r: &ReconcileRecord) {
+        let object = format!(
+            "{}/{}",
+            r.object.namespace.as_deref().unwrap_or(""),
+            r.object.name
+        );
+        match &r.control_error {
+            None => {
+                tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, unblocked = r.unblocked.len(), "successfully reconciled");
+            }
+            Some(error) => {
+                tracing::info!(
+                    plan = %r.plan, mode = r.mode.as_str(), %object, error = %error,
+                    first_failure = r.control_first_failure.as_deref().unwrap_or(""),
+                    unblocked = ?r.unblocked, newly_blocked = ?r.newly_blocked,
+                    "reconciliation completed with errors"
+                );
+            }
+        }
+    }
+}
