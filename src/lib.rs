@@ -38,6 +38,7 @@ pub mod engine;
 pub mod model;
 pub mod outcome;
 pub mod plan;
+pub mod reconcilers;
 pub mod sim;
 pub mod simulate;
 mod yaml;
