@@ -28,8 +28,8 @@ struct Fixture {
     client: kube::Client,
 }
 
-fn local(name: &str) -> Option<LocalRef> {
-    Some(LocalRef { name: name.into() })
+fn local(name: &str) -> LocalRef {
+    LocalRef { name: name.into() }
 }
 
 /// A simulator with the CRDs, the `clusters` namespace, the input secrets, and one HostedCluster
@@ -86,10 +86,10 @@ async fn fixture(adjust: impl FnOnce(&mut HostedClusterSpec)) -> Fixture {
         pull_secret: LocalRef {
             name: "pull-secret".into(),
         },
-        ssh_key: local("ssh-key"),
-        audit_webhook: local("audit-webhook"),
-        additional_trust_bundle: local("trust-bundle"),
-        secret_encryption: local("encryption-key"),
+        ssh_key: Some(local("ssh-key")),
+        audit_webhook: Some(local("audit-webhook")),
+        additional_trust_bundle: Some(local("trust-bundle")),
+        secret_encryption: Some(local("encryption-key")),
         ..HostedClusterSpec::default()
     };
     adjust(&mut spec);
@@ -198,7 +198,7 @@ async fn happy_path_reuses_everything_and_writes_the_condition() {
 
 #[tokio::test]
 async fn ssh_key_missing_the_candidate_would_still_create_the_hcp_and_operators() {
-    let f = fixture(|spec| spec.ssh_key = local("missing-ssh-key")).await;
+    let f = fixture(|spec| spec.ssh_key = Some(local("missing-ssh-key"))).await;
     let record = f.reconcile(Mode::Shadow).await;
     assert_eq!(record.control_first_failure.as_deref(), Some("SSHKeySync"));
     assert_eq!(
@@ -242,7 +242,7 @@ async fn ssh_key_missing_the_candidate_would_still_create_the_hcp_and_operators(
 
 #[tokio::test]
 async fn secret_encryption_failing_creates_the_hcp_and_blocks_the_gated_phase() {
-    let f = fixture(|spec| spec.secret_encryption = local("missing-kms-key")).await;
+    let f = fixture(|spec| spec.secret_encryption = Some(local("missing-kms-key"))).await;
     let record = f.reconcile(Mode::Shadow).await;
     assert_eq!(
         record.control_first_failure.as_deref(),
