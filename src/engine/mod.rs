@@ -7,6 +7,7 @@
 
 pub mod classify;
 pub mod condition;
+pub mod conflict;
 pub mod dryrun;
 pub mod operation;
 pub mod record;
@@ -19,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime};
 use kube::Resource;
 
 pub use operation::{OpContext, OpError, OpOutput, OpResult, Reconciler};
-pub use record::{LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord};
+pub use record::{
+    ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
+};
 
 use crate::model::{Decision, Diff, Policy, StepResult};
 use crate::outcome::{Execution, Outcome, ShadowPolicy};
@@ -245,12 +248,7 @@ impl<R: Reconciler> Engine<R> {
             mode: self.mode,
             started_at,
             duration: Duration::ZERO,
-            control: ReconcileRecord::steps(
-                &control_report,
-                &control.executions,
-                &control.durations,
-                &control.conflicts,
-            ),
+            control: ReconcileRecord::steps(&control_report, &control),
             candidate: Vec::new(),
             unblocked: Vec::new(),
             newly_blocked: Vec::new(),
@@ -267,12 +265,7 @@ impl<R: Reconciler> Engine<R> {
                 .expect("both runs follow the engine's plan");
             (record.unblocked, record.newly_blocked, record.changed) =
                 ReconcileRecord::diff_names(&control_report, &diff);
-            record.candidate = ReconcileRecord::steps(
-                &report,
-                &trace.executions,
-                &trace.durations,
-                &trace.conflicts,
-            );
+            record.candidate = ReconcileRecord::steps(&report, &trace);
             record.candidate_error = report.aggregate();
         }
         record.duration = started.elapsed();
@@ -310,7 +303,9 @@ impl<R: Reconciler> Engine<R> {
             let Decision::Run(op) = decision else {
                 continue;
             };
-            ctx.prepare(self.retries(op, &self.control));
+            let retry = self.retries(op, &self.control);
+            ctx.prepare(retry);
+            trace.retried[op.index()] = retry;
             trace.executions[op.index()] = Execution::Real;
             let result = self.execute(op, &mut ctx, &mut trace).await;
             run.complete(op, result)
@@ -347,7 +342,11 @@ impl<R: Reconciler> Engine<R> {
             };
             let i = op.index();
             let theirs = control_report.step(op);
-            let result = if theirs.executed {
+            let retry = self.retries(op, policy);
+            let failed_on_conflict =
+                theirs.outcome.error_class() == Some(crate::outcome::ErrorClass::Conflict);
+            let result = if theirs.executed && !(failed_on_conflict && retry && !control.retried[i])
+            {
                 trace.executions[i] = Execution::Reused;
                 trace.conflicts[i] = control.conflicts[i];
                 reuse(theirs)
@@ -355,8 +354,11 @@ impl<R: Reconciler> Engine<R> {
                 trace.executions[i] = Execution::NotSimulated;
                 StepResult::not_simulated()
             } else {
+                // Never ran in the control, or failed there on a conflict the candidate would
+                // retry: find out, through the dry-run client, what the candidate would get.
                 trace.executions[i] = Execution::DryRun;
-                ctx.prepare(self.retries(op, policy));
+                trace.retried[i] = retry;
+                ctx.prepare(retry);
                 self.execute(op, &mut ctx, &mut trace).await
             };
             run.complete(op, result)
@@ -407,6 +409,8 @@ struct Trace {
     executions: Vec<Execution>,
     durations: Vec<Duration>,
     conflicts: Vec<u32>,
+    /// Whether the operation ran under the retry-on-conflict policy.
+    retried: Vec<bool>,
 }
 
 impl Trace {
@@ -415,6 +419,7 @@ impl Trace {
             executions: vec![Execution::NotRun; n],
             durations: vec![Duration::ZERO; n],
             conflicts: vec![0; n],
+            retried: vec![false; n],
         }
     }
 }

@@ -176,7 +176,9 @@ impl<K, S> OpContext<K, S> {
 /// A reconciler: the operations of a plan, implemented once, as async functions.
 ///
 /// `run` dispatches on the operation name; `operations` lists every name it implements, and the
-/// engine refuses to start when the plan and this list differ.
+/// engine refuses to start when the plan and this list differ. The object's type must carry
+/// `status.conditions` (the engine reads the `ReconciliationSucceeded` condition from it to write
+/// it only when it changed) and have a status subresource.
 pub trait Reconciler: Send + Sync + 'static {
     /// The kind reconciled.
     type Object: kube::Resource<DynamicType = ()>

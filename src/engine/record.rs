@@ -21,6 +21,46 @@ pub struct ObjectKey {
     pub uid: Option<String>,
 }
 
+/// How a step's 409 Conflicts ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConflictResolution {
+    /// Retried under the retry-on-conflict policy, and succeeded.
+    RetriedSucceeded,
+    /// Retried until `DefaultRetry` gave up.
+    Exhausted,
+    /// Not retried (the legacy policy): the step failed.
+    NotRetried,
+    /// Shadow: the candidate's retry, dry-run, would have succeeded.
+    WouldHaveSucceeded,
+    /// Shadow: the candidate's retry, dry-run, would have failed too.
+    WouldHaveFailed,
+}
+
+impl ConflictResolution {
+    /// The label used in metrics and Parquet.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::RetriedSucceeded => "retried-succeeded",
+            Self::Exhausted => "exhausted",
+            Self::NotRetried => "not-retried",
+            Self::WouldHaveSucceeded => "would-have-succeeded",
+            Self::WouldHaveFailed => "would-have-failed",
+        }
+    }
+
+    fn of(execution: Execution, retried: bool, succeeded: bool) -> Option<Self> {
+        match (execution, retried, succeeded) {
+            (Execution::Real, true, true) => Some(Self::RetriedSucceeded),
+            (Execution::Real, true, false) => Some(Self::Exhausted),
+            (Execution::Real, false, _) => Some(Self::NotRetried),
+            (Execution::DryRun, _, true) => Some(Self::WouldHaveSucceeded),
+            (Execution::DryRun, _, false) => Some(Self::WouldHaveFailed),
+            (Execution::Reused | Execution::NotSimulated | Execution::NotRun, _, _) => None,
+        }
+    }
+}
+
 /// One operation in one policy's run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepRecord {
@@ -44,6 +84,8 @@ pub struct StepRecord {
     pub duration: Duration,
     /// 409 Conflicts it met (each retried or not).
     pub conflicts: u32,
+    /// How those conflicts ended, when there were any.
+    pub conflict: Option<ConflictResolution>,
 }
 
 /// One reconcile.
@@ -83,12 +125,7 @@ pub struct ReconcileRecord {
 
 impl ReconcileRecord {
     /// The steps of one policy as records. `executions[op]` and `durations[op]` come from the run.
-    pub(super) fn steps(
-        report: &Report,
-        executions: &[Execution],
-        durations: &[Duration],
-        conflicts: &[u32],
-    ) -> Vec<StepRecord> {
+    pub(super) fn steps(report: &Report, trace: &super::Trace) -> Vec<StepRecord> {
         let plan = report.plan();
         report
             .steps()
@@ -105,6 +142,20 @@ impl ReconcileRecord {
                     Outcome::Skipped { after } => vec![plan.name_of(*after).to_owned()],
                     Outcome::Succeeded | Outcome::Failed { .. } => Vec::new(),
                 };
+                let execution = if step.executed {
+                    trace.executions[i]
+                } else {
+                    Execution::NotRun
+                };
+                let conflict = (trace.conflicts[i] > 0)
+                    .then(|| {
+                        ConflictResolution::of(
+                            execution,
+                            trace.retried[i],
+                            step.outcome == Outcome::Succeeded,
+                        )
+                    })
+                    .flatten();
                 StepRecord {
                     operation: op.name().to_owned(),
                     phase: op.phase(),
@@ -113,17 +164,14 @@ impl ReconcileRecord {
                     } else {
                         Category::NonCritical
                     },
-                    execution: if step.executed {
-                        executions[i]
-                    } else {
-                        Execution::NotRun
-                    },
+                    execution,
                     outcome: step.outcome.as_str(),
                     error_class: step.outcome.error_class(),
                     message: step.message.clone(),
                     blocked_by,
-                    duration: durations[i],
-                    conflicts: conflicts[i],
+                    duration: trace.durations[i],
+                    conflicts: trace.conflicts[i],
+                    conflict,
                 }
             })
             .collect()

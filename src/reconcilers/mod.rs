@@ -1,5 +1,6 @@
 //! The reference reconcilers, each with its CRDs and its plan from `deploy/plans/`.
 
+pub mod addon;
 pub mod hostedcluster;
 pub mod k8s;
 
