@@ -34,11 +34,13 @@
 //! assert!(diff.unblocked().contains(&core));
 //! ```
 
+pub mod controller;
 pub mod engine;
 pub mod model;
 pub mod outcome;
 pub mod plan;
 pub mod reconcilers;
+pub mod scenario;
 pub mod sim;
 pub mod simulate;
 mod yaml;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use shadow_reconciler::plan::{self, ReconcilePlan};
-use shadow_reconciler::{sim, simulate};
+use shadow_reconciler::{scenario, sim, simulate};
 
 /// Exit code for invalid input (a bad plan, an unknown group); clap uses it for usage errors too.
 const EXIT_INVALID: u8 = 2;
@@ -65,20 +65,38 @@ enum PlanCommand {
 
 #[derive(Args)]
 struct SimulateArgs {
-    /// A shipped plan (`hostedcluster`, `addon-install-progression`) or a plan file.
-    #[arg(long, default_value = "hostedcluster")]
-    plan: String,
-    /// Reconciles to simulate.
-    #[arg(long, default_value_t = 10_000)]
-    reconciles: u64,
-    /// Probability that an operation fails in a reconcile.
-    #[arg(long, default_value_t = 0.05, value_parser = parse_probability)]
-    failure_rate: f64,
-    /// Seed of the random draws (same seed, same numbers).
+    /// HostedClusters in the simulated cluster.
+    #[arg(long, default_value_t = 200)]
+    hosted_clusters: usize,
+    /// ClusterManagementAddOns in the simulated cluster.
+    #[arg(long, default_value_t = 20)]
+    addons: usize,
+    /// The faults: healthy, missing-secrets, conflict-storm or mixed.
+    #[arg(long, default_value = "mixed")]
+    scenario: scenario::Scenario,
+    /// The engines' mode: off, shadow or enforce.
+    #[arg(long, default_value = "shadow")]
+    mode: shadow_reconciler::engine::Mode,
+    /// The longest the controllers run, in seconds (a run that settles ends earlier).
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Seed of every random choice (same seed, same population and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Rollout group enforced in the candidate (repeatable); default: every group.
-    #[arg(long = "enforce", value_name = "GROUP")]
+    /// Instead: drive the two models over randomly drawn results, without an API server.
+    #[arg(long)]
+    model_only: bool,
+    /// With --model-only: a shipped plan or a plan file.
+    #[arg(long, default_value = "hostedcluster", requires = "model_only")]
+    plan: String,
+    /// With --model-only: reconciles to simulate.
+    #[arg(long, default_value_t = 10_000, requires = "model_only")]
+    reconciles: u64,
+    /// With --model-only: probability that an operation fails in a reconcile.
+    #[arg(long, default_value_t = 0.05, value_parser = parse_probability, requires = "model_only")]
+    failure_rate: f64,
+    /// With --model-only: rollout group enforced in the candidate (repeatable); default: all.
+    #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
     enforce: Vec<String>,
 }
 
@@ -130,13 +148,32 @@ fn check_plans(files: &[PathBuf]) -> ExitCode {
 }
 
 fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    if args.model_only {
+        return simulate_models(args);
+    }
+    let settings = scenario::Settings {
+        hosted_clusters: args.hosted_clusters,
+        addons: args.addons,
+        scenario: args.scenario,
+        seed: args.seed,
+        mode: args.mode,
+        duration: std::time::Duration::from_secs(args.duration),
+        ..scenario::Settings::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let summary = runtime.block_on(scenario::run(&settings)).context("the simulation failed")?;
+    print!("{summary}");
+    if summary.shadow_persisted > 0 || summary.guard_refusals > 0 {
+        anyhow::bail!("the shadow persisted {} mutations and the guard refused {}: both must be 0", summary.shadow_persisted, summary.guard_refusals);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let plan = match plan::embedded::load(&args.plan) {
         Some(plan) => plan,
         None => ReconcilePlan::load(&args.plan).with_context(|| {
-            format!(
-                "--plan {:?} is neither a shipped plan nor a valid plan file",
-                args.plan
-            )
+            format!("--plan {:?} is neither a shipped plan nor a valid plan file", args.plan)
         })?,
     };
     let settings = simulate::Settings {

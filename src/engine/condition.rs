@@ -42,23 +42,23 @@ fn merged(conditions: &[Value], condition: &Condition, generation: Option<i64>) 
     result
 }
 
-/// Writes `condition` into the object's `status.conditions` with a status merge patch, unless the
-/// object (as the caller saw it) already carries the same one. Returns whether it wrote.
-pub async fn write_if_changed<K>(
-    client: &kube::Client,
-    object: &K,
-    condition: &Condition,
-) -> Result<bool, kube::Error>
+/// Attempts at writing the condition when other writers keep changing the object.
+const ATTEMPTS: u32 = 5;
+
+/// Writes `condition` into the object's `status.conditions`, unless the object already carries
+/// the same one. Returns whether it wrote.
+///
+/// The cached object decides whether a write is needed (no request otherwise). A write reads the
+/// object first and patches the conditions computed from that fresh copy with its
+/// resourceVersion as a precondition, so conditions other writers set in the meantime (including
+/// this reconcile's own operations) are never erased; a 409 re-reads and tries again.
+pub async fn write_if_changed<K>(client: &kube::Client, object: &K, condition: &Condition) -> Result<bool, kube::Error>
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
     let value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
-    let conditions = value
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if unchanged(&conditions, condition) {
+    let cached = value.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    if unchanged(&cached, condition) {
         return Ok(false);
     }
     let meta = object.meta();
@@ -68,10 +68,23 @@ where
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
-    let patch = json!({"status": {"conditions": merged(&conditions, condition, meta.generation)}});
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(true)
+    let mut attempt = 1;
+    loop {
+        let fresh = api.get(&name).await?;
+        let conditions = fresh.data.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        if unchanged(&conditions, condition) {
+            return Ok(false);
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": fresh.metadata.resource_version},
+            "status": {"conditions": merged(&conditions, condition, fresh.metadata.generation)},
+        });
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => return Ok(true),
+            Err(e) if super::classify::is_conflict(&e) && attempt < ATTEMPTS => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]

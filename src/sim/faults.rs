@@ -81,8 +81,10 @@ pub struct Action {
     /// For watches: end the stream after this many events (0: right after it starts).
     #[serde(default)]
     pub drop_watch_after_events: Option<usize>,
-    /// For reads of one object: after answering, a second writer bumps the object's
-    /// resourceVersion, so the client's next write with what it read conflicts.
+    /// A second writer races the request: after a `get` of one object is answered, or just
+    /// before an `update` or `patch` of one object is served, it bumps the object's
+    /// resourceVersion, so a write built on what the client read conflicts (a real 409 from the
+    /// precondition, not an injected one).
     #[serde(default)]
     pub second_writer: bool,
 }

@@ -257,6 +257,14 @@ pub(super) async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    if decision.second_writer
+        && matches!(verb, "update" | "patch")
+        && let Some(name) = &target.name
+    {
+        // A second writer gets in just before this write: its resourceVersion goes stale. A
+        // missing object stays missing (the write answers 404 as it would anyway).
+        let _ = super::lock(&shared.store).bump(&target.rt, target.namespace.as_deref(), name);
+    }
     let result = serve(
         &shared,
         verb,

@@ -1,0 +1,91 @@
+//! kube-runtime `Controller`s driving the engine: one per reconciler, with an error policy that
+//! backs off per object like controller-runtime's default rate limiter.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::Resource;
+
+use crate::engine::{Engine, Reconciler};
+
+/// The first retry waits this long; each failure doubles it.
+const BACKOFF_BASE: Duration = Duration::from_millis(5);
+/// The longest wait between retries.
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// A reconcile that failed: the control's aggregate error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReconcileFailed(String);
+
+struct Context<R: Reconciler> {
+    engine: Arc<Engine<R>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+fn key<K: Resource>(object: &K) -> String {
+    format!("{}/{}", object.meta().namespace.as_deref().unwrap_or(""), object.meta().name.as_deref().unwrap_or(""))
+}
+
+/// The wait after `failures` consecutive failures: 5 ms doubling, at most 5 minutes.
+#[must_use]
+pub fn backoff(failures: u32) -> Duration {
+    BACKOFF_BASE.saturating_mul(1u32.checked_shl(failures.min(31)).unwrap_or(u32::MAX)).min(BACKOFF_MAX)
+}
+
+async fn reconcile<R: Reconciler>(object: Arc<R::Object>, ctx: Arc<Context<R>>) -> Result<Action, ReconcileFailed> {
+    let outcome = ctx.engine.reconcile(object.clone()).await;
+    match outcome.error {
+        Some(error) => Err(ReconcileFailed(error)),
+        None => {
+            ctx.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(&key(object.as_ref()));
+            Ok(outcome.requeue_after.map_or_else(Action::await_change, Action::requeue))
+        }
+    }
+}
+
+fn error_policy<R: Reconciler>(object: Arc<R::Object>, _: &ReconcileFailed, ctx: Arc<Context<R>>) -> Action {
+    let mut failures = ctx.failures.lock().unwrap_or_else(PoisonError::into_inner);
+    let n = failures.entry(key(object.as_ref())).or_default();
+    *n += 1;
+    Action::requeue(backoff(*n - 1))
+}
+
+/// Runs a controller for `api`'s objects until `shutdown` resolves.
+pub async fn run<R>(engine: Arc<Engine<R>>, api: Api<R::Object>, shutdown: impl Future<Output = ()> + Send + Sync + 'static)
+where
+    R: Reconciler,
+    <R::Object as Resource>::DynamicType: Eq + Hash + Clone + Debug + Default + Unpin,
+{
+    let ctx = Arc::new(Context { engine, failures: Mutex::new(HashMap::new()) });
+    Controller::new(api, watcher::Config::default())
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<R>, error_policy::<R>, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile error");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_cap() {
+        assert_eq!(backoff(0), Duration::from_millis(5));
+        assert_eq!(backoff(1), Duration::from_millis(10));
+        assert_eq!(backoff(10), Duration::from_millis(5120));
+        assert_eq!(backoff(40), BACKOFF_MAX);
+    }
+}

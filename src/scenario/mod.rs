@@ -1,0 +1,249 @@
+//! `simulate`: the embedded API simulator, a realistic population, a named scenario of faults,
+//! and both reference reconcilers running their controllers in shadow mode.
+
+pub mod population;
+pub mod summary;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io::IsTerminal;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::Api;
+
+pub use summary::Summary;
+
+use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
+use crate::engine::{Engine, EngineSettings, LogSink, MemorySink, Mode, Sink};
+use crate::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
+use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+use crate::sim::{Action, Match, Rule, SimConfig, Simulator};
+use crate::simulate::Rng;
+
+/// The `User-Agent` of the controllers' real client.
+pub const CONTROLLER_USER_AGENT: &str = concat!("shadow-reconciler/", env!("CARGO_PKG_VERSION"));
+
+/// A named set of faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// No faults, every input present.
+    Healthy,
+    /// Some HostedClusters miss their SSH key (10%), audit-webhook (5%) or pull secret (3%).
+    MissingSecrets,
+    /// After the restart, a second writer races the add-on controller's status patches.
+    ConflictStorm,
+    /// Missing secrets, the conflict storm, and 1% of requests answered 503.
+    Mixed,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Self; 4] = [Self::Healthy, Self::MissingSecrets, Self::ConflictStorm, Self::Mixed];
+
+    /// The scenario's name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Healthy => "healthy",
+            Self::MissingSecrets => "missing-secrets",
+            Self::ConflictStorm => "conflict-storm",
+            Self::Mixed => "mixed",
+        }
+    }
+
+    const fn missing_secrets(self) -> bool {
+        matches!(self, Self::MissingSecrets | Self::Mixed)
+    }
+
+    const fn conflict_storm(self) -> bool {
+        matches!(self, Self::ConflictStorm | Self::Mixed)
+    }
+
+    const fn flaky(self) -> bool {
+        matches!(self, Self::Mixed)
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|sc| sc.as_str() == s).ok_or_else(|| {
+            format!("unknown scenario {s:?}; expected one of healthy, missing-secrets, conflict-storm, mixed")
+        })
+    }
+}
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// HostedClusters to create.
+    pub hosted_clusters: usize,
+    /// ClusterManagementAddOns to create.
+    pub addons: usize,
+    /// The faults.
+    pub scenario: Scenario,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// The engines' mode.
+    pub mode: Mode,
+    /// The longest the controllers run.
+    pub duration: Duration,
+    /// Quiet time after which a run that reconciled every object ends early.
+    pub settle: Duration,
+    /// Draw a progress bar on stderr when it is a terminal.
+    pub progress: bool,
+    /// Log every record.
+    pub log_records: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            hosted_clusters: 200,
+            addons: 20,
+            scenario: Scenario::Mixed,
+            seed: 1,
+            mode: Mode::Shadow,
+            duration: Duration::from_secs(60),
+            settle: Duration::from_secs(2),
+            progress: true,
+            log_records: false,
+        }
+    }
+}
+
+/// Errors of a simulated run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The simulator did not start.
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
+    /// Setting up the population failed.
+    #[error("cannot create the population")]
+    Population(#[source] kube::Error),
+    /// An engine could not be built.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    /// The kube client could not be built.
+    #[error("cannot build the kube client")]
+    Client(#[source] kube::Error),
+}
+
+/// Runs a simulation and returns its summary.
+pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
+    let mut sim = Simulator::start(SimConfig { seed: settings.seed, ..SimConfig::default() }).await?;
+    let mut config = kube::Config::new(sim.url().parse().expect("the simulator's URL is a valid URI"));
+    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(CONTROLLER_USER_AGENT)));
+    let client = kube::Client::try_from(config).map_err(ScenarioError::Client)?;
+    let mut rng = Rng::new(settings.seed);
+    population::create_crds(&client).await.map_err(ScenarioError::Population)?;
+    let planted = population::create(&client, settings.scenario, settings.hosted_clusters, settings.addons, &mut rng).await.map_err(ScenarioError::Population)?;
+    let before = sim.audit(crate::sim::Audit::len);
+
+    if settings.scenario.conflict_storm() {
+        // After the restart another controller writes the same add-ons: each of the add-on
+        // controller's first status patches finds the object changed since its cache saw it.
+        sim.add_fault(Rule {
+            name: "conflict-storm".into(),
+            matches: Match {
+                verbs: vec!["patch".into()],
+                resource: Some("clustermanagementaddons.example.shadow-reconciler.io".into()),
+                subresource: Some("status".into()),
+                user_agent: Some(CONTROLLER_USER_AGENT.into()),
+                ..Match::default()
+            },
+            action: Action { second_writer: true, ..Action::default() },
+            probability: None,
+            count: Some(u64::try_from(settings.addons * 2).unwrap_or(u64::MAX)),
+        });
+    }
+    if settings.scenario.flaky() {
+        sim.add_fault(Rule {
+            name: "flaky-503".into(),
+            matches: Match::default(),
+            action: Action { status: Some(503), ..Action::default() },
+            probability: Some(0.01),
+            count: None,
+        });
+    }
+
+    // The restart: both controllers start and replay every object at once.
+    let sink = MemorySink::new();
+    let engine_settings = EngineSettings { mode: settings.mode, ..EngineSettings::default() };
+    let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(sink.clone())];
+    if settings.log_records {
+        sinks.push(Arc::new(LogSink));
+    }
+    let hc_engine = sinks.iter().fold(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &engine_settings)?, |e, s| e.with_sink(s.clone()));
+    let addon_engine = sinks.iter().fold(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &engine_settings)?, |e, s| e.with_sink(s.clone()));
+    let (hc_engine, addon_engine) = (Arc::new(hc_engine), Arc::new(addon_engine));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let started = Instant::now();
+    let controllers = [
+        tokio::spawn(crate::controller::run(hc_engine.clone(), Api::<HostedCluster>::all(client.clone()), until_stopped(stopped.clone()))),
+        tokio::spawn(crate::controller::run(addon_engine.clone(), Api::<ClusterManagementAddOn>::all(client.clone()), until_stopped(stopped.clone()))),
+    ];
+
+    wait_until_settled(&sink, settings, planted.hosted_clusters + planted.addons, started).await;
+    let _ = stop.send(true);
+    for controller in controllers {
+        let _ = controller.await;
+    }
+    let elapsed = started.elapsed();
+    sim.clear_faults();
+
+    let mut summary = Summary { planted, elapsed, ..Summary::default() };
+    for record in sink.records() {
+        summary.add(&record);
+    }
+    summary.guard_refusals = hc_engine.guard().refused() + addon_engine.guard().refused();
+    sim.audit(|audit| {
+        let shadow = audit.totals().get(SHADOW_USER_AGENT).cloned().unwrap_or_default();
+        summary.shadow_persisted = shadow.persisted_mutations;
+        summary.shadow_dry_runs = shadow.dry_run_mutations;
+        summary.requests = audit.len() - before;
+        summary.faulted = audit.totals().values().map(|t| t.faulted).sum();
+    });
+    sim.shutdown().await?;
+    Ok(summary)
+}
+
+/// Waits until every object was reconciled at least once and nothing happened for the settle
+/// time, or the duration is over; draws the progress bar meanwhile.
+async fn wait_until_settled(sink: &MemorySink, settings: &Settings, objects: usize, started: Instant) {
+    let terminal = settings.progress && std::io::stderr().is_terminal();
+    let mut last_count = 0;
+    let mut last_change = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let records = sink.records();
+        let seen: HashSet<(String, String)> = records.iter().map(|r| (r.object.namespace.clone().unwrap_or_default(), r.object.name.clone())).collect();
+        if records.len() != last_count {
+            last_count = records.len();
+            last_change = Instant::now();
+        }
+        if terminal {
+            let width = 30;
+            let filled = (seen.len() * width).checked_div(objects).unwrap_or(width).min(width);
+            eprint!("\r[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s ", "#".repeat(filled), ".".repeat(width - filled), seen.len(), objects, records.len(), started.elapsed().as_secs_f64());
+        }
+        let all_seen = seen.len() >= objects;
+        if (all_seen && last_change.elapsed() >= settings.settle) || started.elapsed() >= settings.duration {
+            break;
+        }
+    }
+    if terminal {
+        eprintln!();
+    }
+}

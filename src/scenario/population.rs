@@ -1,0 +1,116 @@
+//! The simulated cluster's population: HostedClusters with their input secrets (some missing, as
+//! the scenario says) and ClusterManagementAddOns.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use super::Scenario;
+use crate::reconcilers::addon::{ClusterManagementAddOn, ClusterManagementAddOnSpec, ConfigRef, InstallStrategy, PlacementRef, SELF_MANAGED_ANNOTATION};
+use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release};
+use crate::simulate::Rng;
+
+/// Namespaces the HostedClusters are spread over.
+pub const NAMESPACES: usize = 10;
+
+/// What was planted: how many objects miss which input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Planted {
+    /// HostedClusters created.
+    pub hosted_clusters: usize,
+    /// Of those, referencing an SSH key secret that does not exist.
+    pub missing_ssh_key: usize,
+    /// Referencing an audit-webhook secret that does not exist.
+    pub missing_audit_webhook: usize,
+    /// Whose pull secret does not exist.
+    pub missing_pull_secret: usize,
+    /// ClusterManagementAddOns created.
+    pub addons: usize,
+}
+
+fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta { name: Some(name.to_owned()), namespace: namespace.map(str::to_owned), ..ObjectMeta::default() }
+}
+
+/// Creates the CRDs of both reference reconcilers.
+pub async fn create_crds(client: &kube::Client) -> Result<(), kube::Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [HostedCluster::crd(), HostedControlPlane::crd(), ClusterManagementAddOn::crd()] {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    Ok(())
+}
+
+/// Creates the population.
+pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: usize, addons: usize, rng: &mut Rng) -> Result<Planted, kube::Error> {
+    let pp = PostParams::default();
+    let mut planted = Planted { hosted_clusters, addons, ..Planted::default() };
+    let (p_ssh, p_audit, p_pull) = if scenario.missing_secrets() { (0.10, 0.05, 0.03) } else { (0.0, 0.0, 0.0) };
+    for n in 0..NAMESPACES.min(hosted_clusters.max(1)) {
+        let ns = Namespace { metadata: named(&format!("team-{n}"), None), ..Namespace::default() };
+        Api::<Namespace>::all(client.clone()).create(&pp, &ns).await?;
+    }
+    for i in 0..hosted_clusters {
+        let ns = format!("team-{}", i % NAMESPACES);
+        let name = format!("hc-{i:04}");
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let missing_ssh = rng.next_f64() < p_ssh;
+        let missing_audit = rng.next_f64() < p_audit;
+        let missing_pull = rng.next_f64() < p_pull;
+        planted.missing_ssh_key += usize::from(missing_ssh);
+        planted.missing_audit_webhook += usize::from(missing_audit);
+        planted.missing_pull_secret += usize::from(missing_pull);
+        for (suffix, missing) in [("pull-secret", missing_pull), ("ssh-key", missing_ssh), ("audit-webhook", missing_audit), ("encryption-key", false)] {
+            if !missing {
+                let secret = Secret {
+                    metadata: named(&format!("{name}-{suffix}"), Some(&ns)),
+                    string_data: Some([("value".to_owned(), format!("{name}-{suffix}"))].into()),
+                    ..Secret::default()
+                };
+                secrets.create(&pp, &secret).await?;
+            }
+        }
+        let bundle = ConfigMap { metadata: named(&format!("{name}-ca"), Some(&ns)), data: Some([("ca.crt".to_owned(), "pem".to_owned())].into()), ..ConfigMap::default() };
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&pp, &bundle).await?;
+        let local = |suffix: &str| LocalRef { name: format!("{name}-{suffix}") };
+        let spec = HostedClusterSpec {
+            release: Release { image: format!("quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64", 16 + i % 3, i % 10) },
+            platform: ["AWS", "Azure", "KubeVirt"][i % 3].to_owned(),
+            pull_secret: local("pull-secret"),
+            ssh_key: Some(local("ssh-key")),
+            audit_webhook: Some(local("audit-webhook")),
+            additional_trust_bundle: Some(local("ca")),
+            secret_encryption: Some(local("encryption-key")),
+            ..HostedClusterSpec::default()
+        };
+        let mut hc = HostedCluster::new(&name, spec);
+        hc.metadata.namespace = Some(ns.clone());
+        Api::<HostedCluster>::namespaced(client.clone(), &ns).create(&pp, &hc).await?;
+    }
+    for i in 0..addons {
+        let (strategy, self_managed) = match i % 10 {
+            0 | 1 => ("Manual", false),
+            2 => ("Placements", true),
+            _ => ("Placements", false),
+        };
+        let spec = ClusterManagementAddOnSpec {
+            install_strategy: InstallStrategy {
+                type_: strategy.to_owned(),
+                placements: (0..=i % 3).map(|p| PlacementRef { name: format!("placement-{p}"), namespace: "open-cluster-management".into() }).collect(),
+            },
+            default_configs: vec![ConfigRef {
+                group: "addon.open-cluster-management.io".into(),
+                resource: "addondeploymentconfigs".into(),
+                name: format!("addon-{i}-defaults"),
+                namespace: "open-cluster-management".into(),
+            }],
+        };
+        let mut addon = ClusterManagementAddOn::new(&format!("addon-{i:02}"), spec);
+        if self_managed {
+            addon.metadata.annotations = Some([(SELF_MANAGED_ANNOTATION.to_owned(), "self".to_owned())].into());
+        }
+        Api::<ClusterManagementAddOn>::all(client.clone()).create(&pp, &addon).await?;
+    }
+    Ok(planted)
+}

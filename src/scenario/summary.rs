@@ -1,0 +1,140 @@
+//! What a simulated run found, computed from the records the engines produced and the
+//! simulator's audit.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::population::Planted;
+use crate::engine::{ConflictResolution, ReconcileRecord};
+use crate::outcome::Execution;
+
+/// Counts for one operation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperationCounts {
+    /// Reconciles whose control stopped (first failure) here.
+    pub control_first_failures: u64,
+    /// Control failures.
+    pub control_failures: u64,
+    /// Times the candidate ran it when the control did not.
+    pub unblocked: u64,
+    /// Of those, dry-run succeeded.
+    pub unblocked_succeeded: u64,
+    /// Of those, dry-run failed.
+    pub unblocked_failed: u64,
+    /// Of those, not simulated (`shadow: skip`).
+    pub unblocked_unknown: u64,
+    /// Times the control ran it and the candidate blocked it.
+    pub newly_blocked: u64,
+}
+
+/// The totals of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// What the population planted.
+    pub planted: Planted,
+    /// Reconciles per plan.
+    pub reconciles: BTreeMap<String, u64>,
+    /// Reconciles whose control failed, per plan.
+    pub control_failed: BTreeMap<String, u64>,
+    /// Per plan and operation.
+    pub operations: BTreeMap<(String, String), OperationCounts>,
+    /// Control steps that met a 409 Conflict.
+    pub conflicts: u64,
+    /// How conflicts ended, by resolution, over control and candidate steps.
+    pub resolutions: BTreeMap<&'static str, u64>,
+    /// Mutations the shadow (dry-run user agent) persisted: must be 0.
+    pub shadow_persisted: u64,
+    /// Dry-run mutating requests the simulator answered.
+    pub shadow_dry_runs: u64,
+    /// Mutating requests the shadow guard refused: must be 0.
+    pub guard_refusals: u64,
+    /// Requests the simulator answered.
+    pub requests: u64,
+    /// Requests a fault rule fired on.
+    pub faulted: u64,
+    /// Wall time of the run.
+    pub elapsed: std::time::Duration,
+}
+
+impl Summary {
+    /// Adds one record.
+    pub fn add(&mut self, r: &ReconcileRecord) {
+        *self.reconciles.entry(r.plan.clone()).or_default() += 1;
+        if r.control_error.is_some() {
+            *self.control_failed.entry(r.plan.clone()).or_default() += 1;
+        }
+        fn op<'a>(operations: &'a mut BTreeMap<(String, String), OperationCounts>, plan: &str, name: &str) -> &'a mut OperationCounts {
+            operations.entry((plan.to_owned(), name.to_owned())).or_default()
+        }
+        if let Some(first) = &r.control_first_failure {
+            op(&mut self.operations, &r.plan, first).control_first_failures += 1;
+        }
+        for step in r.control.iter().filter(|s| s.outcome == "failed") {
+            op(&mut self.operations, &r.plan, &step.operation).control_failures += 1;
+        }
+        for name in &r.unblocked {
+            let outcome = r.candidate_step(name).map(|s| (s.outcome, s.execution));
+            let counts = op(&mut self.operations, &r.plan, name);
+            counts.unblocked += 1;
+            match outcome {
+                Some(("succeeded", _)) => counts.unblocked_succeeded += 1,
+                Some(("failed", _)) => counts.unblocked_failed += 1,
+                Some((_, Execution::NotSimulated)) | Some(_) | None => counts.unblocked_unknown += 1,
+            }
+        }
+        for name in &r.newly_blocked {
+            op(&mut self.operations, &r.plan, name).newly_blocked += 1;
+        }
+        self.conflicts += r.control.iter().filter(|s| s.conflicts > 0).count() as u64;
+        for step in r.control.iter().chain(&r.candidate) {
+            if let Some(resolution) = step.conflict {
+                *self.resolutions.entry(resolution.as_str()).or_default() += 1;
+            }
+        }
+    }
+
+    /// Operations unblocked by the candidate, over every plan.
+    #[must_use]
+    pub fn unblocked(&self) -> u64 {
+        self.operations.values().map(|c| c.unblocked).sum()
+    }
+    /// Of those, how many dry-ran successfully.
+    #[must_use]
+    pub fn unblocked_succeeded(&self) -> u64 {
+        self.operations.values().map(|c| c.unblocked_succeeded).sum()
+    }
+    /// Operations the candidate newly blocked, over every plan.
+    #[must_use]
+    pub fn newly_blocked(&self) -> u64 {
+        self.operations.values().map(|c| c.newly_blocked).sum()
+    }
+    /// Conflicts the candidate's retry would have resolved.
+    #[must_use]
+    pub fn would_be_retry_successes(&self) -> u64 {
+        self.resolutions.get(ConflictResolution::WouldHaveSucceeded.as_str()).copied().unwrap_or(0)
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.planted;
+        writeln!(f, "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret), {} add-ons; {:.1} s", p.hosted_clusters, p.missing_ssh_key, p.missing_audit_webhook, p.missing_pull_secret, p.addons, self.elapsed.as_secs_f64())?;
+        for (plan, n) in &self.reconciles {
+            writeln!(f, "  {plan}: {n} reconciles, control failed {}", self.control_failed.get(plan).copied().unwrap_or(0))?;
+        }
+        writeln!(f, "unblocked by the candidate: {} operations, {} would have succeeded; newly blocked: {}", self.unblocked(), self.unblocked_succeeded(), self.newly_blocked())?;
+        let resolutions: Vec<String> = self.resolutions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        writeln!(f, "conflicts: {} control steps met 409 ({}); the candidate's retry would have succeeded {} times", self.conflicts, if resolutions.is_empty() { "none".to_owned() } else { resolutions.join(", ") }, self.would_be_retry_successes())?;
+        writeln!(f, "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)", self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals)?;
+        writeln!(f, "API simulator: {} requests, {} with an injected fault", self.requests, self.faulted)?;
+        writeln!(f)?;
+        writeln!(f, "{:<26} {:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}", "plan", "operation", "stopped", "failed", "unblocked", "would-ok", "unknown", "new-block")?;
+        for ((plan, op), c) in &self.operations {
+            if *c == OperationCounts::default() {
+                continue;
+            }
+            writeln!(f, "{plan:<26} {op:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}", c.control_first_failures, c.control_failures, c.unblocked, c.unblocked_succeeded, c.unblocked_unknown, c.newly_blocked)?;
+        }
+        Ok(())
+    }
+}
