@@ -9,17 +9,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use kube::Resource;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::Resource;
 
 use crate::engine::{Engine, Reconciler};
 
 /// The first retry waits this long; each failure doubles it.
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
 /// The longest wait between retries.
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
+const BACKOFF_MAX: Duration = Duration::from_mins(5);
 
 /// A reconcile that failed: the control's aggregate error.
 #[derive(Debug, thiserror::Error)]
@@ -32,27 +32,45 @@ struct Context<R: Reconciler> {
 }
 
 fn key<K: Resource>(object: &K) -> String {
-    format!("{}/{}", object.meta().namespace.as_deref().unwrap_or(""), object.meta().name.as_deref().unwrap_or(""))
+    format!(
+        "{}/{}",
+        object.meta().namespace.as_deref().unwrap_or(""),
+        object.meta().name.as_deref().unwrap_or("")
+    )
 }
 
 /// The wait after `failures` consecutive failures: 5 ms doubling, at most 5 minutes.
 #[must_use]
 pub fn backoff(failures: u32) -> Duration {
-    BACKOFF_BASE.saturating_mul(1u32.checked_shl(failures.min(31)).unwrap_or(u32::MAX)).min(BACKOFF_MAX)
+    BACKOFF_BASE
+        .saturating_mul(1u32.checked_shl(failures.min(31)).unwrap_or(u32::MAX))
+        .min(BACKOFF_MAX)
 }
 
-async fn reconcile<R: Reconciler>(object: Arc<R::Object>, ctx: Arc<Context<R>>) -> Result<Action, ReconcileFailed> {
+async fn reconcile<R: Reconciler>(
+    object: Arc<R::Object>,
+    ctx: Arc<Context<R>>,
+) -> Result<Action, ReconcileFailed> {
     let outcome = ctx.engine.reconcile(object.clone()).await;
-    match outcome.error {
-        Some(error) => Err(ReconcileFailed(error)),
-        None => {
-            ctx.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(&key(object.as_ref()));
-            Ok(outcome.requeue_after.map_or_else(Action::await_change, Action::requeue))
-        }
+    if let Some(error) = outcome.error {
+        Err(ReconcileFailed(error))
+    } else {
+        ctx.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key(object.as_ref()));
+        Ok(outcome
+            .requeue_after
+            .map_or_else(Action::await_change, Action::requeue))
     }
 }
 
-fn error_policy<R: Reconciler>(object: Arc<R::Object>, _: &ReconcileFailed, ctx: Arc<Context<R>>) -> Action {
+#[allow(clippy::needless_pass_by_value)] // the signature kube-runtime's Controller::run expects
+fn error_policy<R: Reconciler>(
+    object: Arc<R::Object>,
+    _: &ReconcileFailed,
+    ctx: Arc<Context<R>>,
+) -> Action {
     let mut failures = ctx.failures.lock().unwrap_or_else(PoisonError::into_inner);
     let n = failures.entry(key(object.as_ref())).or_default();
     *n += 1;
@@ -60,12 +78,18 @@ fn error_policy<R: Reconciler>(object: Arc<R::Object>, _: &ReconcileFailed, ctx:
 }
 
 /// Runs a controller for `api`'s objects until `shutdown` resolves.
-pub async fn run<R>(engine: Arc<Engine<R>>, api: Api<R::Object>, shutdown: impl Future<Output = ()> + Send + Sync + 'static)
-where
+pub async fn run<R>(
+    engine: Arc<Engine<R>>,
+    api: Api<R::Object>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) where
     R: Reconciler,
     <R::Object as Resource>::DynamicType: Eq + Hash + Clone + Debug + Default + Unpin,
 {
-    let ctx = Arc::new(Context { engine, failures: Mutex::new(HashMap::new()) });
+    let ctx = Arc::new(Context {
+        engine,
+        failures: Mutex::new(HashMap::new()),
+    });
     Controller::new(api, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<R>, error_policy::<R>, ctx)

@@ -161,10 +161,16 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         ..scenario::Settings::default()
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let summary = runtime.block_on(scenario::run(&settings)).context("the simulation failed")?;
+    let summary = runtime
+        .block_on(scenario::run(&settings))
+        .context("the simulation failed")?;
     print!("{summary}");
     if summary.shadow_persisted > 0 || summary.guard_refusals > 0 {
-        anyhow::bail!("the shadow persisted {} mutations and the guard refused {}: both must be 0", summary.shadow_persisted, summary.guard_refusals);
+        anyhow::bail!(
+            "the shadow persisted {} mutations and the guard refused {}: both must be 0",
+            summary.shadow_persisted,
+            summary.guard_refusals
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -173,7 +179,10 @@ fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let plan = match plan::embedded::load(&args.plan) {
         Some(plan) => plan,
         None => ReconcilePlan::load(&args.plan).with_context(|| {
-            format!("--plan {:?} is neither a shipped plan nor a valid plan file", args.plan)
+            format!(
+                "--plan {:?} is neither a shipped plan nor a valid plan file",
+                args.plan
+            )
         })?,
     };
     let settings = simulate::Settings {

@@ -100,8 +100,15 @@ fn plan_check_of_a_missing_file_exits_2() {
 }
 
 #[test]
-fn simulate_prints_real_numbers() {
-    let out = cli(&["simulate", "--reconciles", "500", "--seed", "7"]);
+fn simulate_model_only_prints_real_numbers() {
+    let out = cli(&[
+        "simulate",
+        "--model-only",
+        "--reconciles",
+        "500",
+        "--seed",
+        "7",
+    ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(
@@ -117,28 +124,38 @@ fn simulate_prints_real_numbers() {
     assert!(unblocked > 0, "{stdout}");
     // Same seed, same numbers.
     assert_eq!(
-        text(&cli(&["simulate", "--reconciles", "500", "--seed", "7"]).stdout),
+        text(
+            &cli(&[
+                "simulate",
+                "--model-only",
+                "--reconciles",
+                "500",
+                "--seed",
+                "7"
+            ])
+            .stdout
+        ),
         stdout
     );
 }
 
 #[test]
-fn simulate_rejects_bad_input_with_exit_2() {
-    let out = cli(&["simulate", "--enforce", "nope"]);
+fn simulate_model_only_rejects_bad_input_with_exit_2() {
+    let out = cli(&["simulate", "--model-only", "--enforce", "nope"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("has no rollout group \"nope\""),
         "{}",
         text(&out.stderr)
     );
-    let out = cli(&["simulate", "--failure-rate", "1.5"]);
+    let out = cli(&["simulate", "--model-only", "--failure-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("1.5 is not a probability"),
         "{}",
         text(&out.stderr)
     );
-    let out = cli(&["simulate", "--plan", "missing.yaml"]);
+    let out = cli(&["simulate", "--model-only", "--plan", "missing.yaml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("cannot read plan file missing.yaml"),
@@ -219,4 +236,55 @@ fn sim_serve_rejects_a_bad_fault_file() {
         stderr.contains("rule \"x\": status 200 is not injectable"),
         "{stderr}"
     );
+}
+
+#[test]
+fn simulate_runs_the_controllers_against_the_simulator() {
+    let out = cli(&[
+        "simulate",
+        "--hosted-clusters",
+        "20",
+        "--addons",
+        "5",
+        "--duration",
+        "60",
+        "--seed",
+        "3",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.starts_with("simulated cluster: 20 HostedClusters"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(" 0 persisted mutations (must be 0), 0 guard refusals"),
+        "{stdout}"
+    );
+    let after = |marker: &str| -> u64 {
+        stdout
+            .split(marker)
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number after {marker:?} in {stdout}"))
+    };
+    assert!(after("shadow: ") > 0, "dry-run mutations: {stdout}");
+    assert!(
+        after("hostedcluster: ") >= 20,
+        "every HostedCluster reconciled: {stdout}"
+    );
+}
+
+#[test]
+fn simulate_rejects_an_unknown_scenario() {
+    let out = cli(&["simulate", "--scenario", "chaos"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown scenario \"chaos\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(&["simulate", "--plan", "hostedcluster"]);
+    assert_eq!(out.status.code(), Some(2), "--plan needs --model-only");
 }

@@ -301,10 +301,27 @@ fn fault_files_load_and_report_their_errors() {
 #[tokio::test]
 async fn a_second_writer_before_a_write_makes_its_precondition_fail() {
     let (sim, api) = setup().await;
-    sim.add_fault(rule("race", &["update"], Action { second_writer: true, ..Action::default() }, Some(1)));
+    sim.add_fault(rule(
+        "race",
+        &["update"],
+        Action {
+            second_writer: true,
+            ..Action::default()
+        },
+        Some(1),
+    ));
     let read = api.get("a").await.unwrap();
-    let err = api.replace("a", &PostParams::default(), &read).await.unwrap_err();
-    assert_eq!(api_error(&err).1, "Conflict", "a real 409 from the resourceVersion precondition");
+    let err = api
+        .replace("a", &PostParams::default(), &read)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(&err).1,
+        "Conflict",
+        "a real 409 from the resourceVersion precondition"
+    );
     let read = api.get("a").await.unwrap();
-    api.replace("a", &PostParams::default(), &read).await.expect("the race is over");
+    api.replace("a", &PostParams::default(), &read)
+        .await
+        .expect("the race is over");
 }

@@ -52,12 +52,20 @@ const ATTEMPTS: u32 = 5;
 /// object first and patches the conditions computed from that fresh copy with its
 /// resourceVersion as a precondition, so conditions other writers set in the meantime (including
 /// this reconcile's own operations) are never erased; a 409 re-reads and tries again.
-pub async fn write_if_changed<K>(client: &kube::Client, object: &K, condition: &Condition) -> Result<bool, kube::Error>
+pub async fn write_if_changed<K>(
+    client: &kube::Client,
+    object: &K,
+    condition: &Condition,
+) -> Result<bool, kube::Error>
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
     let value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
-    let cached = value.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let cached = value
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if unchanged(&cached, condition) {
         return Ok(false);
     }
@@ -71,7 +79,12 @@ where
     let mut attempt = 1;
     loop {
         let fresh = api.get(&name).await?;
-        let conditions = fresh.data.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let conditions = fresh
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if unchanged(&conditions, condition) {
             return Ok(false);
         }
@@ -79,7 +92,10 @@ where
             "metadata": {"resourceVersion": fresh.metadata.resource_version},
             "status": {"conditions": merged(&conditions, condition, fresh.metadata.generation)},
         });
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(_) => return Ok(true),
             Err(e) if super::classify::is_conflict(&e) && attempt < ATTEMPTS => attempt += 1,
             Err(e) => return Err(e),

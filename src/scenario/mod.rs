@@ -16,7 +16,7 @@ use kube::api::Api;
 pub use summary::Summary;
 
 use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
-use crate::engine::{Engine, EngineSettings, LogSink, MemorySink, Mode, Sink};
+use crate::engine::{Engine, EngineSettings, LogSink, MemorySink, Mode};
 use crate::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
 use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 use crate::sim::{Action, Match, Rule, SimConfig, Simulator};
@@ -40,7 +40,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Self; 4] = [Self::Healthy, Self::MissingSecrets, Self::ConflictStorm, Self::Mixed];
+    pub const ALL: [Self; 4] = [
+        Self::Healthy,
+        Self::MissingSecrets,
+        Self::ConflictStorm,
+        Self::Mixed,
+    ];
 
     /// The scenario's name.
     #[must_use]
@@ -112,7 +117,7 @@ impl Default for Settings {
             scenario: Scenario::Mixed,
             seed: 1,
             mode: Mode::Shadow,
-            duration: Duration::from_secs(60),
+            duration: Duration::from_mins(1),
             settle: Duration::from_secs(2),
             progress: true,
             log_records: false,
@@ -138,16 +143,131 @@ pub enum ScenarioError {
 }
 
 /// Runs a simulation and returns its summary.
+///
+/// # Panics
+/// Never: the simulator's own URL is a valid URI.
 pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
-    let mut sim = Simulator::start(SimConfig { seed: settings.seed, ..SimConfig::default() }).await?;
-    let mut config = kube::Config::new(sim.url().parse().expect("the simulator's URL is a valid URI"));
-    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(CONTROLLER_USER_AGENT)));
+    let mut sim = Simulator::start(SimConfig {
+        seed: settings.seed,
+        ..SimConfig::default()
+    })
+    .await?;
+    let mut config = kube::Config::new(
+        sim.url()
+            .parse()
+            .expect("the simulator's URL is a valid URI"),
+    );
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(CONTROLLER_USER_AGENT),
+    ));
     let client = kube::Client::try_from(config).map_err(ScenarioError::Client)?;
     let mut rng = Rng::new(settings.seed);
-    population::create_crds(&client).await.map_err(ScenarioError::Population)?;
-    let planted = population::create(&client, settings.scenario, settings.hosted_clusters, settings.addons, &mut rng).await.map_err(ScenarioError::Population)?;
+    population::create_crds(&client)
+        .await
+        .map_err(ScenarioError::Population)?;
+    let planted = population::create(
+        &client,
+        settings.scenario,
+        settings.hosted_clusters,
+        settings.addons,
+        &mut rng,
+    )
+    .await
+    .map_err(ScenarioError::Population)?;
     let before = sim.audit(crate::sim::Audit::len);
+    add_faults(&sim, settings);
 
+    // The restart: both controllers start and replay every object at once.
+    let sink = MemorySink::new();
+    let hc_engine = Arc::new(engine(
+        HostedClusterReconciler,
+        HostedClusterReconciler::plan(),
+        &client,
+        settings,
+        &sink,
+    )?);
+    let addon_engine = Arc::new(engine(
+        AddOnReconciler,
+        AddOnReconciler::plan(),
+        &client,
+        settings,
+        &sink,
+    )?);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let started = Instant::now();
+    let controllers = [
+        tokio::spawn(crate::controller::run(
+            hc_engine.clone(),
+            Api::<HostedCluster>::all(client.clone()),
+            until_stopped(stopped.clone()),
+        )),
+        tokio::spawn(crate::controller::run(
+            addon_engine.clone(),
+            Api::<ClusterManagementAddOn>::all(client.clone()),
+            until_stopped(stopped),
+        )),
+    ];
+    wait_until_settled(
+        &sink,
+        settings,
+        planted.hosted_clusters + planted.addons,
+        started,
+    )
+    .await;
+    let _ = stop.send(true);
+    for controller in controllers {
+        let _ = controller.await;
+    }
+    let mut summary = Summary {
+        planted,
+        elapsed: started.elapsed(),
+        ..Summary::default()
+    };
+    sim.clear_faults();
+    for record in sink.records() {
+        summary.add(&record);
+    }
+    summary.guard_refusals = hc_engine.guard().refused() + addon_engine.guard().refused();
+    sim.audit(|audit| {
+        let shadow = audit
+            .totals()
+            .get(SHADOW_USER_AGENT)
+            .cloned()
+            .unwrap_or_default();
+        summary.shadow_persisted = shadow.persisted_mutations;
+        summary.shadow_dry_runs = shadow.dry_run_mutations;
+        summary.requests = audit.len() - before;
+        summary.faulted = audit.totals().values().map(|t| t.faulted).sum();
+    });
+    sim.shutdown().await?;
+    Ok(summary)
+}
+
+fn engine<R: crate::engine::Reconciler>(
+    reconciler: R,
+    plan: Arc<crate::plan::ReconcilePlan>,
+    client: &kube::Client,
+    settings: &Settings,
+    sink: &MemorySink,
+) -> Result<Engine<R>, ScenarioError> {
+    let engine_settings = EngineSettings {
+        mode: settings.mode,
+        ..EngineSettings::default()
+    };
+    let mut engine = Engine::new(Arc::new(reconciler), plan, client.clone(), &engine_settings)?
+        .with_sink(Arc::new(sink.clone()));
+    if settings.log_records {
+        engine = engine.with_sink(Arc::new(LogSink));
+    }
+    Ok(engine)
+}
+
+/// The scenario's faults, from the restart on.
+fn add_faults(sim: &Simulator, settings: &Settings) {
     if settings.scenario.conflict_storm() {
         // After the restart another controller writes the same add-ons: each of the add-on
         // controller's first status patches finds the object changed since its cache saw it.
@@ -160,7 +280,10 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
                 user_agent: Some(CONTROLLER_USER_AGENT.into()),
                 ..Match::default()
             },
-            action: Action { second_writer: true, ..Action::default() },
+            action: Action {
+                second_writer: true,
+                ..Action::default()
+            },
             probability: None,
             count: Some(u64::try_from(settings.addons * 2).unwrap_or(u64::MAX)),
         });
@@ -169,77 +292,63 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         sim.add_fault(Rule {
             name: "flaky-503".into(),
             matches: Match::default(),
-            action: Action { status: Some(503), ..Action::default() },
+            action: Action {
+                status: Some(503),
+                ..Action::default()
+            },
             probability: Some(0.01),
             count: None,
         });
     }
-
-    // The restart: both controllers start and replay every object at once.
-    let sink = MemorySink::new();
-    let engine_settings = EngineSettings { mode: settings.mode, ..EngineSettings::default() };
-    let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(sink.clone())];
-    if settings.log_records {
-        sinks.push(Arc::new(LogSink));
-    }
-    let hc_engine = sinks.iter().fold(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &engine_settings)?, |e, s| e.with_sink(s.clone()));
-    let addon_engine = sinks.iter().fold(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &engine_settings)?, |e, s| e.with_sink(s.clone()));
-    let (hc_engine, addon_engine) = (Arc::new(hc_engine), Arc::new(addon_engine));
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let started = Instant::now();
-    let controllers = [
-        tokio::spawn(crate::controller::run(hc_engine.clone(), Api::<HostedCluster>::all(client.clone()), until_stopped(stopped.clone()))),
-        tokio::spawn(crate::controller::run(addon_engine.clone(), Api::<ClusterManagementAddOn>::all(client.clone()), until_stopped(stopped.clone()))),
-    ];
-
-    wait_until_settled(&sink, settings, planted.hosted_clusters + planted.addons, started).await;
-    let _ = stop.send(true);
-    for controller in controllers {
-        let _ = controller.await;
-    }
-    let elapsed = started.elapsed();
-    sim.clear_faults();
-
-    let mut summary = Summary { planted, elapsed, ..Summary::default() };
-    for record in sink.records() {
-        summary.add(&record);
-    }
-    summary.guard_refusals = hc_engine.guard().refused() + addon_engine.guard().refused();
-    sim.audit(|audit| {
-        let shadow = audit.totals().get(SHADOW_USER_AGENT).cloned().unwrap_or_default();
-        summary.shadow_persisted = shadow.persisted_mutations;
-        summary.shadow_dry_runs = shadow.dry_run_mutations;
-        summary.requests = audit.len() - before;
-        summary.faulted = audit.totals().values().map(|t| t.faulted).sum();
-    });
-    sim.shutdown().await?;
-    Ok(summary)
 }
 
 /// Waits until every object was reconciled at least once and nothing happened for the settle
 /// time, or the duration is over; draws the progress bar meanwhile.
-async fn wait_until_settled(sink: &MemorySink, settings: &Settings, objects: usize, started: Instant) {
+async fn wait_until_settled(
+    sink: &MemorySink,
+    settings: &Settings,
+    objects: usize,
+    started: Instant,
+) {
     let terminal = settings.progress && std::io::stderr().is_terminal();
     let mut last_count = 0;
     let mut last_change = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let records = sink.records();
-        let seen: HashSet<(String, String)> = records.iter().map(|r| (r.object.namespace.clone().unwrap_or_default(), r.object.name.clone())).collect();
+        let seen: HashSet<(String, String)> = records
+            .iter()
+            .map(|r| {
+                (
+                    r.object.namespace.clone().unwrap_or_default(),
+                    r.object.name.clone(),
+                )
+            })
+            .collect();
         if records.len() != last_count {
             last_count = records.len();
             last_change = Instant::now();
         }
         if terminal {
             let width = 30;
-            let filled = (seen.len() * width).checked_div(objects).unwrap_or(width).min(width);
-            eprint!("\r[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s ", "#".repeat(filled), ".".repeat(width - filled), seen.len(), objects, records.len(), started.elapsed().as_secs_f64());
+            let filled = (seen.len() * width)
+                .checked_div(objects)
+                .unwrap_or(width)
+                .min(width);
+            eprint!(
+                "\r[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s ",
+                "#".repeat(filled),
+                ".".repeat(width - filled),
+                seen.len(),
+                objects,
+                records.len(),
+                started.elapsed().as_secs_f64()
+            );
         }
         let all_seen = seen.len() >= objects;
-        if (all_seen && last_change.elapsed() >= settings.settle) || started.elapsed() >= settings.duration {
+        if (all_seen && last_change.elapsed() >= settings.settle)
+            || started.elapsed() >= settings.duration
+        {
             break;
         }
     }

@@ -7,8 +7,13 @@ use kube::CustomResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::Scenario;
-use crate::reconcilers::addon::{ClusterManagementAddOn, ClusterManagementAddOnSpec, ConfigRef, InstallStrategy, PlacementRef, SELF_MANAGED_ANNOTATION};
-use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release};
+use crate::reconcilers::addon::{
+    ClusterManagementAddOn, ClusterManagementAddOnSpec, ConfigRef, InstallStrategy, PlacementRef,
+    SELF_MANAGED_ANNOTATION,
+};
+use crate::reconcilers::hostedcluster::{
+    HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
+};
 use crate::simulate::Rng;
 
 /// Namespaces the HostedClusters are spread over.
@@ -30,26 +35,53 @@ pub struct Planted {
 }
 
 fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
-    ObjectMeta { name: Some(name.to_owned()), namespace: namespace.map(str::to_owned), ..ObjectMeta::default() }
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        ..ObjectMeta::default()
+    }
 }
 
 /// Creates the CRDs of both reference reconcilers.
 pub async fn create_crds(client: &kube::Client) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [HostedCluster::crd(), HostedControlPlane::crd(), ClusterManagementAddOn::crd()] {
+    for crd in [
+        HostedCluster::crd(),
+        HostedControlPlane::crd(),
+        ClusterManagementAddOn::crd(),
+    ] {
         crds.create(&PostParams::default(), &crd).await?;
     }
     Ok(())
 }
 
 /// Creates the population.
-pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: usize, addons: usize, rng: &mut Rng) -> Result<Planted, kube::Error> {
+pub async fn create(
+    client: &kube::Client,
+    scenario: Scenario,
+    hosted_clusters: usize,
+    addons: usize,
+    rng: &mut Rng,
+) -> Result<Planted, kube::Error> {
     let pp = PostParams::default();
-    let mut planted = Planted { hosted_clusters, addons, ..Planted::default() };
-    let (p_ssh, p_audit, p_pull) = if scenario.missing_secrets() { (0.10, 0.05, 0.03) } else { (0.0, 0.0, 0.0) };
+    let mut planted = Planted {
+        hosted_clusters,
+        addons,
+        ..Planted::default()
+    };
+    let (p_ssh, p_audit, p_pull) = if scenario.missing_secrets() {
+        (0.10, 0.05, 0.03)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
     for n in 0..NAMESPACES.min(hosted_clusters.max(1)) {
-        let ns = Namespace { metadata: named(&format!("team-{n}"), None), ..Namespace::default() };
-        Api::<Namespace>::all(client.clone()).create(&pp, &ns).await?;
+        let ns = Namespace {
+            metadata: named(&format!("team-{n}"), None),
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&pp, &ns)
+            .await?;
     }
     for i in 0..hosted_clusters {
         let ns = format!("team-{}", i % NAMESPACES);
@@ -61,7 +93,12 @@ pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: 
         planted.missing_ssh_key += usize::from(missing_ssh);
         planted.missing_audit_webhook += usize::from(missing_audit);
         planted.missing_pull_secret += usize::from(missing_pull);
-        for (suffix, missing) in [("pull-secret", missing_pull), ("ssh-key", missing_ssh), ("audit-webhook", missing_audit), ("encryption-key", false)] {
+        for (suffix, missing) in [
+            ("pull-secret", missing_pull),
+            ("ssh-key", missing_ssh),
+            ("audit-webhook", missing_audit),
+            ("encryption-key", false),
+        ] {
             if !missing {
                 let secret = Secret {
                     metadata: named(&format!("{name}-{suffix}"), Some(&ns)),
@@ -71,11 +108,25 @@ pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: 
                 secrets.create(&pp, &secret).await?;
             }
         }
-        let bundle = ConfigMap { metadata: named(&format!("{name}-ca"), Some(&ns)), data: Some([("ca.crt".to_owned(), "pem".to_owned())].into()), ..ConfigMap::default() };
-        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&pp, &bundle).await?;
-        let local = |suffix: &str| LocalRef { name: format!("{name}-{suffix}") };
+        let bundle = ConfigMap {
+            metadata: named(&format!("{name}-ca"), Some(&ns)),
+            data: Some([("ca.crt".to_owned(), "pem".to_owned())].into()),
+            ..ConfigMap::default()
+        };
+        Api::<ConfigMap>::namespaced(client.clone(), &ns)
+            .create(&pp, &bundle)
+            .await?;
+        let local = |suffix: &str| LocalRef {
+            name: format!("{name}-{suffix}"),
+        };
         let spec = HostedClusterSpec {
-            release: Release { image: format!("quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64", 16 + i % 3, i % 10) },
+            release: Release {
+                image: format!(
+                    "quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64",
+                    16 + i % 3,
+                    i % 10
+                ),
+            },
             platform: ["AWS", "Azure", "KubeVirt"][i % 3].to_owned(),
             pull_secret: local("pull-secret"),
             ssh_key: Some(local("ssh-key")),
@@ -86,8 +137,17 @@ pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: 
         };
         let mut hc = HostedCluster::new(&name, spec);
         hc.metadata.namespace = Some(ns.clone());
-        Api::<HostedCluster>::namespaced(client.clone(), &ns).create(&pp, &hc).await?;
+        Api::<HostedCluster>::namespaced(client.clone(), &ns)
+            .create(&pp, &hc)
+            .await?;
     }
+    create_addons(client, addons).await?;
+    Ok(planted)
+}
+
+/// Creates the add-ons: 20% manual, 10% self-managed, the rest installed by placements.
+async fn create_addons(client: &kube::Client, addons: usize) -> Result<(), kube::Error> {
+    let pp = PostParams::default();
     for i in 0..addons {
         let (strategy, self_managed) = match i % 10 {
             0 | 1 => ("Manual", false),
@@ -97,7 +157,12 @@ pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: 
         let spec = ClusterManagementAddOnSpec {
             install_strategy: InstallStrategy {
                 type_: strategy.to_owned(),
-                placements: (0..=i % 3).map(|p| PlacementRef { name: format!("placement-{p}"), namespace: "open-cluster-management".into() }).collect(),
+                placements: (0..=i % 3)
+                    .map(|p| PlacementRef {
+                        name: format!("placement-{p}"),
+                        namespace: "open-cluster-management".into(),
+                    })
+                    .collect(),
             },
             default_configs: vec![ConfigRef {
                 group: "addon.open-cluster-management.io".into(),
@@ -108,9 +173,12 @@ pub async fn create(client: &kube::Client, scenario: Scenario, hosted_clusters: 
         };
         let mut addon = ClusterManagementAddOn::new(&format!("addon-{i:02}"), spec);
         if self_managed {
-            addon.metadata.annotations = Some([(SELF_MANAGED_ANNOTATION.to_owned(), "self".to_owned())].into());
+            addon.metadata.annotations =
+                Some([(SELF_MANAGED_ANNOTATION.to_owned(), "self".to_owned())].into());
         }
-        Api::<ClusterManagementAddOn>::all(client.clone()).create(&pp, &addon).await?;
+        Api::<ClusterManagementAddOn>::all(client.clone())
+            .create(&pp, &addon)
+            .await?;
     }
-    Ok(planted)
+    Ok(())
 }

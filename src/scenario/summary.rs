@@ -6,7 +6,6 @@ use std::fmt;
 
 use super::population::Planted;
 use crate::engine::{ConflictResolution, ReconcileRecord};
-use crate::outcome::Execution;
 
 /// Counts for one operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,6 +24,16 @@ pub struct OperationCounts {
     pub unblocked_unknown: u64,
     /// Times the control ran it and the candidate blocked it.
     pub newly_blocked: u64,
+}
+
+fn op<'a>(
+    operations: &'a mut BTreeMap<(String, String), OperationCounts>,
+    plan: &str,
+    name: &str,
+) -> &'a mut OperationCounts {
+    operations
+        .entry((plan.to_owned(), name.to_owned()))
+        .or_default()
 }
 
 /// The totals of a run.
@@ -63,9 +72,6 @@ impl Summary {
         if r.control_error.is_some() {
             *self.control_failed.entry(r.plan.clone()).or_default() += 1;
         }
-        fn op<'a>(operations: &'a mut BTreeMap<(String, String), OperationCounts>, plan: &str, name: &str) -> &'a mut OperationCounts {
-            operations.entry((plan.to_owned(), name.to_owned())).or_default()
-        }
         if let Some(first) = &r.control_first_failure {
             op(&mut self.operations, &r.plan, first).control_first_failures += 1;
         }
@@ -73,13 +79,13 @@ impl Summary {
             op(&mut self.operations, &r.plan, &step.operation).control_failures += 1;
         }
         for name in &r.unblocked {
-            let outcome = r.candidate_step(name).map(|s| (s.outcome, s.execution));
+            let outcome = r.candidate_step(name).map(|s| s.outcome);
             let counts = op(&mut self.operations, &r.plan, name);
             counts.unblocked += 1;
             match outcome {
-                Some(("succeeded", _)) => counts.unblocked_succeeded += 1,
-                Some(("failed", _)) => counts.unblocked_failed += 1,
-                Some((_, Execution::NotSimulated)) | Some(_) | None => counts.unblocked_unknown += 1,
+                Some("succeeded") => counts.unblocked_succeeded += 1,
+                Some("failed") => counts.unblocked_failed += 1,
+                Some(_) | None => counts.unblocked_unknown += 1,
             }
         }
         for name in &r.newly_blocked {
@@ -101,7 +107,10 @@ impl Summary {
     /// Of those, how many dry-ran successfully.
     #[must_use]
     pub fn unblocked_succeeded(&self) -> u64 {
-        self.operations.values().map(|c| c.unblocked_succeeded).sum()
+        self.operations
+            .values()
+            .map(|c| c.unblocked_succeeded)
+            .sum()
     }
     /// Operations the candidate newly blocked, over every plan.
     #[must_use]
@@ -111,29 +120,93 @@ impl Summary {
     /// Conflicts the candidate's retry would have resolved.
     #[must_use]
     pub fn would_be_retry_successes(&self) -> u64 {
-        self.resolutions.get(ConflictResolution::WouldHaveSucceeded.as_str()).copied().unwrap_or(0)
+        self.resolutions
+            .get(ConflictResolution::WouldHaveSucceeded.as_str())
+            .copied()
+            .unwrap_or(0)
     }
 }
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.planted;
-        writeln!(f, "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret), {} add-ons; {:.1} s", p.hosted_clusters, p.missing_ssh_key, p.missing_audit_webhook, p.missing_pull_secret, p.addons, self.elapsed.as_secs_f64())?;
+        writeln!(
+            f,
+            "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret), {} add-ons; {:.1} s",
+            p.hosted_clusters,
+            p.missing_ssh_key,
+            p.missing_audit_webhook,
+            p.missing_pull_secret,
+            p.addons,
+            self.elapsed.as_secs_f64()
+        )?;
         for (plan, n) in &self.reconciles {
-            writeln!(f, "  {plan}: {n} reconciles, control failed {}", self.control_failed.get(plan).copied().unwrap_or(0))?;
+            writeln!(
+                f,
+                "  {plan}: {n} reconciles, control failed {}",
+                self.control_failed.get(plan).copied().unwrap_or(0)
+            )?;
         }
-        writeln!(f, "unblocked by the candidate: {} operations, {} would have succeeded; newly blocked: {}", self.unblocked(), self.unblocked_succeeded(), self.newly_blocked())?;
-        let resolutions: Vec<String> = self.resolutions.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        writeln!(f, "conflicts: {} control steps met 409 ({}); the candidate's retry would have succeeded {} times", self.conflicts, if resolutions.is_empty() { "none".to_owned() } else { resolutions.join(", ") }, self.would_be_retry_successes())?;
-        writeln!(f, "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)", self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals)?;
-        writeln!(f, "API simulator: {} requests, {} with an injected fault", self.requests, self.faulted)?;
+        writeln!(
+            f,
+            "unblocked by the candidate: {} operations, {} would have succeeded; newly blocked: {}",
+            self.unblocked(),
+            self.unblocked_succeeded(),
+            self.newly_blocked()
+        )?;
+        let resolutions: Vec<String> = self
+            .resolutions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        writeln!(
+            f,
+            "conflicts: {} control steps met 409 ({}); the candidate's retry would have succeeded {} times",
+            self.conflicts,
+            if resolutions.is_empty() {
+                "none".to_owned()
+            } else {
+                resolutions.join(", ")
+            },
+            self.would_be_retry_successes()
+        )?;
+        writeln!(
+            f,
+            "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)",
+            self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals
+        )?;
+        writeln!(
+            f,
+            "API simulator: {} requests, {} with an injected fault",
+            self.requests, self.faulted
+        )?;
         writeln!(f)?;
-        writeln!(f, "{:<26} {:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}", "plan", "operation", "stopped", "failed", "unblocked", "would-ok", "unknown", "new-block")?;
+        writeln!(
+            f,
+            "{:<26} {:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}",
+            "plan",
+            "operation",
+            "stopped",
+            "failed",
+            "unblocked",
+            "would-ok",
+            "unknown",
+            "new-block"
+        )?;
         for ((plan, op), c) in &self.operations {
             if *c == OperationCounts::default() {
                 continue;
             }
-            writeln!(f, "{plan:<26} {op:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}", c.control_first_failures, c.control_failures, c.unblocked, c.unblocked_succeeded, c.unblocked_unknown, c.newly_blocked)?;
+            writeln!(
+                f,
+                "{plan:<26} {op:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}",
+                c.control_first_failures,
+                c.control_failures,
+                c.unblocked,
+                c.unblocked_succeeded,
+                c.unblocked_unknown,
+                c.newly_blocked
+            )?;
         }
         Ok(())
     }

@@ -151,6 +151,14 @@ fn dry_run(params: &HashMap<String, String>, body: &[u8]) -> Result<bool, ApiErr
     }
 }
 
+/// A second writer bumps the target object (no-op when it does not exist): a read before it, or
+/// a write after it, holds a stale resourceVersion.
+fn second_writer(shared: &Shared, target: &Target) {
+    if let Some(name) = &target.name {
+        let _ = super::lock(&shared.store).bump(&target.rt, target.namespace.as_deref(), name);
+    }
+}
+
 /// Audits a request answered with an error, and answers it.
 fn reject(shared: &Shared, mut record: AuditRecord, error: &ApiError) -> Response {
     record.code = error.code;
@@ -257,13 +265,8 @@ pub(super) async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    if decision.second_writer
-        && matches!(verb, "update" | "patch")
-        && let Some(name) = &target.name
-    {
-        // A second writer gets in just before this write: its resourceVersion goes stale. A
-        // missing object stays missing (the write answers 404 as it would anyway).
-        let _ = super::lock(&shared.store).bump(&target.rt, target.namespace.as_deref(), name);
+    if decision.second_writer && matches!(verb, "update" | "patch") {
+        second_writer(&shared, &target);
     }
     let result = serve(
         &shared,
@@ -274,14 +277,8 @@ pub(super) async fn handle(
         &body,
         dry_run,
     );
-    if decision.second_writer
-        && verb == "get"
-        && result.is_ok()
-        && let Some(name) = &target.name
-    {
-        let mut store = super::lock(&shared.store);
-        // The object exists: the read just succeeded.
-        let _ = store.bump(&target.rt, target.namespace.as_deref(), name);
+    if decision.second_writer && verb == "get" && result.is_ok() {
+        second_writer(&shared, &target);
     }
     match result {
         Ok((code, written, doc)) => {

@@ -1,0 +1,77 @@
+//! The simulated cluster end to end: population, scenarios, both controllers, the summary.
+
+use std::time::Duration;
+
+use shadow_reconciler::engine::Mode;
+use shadow_reconciler::scenario::{Scenario, Settings, run};
+
+fn small(scenario: Scenario, mode: Mode) -> Settings {
+    Settings {
+        hosted_clusters: 40,
+        addons: 10,
+        scenario,
+        mode,
+        seed: 11,
+        duration: Duration::from_mins(1),
+        progress: false,
+        ..Settings::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_scenario_finds_unblocked_operations_and_would_be_retry_successes_without_persisting()
+{
+    let summary = run(&small(Scenario::Mixed, Mode::Shadow)).await.unwrap();
+    assert_eq!(summary.shadow_persisted, 0, "{summary}");
+    assert_eq!(summary.guard_refusals, 0, "{summary}");
+    assert!(summary.shadow_dry_runs > 0, "{summary}");
+    assert!(
+        summary.planted.missing_ssh_key + summary.planted.missing_audit_webhook > 0,
+        "the seed plants missing secrets"
+    );
+    assert!(
+        summary.unblocked() > 0 && summary.unblocked_succeeded() > 0,
+        "{summary}"
+    );
+    assert!(
+        summary.would_be_retry_successes() > 0,
+        "the conflict storm's 409s would be retried successfully: {summary}"
+    );
+    assert!(summary.faulted > 0, "1% 503s fired: {summary}");
+    assert_eq!(
+        summary.reconciles.len(),
+        2,
+        "both reconcilers ran: {summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_scenario_settles_without_failures_or_shadow_writes() {
+    let summary = run(&small(Scenario::Healthy, Mode::Shadow)).await.unwrap();
+    assert!(
+        summary.control_failed.values().all(|n| *n == 0),
+        "{summary}"
+    );
+    assert_eq!(
+        summary.shadow_dry_runs, 0,
+        "the happy path needs no dry run: {summary}"
+    );
+    assert_eq!(summary.unblocked(), 0);
+    assert!(
+        summary.elapsed < Duration::from_mins(1),
+        "the run settled before its deadline: {summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_off_runs_no_candidate() {
+    let summary = run(&small(Scenario::MissingSecrets, Mode::Off))
+        .await
+        .unwrap();
+    assert_eq!(summary.shadow_dry_runs, 0, "{summary}");
+    assert_eq!(summary.unblocked(), 0, "{summary}");
+    assert!(
+        summary.control_failed.values().sum::<u64>() > 0,
+        "the planted failures still fail: {summary}"
+    );
+}
