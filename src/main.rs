@@ -29,6 +29,27 @@ enum Command {
     /// The embedded Kubernetes API simulator.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Run the reference controllers against a real cluster (kubeconfig or in-cluster).
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Which reconcilers: hostedcluster, addon-install-progression or all.
+    #[arg(long, default_value = "all")]
+    reconciler: String,
+    /// The engines' mode: off, shadow or enforce.
+    #[arg(long, default_value = "shadow")]
+    mode: shadow_reconciler::engine::Mode,
+    /// Rollout group the control enforces in mode enforce (repeatable).
+    #[arg(long = "enforce", value_name = "GROUP")]
+    enforce: Vec<String>,
+    /// Rollout group the candidate enforces (repeatable); default: every group.
+    #[arg(long = "candidate", value_name = "GROUP")]
+    candidate: Vec<String>,
+    /// Fraction of reused candidate steps re-executed in dry-run (0 to 1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    sample_rate: f64,
 }
 
 #[derive(Subcommand)]
@@ -117,6 +138,7 @@ fn main() -> ExitCode {
         Command::Plan(PlanCommand::Check { files }) => Ok(check_plans(&files)),
         Command::Simulate(args) => simulate(args),
         Command::Sim(SimCommand::Serve(args)) => serve(&args),
+        Command::Run(args) => run(&args),
     };
     match result {
         Ok(code) => code,
@@ -221,7 +243,9 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         );
         shutdown_signal().await;
         simulator.shutdown().await?;
-        print!("{}", simulator.audit(ToString::to_string));
+        // Whoever started us may have stopped reading: a closed stdout is not a failure here.
+        let summary = simulator.audit(ToString::to_string);
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), summary.as_bytes());
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -241,4 +265,62 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminated => {}
     }
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    use shadow_reconciler::engine::{Engine, EngineSettings, LogSink};
+    use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
+    use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+
+    let (hostedcluster, addon) = match args.reconciler.as_str() {
+        "all" => (true, true),
+        "hostedcluster" => (true, false),
+        "addon-install-progression" => (false, true),
+        other => anyhow::bail!(
+            "--reconciler {other:?}: expected hostedcluster, addon-install-progression or all"
+        ),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let settings = EngineSettings {
+        mode: args.mode,
+        enforced_groups: args.enforce.clone(),
+        candidate_groups: (!args.candidate.is_empty()).then(|| args.candidate.clone()),
+        reexecute_sample_rate: args.sample_rate,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let mut config = kube::Config::infer().await.context("cannot find a cluster: set KUBECONFIG or run in a pod")?;
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT)));
+        let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let mut tasks = Vec::new();
+        if hostedcluster {
+            let engine = Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?
+                .with_sink(Arc::new(LogSink));
+            let api = kube::Api::<HostedCluster>::all(client.clone());
+            tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
+        }
+        if addon {
+            let engine = Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?
+                .with_sink(Arc::new(LogSink));
+            let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
+            tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
+        }
+        tracing::info!(mode = args.mode.as_str(), reconciler = %args.reconciler, "controllers started");
+        shutdown_signal().await;
+        let _ = stop.send(true);
+        for task in tasks {
+            let _ = task.await;
+        }
+        tracing::info!("controllers stopped");
+        Ok(ExitCode::SUCCESS)
+    })
 }

@@ -288,3 +288,119 @@ fn simulate_rejects_an_unknown_scenario() {
     let out = cli(&["simulate", "--plan", "hostedcluster"]);
     assert_eq!(out.status.code(), Some(2), "--plan needs --model-only");
 }
+
+#[test]
+fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    use kube::CustomResourceExt;
+    use shadow_reconciler::reconcilers::hostedcluster::{
+        HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "sim",
+            "serve",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(async {
+        let config = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default()).await.unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = kube::Api::all(client.clone());
+        for crd in [HostedCluster::crd(), HostedControlPlane::crd()] {
+            crds.create(&kube::api::PostParams::default(), &crd).await.unwrap();
+        }
+        // A HostedCluster whose pull secret is missing: the control fails at its first step.
+        let spec = HostedClusterSpec {
+            release: Release { image: "quay.io/ocp-release:4.17.3-x86_64".into() },
+            platform: "AWS".into(),
+            pull_secret: LocalRef { name: "absent".into() },
+            ..HostedClusterSpec::default()
+        };
+        kube::Api::<HostedCluster>::namespaced(client.clone(), "default").create(&kube::api::PostParams::default(), &HostedCluster::new("beta", spec)).await.unwrap();
+        client
+    });
+
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["run", "--reconciler", "hostedcluster", "--mode", "shadow"])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let condition = runtime.block_on(async {
+        let api = kube::Api::<HostedCluster>::namespaced(client, "default");
+        for _ in 0..100 {
+            let hc = api.get("beta").await.unwrap();
+            let found = hc.status.and_then(|s| {
+                s.conditions
+                    .into_iter()
+                    .find(|c| c["type"] == "ReconciliationSucceeded")
+            });
+            if let Some(condition) = found {
+                return condition;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the controller never wrote the condition");
+    });
+    assert_eq!(condition["status"], "False");
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"absent\" not found"),
+        "{condition}"
+    );
+    for child in [&controller, &server] {
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let code = controller.wait().unwrap().code();
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut controller.stderr.take().unwrap(), &mut logs).unwrap();
+    assert_eq!(code, Some(0), "{logs}");
+    assert!(
+        logs.contains("reconciliation completed with errors"),
+        "{logs}"
+    );
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn run_without_a_cluster_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["run"])
+        .env("KUBECONFIG", dir.path().join("missing"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot find a cluster"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -78,7 +78,7 @@ async fn reconcile(
     let settings = EngineSettings {
         mode,
         enforced_groups: vec!["status-patches".into(), "config-references".into()],
-        candidate_groups: None,
+        ..EngineSettings::default()
     };
     let engine = Engine::new(
         Arc::new(AddOnReconciler),

@@ -102,16 +102,20 @@ async fn fixture(adjust: impl FnOnce(&mut HostedClusterSpec)) -> Fixture {
 
 impl Fixture {
     async fn reconcile(&self, mode: Mode) -> ReconcileRecord {
-        let sink = MemorySink::new();
-        let settings = EngineSettings {
+        self.reconcile_with(&EngineSettings {
             mode,
             ..EngineSettings::default()
-        };
+        })
+        .await
+    }
+
+    async fn reconcile_with(&self, settings: &EngineSettings) -> ReconcileRecord {
+        let sink = MemorySink::new();
         let engine = Engine::new(
             Arc::new(HostedClusterReconciler),
             HostedClusterReconciler::plan(),
             self.client.clone(),
-            &settings,
+            settings,
         )
         .unwrap()
         .with_sink(Arc::new(sink.clone()));
@@ -349,4 +353,33 @@ async fn engine_refuses_a_plan_that_does_not_match_the_code() {
         err.contains("operations in code but not in the plan: CPOImageAndNamespace"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_sample_rate_re_executes_reused_steps_in_dry_run() {
+    let f = fixture(|_| {}).await;
+    f.reconcile(Mode::Shadow).await; // create everything
+    let settings = EngineSettings {
+        mode: Mode::Shadow,
+        reexecute_sample_rate: 1.0,
+        ..EngineSettings::default()
+    };
+    let record = f.reconcile_with(&settings).await;
+    let dry_run = record
+        .candidate
+        .iter()
+        .filter(|s| s.execution == Execution::DryRun)
+        .count();
+    assert_eq!(
+        dry_run, 19,
+        "every step re-executed but the not-simulated one: {:#?}",
+        record.candidate
+    );
+    assert!(
+        record.changed.is_empty(),
+        "the phased order changes no outcome here: {:?}",
+        record.changed
+    );
+    assert_eq!(f.shadow_persisted(), 0);
+    assert!(f.shadow_dry_runs() > 0);
 }

@@ -80,6 +80,9 @@ pub struct EngineSettings {
     pub enforced_groups: Vec<String>,
     /// Rollout groups the candidate enforces; `None`: every group.
     pub candidate_groups: Option<Vec<String>>,
+    /// Fraction of the steps the candidate would reuse that it re-executes through the dry-run
+    /// client instead, to measure whether the phased order changes their outcome (0 to 1).
+    pub reexecute_sample_rate: f64,
 }
 
 impl Default for EngineSettings {
@@ -88,6 +91,7 @@ impl Default for EngineSettings {
             mode: Mode::Shadow,
             enforced_groups: Vec::new(),
             candidate_groups: None,
+            reexecute_sample_rate: 0.0,
         }
     }
 }
@@ -135,6 +139,8 @@ pub struct Engine<R: Reconciler> {
     real: kube::Client,
     dry: dryrun::DryRunClient,
     sinks: Vec<Arc<dyn Sink>>,
+    sample_rate: f64,
+    samples: std::sync::atomic::AtomicU64,
 }
 
 impl<R: Reconciler> fmt::Debug for Engine<R> {
@@ -195,6 +201,8 @@ impl<R: Reconciler> Engine<R> {
             dry: dryrun::DryRunClient::new(client.clone()),
             real: client,
             sinks: Vec::new(),
+            sample_rate: settings.reexecute_sample_rate.clamp(0.0, 1.0),
+            samples: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -345,8 +353,8 @@ impl<R: Reconciler> Engine<R> {
             let retry = self.retries(op, policy);
             let failed_on_conflict =
                 theirs.outcome.error_class() == Some(crate::outcome::ErrorClass::Conflict);
-            let result = if theirs.executed && !(failed_on_conflict && retry && !control.retried[i])
-            {
+            let reevaluate = failed_on_conflict && retry && !control.retried[i];
+            let result = if theirs.executed && !reevaluate && !self.sampled() {
                 trace.executions[i] = Execution::Reused;
                 trace.conflicts[i] = control.conflicts[i];
                 reuse(theirs)
@@ -369,6 +377,17 @@ impl<R: Reconciler> Engine<R> {
                 .expect("the engine decides every operation"),
             trace,
         )
+    }
+
+    /// Whether this reused step is re-executed instead (the sample rate, drawn deterministically).
+    fn sampled(&self) -> bool {
+        if self.sample_rate <= 0.0 {
+            return false;
+        }
+        let n = self
+            .samples
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::simulate::Rng::new(n).next_f64() < self.sample_rate
     }
 
     async fn write_condition(
