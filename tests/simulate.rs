@@ -75,3 +75,13 @@ async fn mode_off_runs_no_candidate() {
         "the planted failures still fail: {summary}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_faulty_scenario_dry_runs_and_never_persists_from_the_shadow() {
+    for scenario in [Scenario::MissingSecrets, Scenario::ConflictStorm] {
+        let summary = run(&small(scenario, Mode::Shadow)).await.unwrap();
+        assert_eq!(summary.shadow_persisted, 0, "{scenario}: {summary}");
+        assert_eq!(summary.guard_refusals, 0, "{scenario}: {summary}");
+        assert!(summary.shadow_dry_runs > 0, "{scenario}: {summary}");
+    }
+}
