@@ -400,26 +400,12 @@ impl Store {
         let mut new = if opts.status {
             // Only status changes through the status subresource.
             let mut new = old.clone();
-            match proposed.get("status") {
-                Some(status) => new["status"] = status.clone(),
-                None => {
-                    if let Some(map) = new.as_object_mut() {
-                        map.remove("status");
-                    }
-                }
-            }
+            set_status(&mut new, proposed.get("status"));
             new
         } else {
             let mut new = proposed;
             if rt.status_subresource {
-                match old.get("status") {
-                    Some(status) => new["status"] = status.clone(),
-                    None => {
-                        if let Some(map) = new.as_object_mut() {
-                            map.remove("status");
-                        }
-                    }
-                }
+                set_status(&mut new, old.get("status"));
             }
             new
         };
@@ -624,6 +610,19 @@ impl Store {
             Ok(new)
         })
         .map(|_| ())
+    }
+}
+
+/// Sets `status` to a copy of `status`, or removes it.
+fn set_status(object: &mut Value, status: Option<&Value>) {
+    match (status, object.as_object_mut()) {
+        (Some(status), Some(map)) => {
+            map.insert("status".into(), status.clone());
+        }
+        (None, Some(map)) => {
+            map.remove("status");
+        }
+        (_, None) => {}
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::engine::conflict::patch_status;
 use crate::engine::{OpContext, OpError, OpOutput, OpResult, Reconciler};
 use crate::outcome::ErrorClass;
-use crate::plan::{ReconcilePlan, embedded};
+use crate::plan::ReconcilePlan;
 
 /// The annotation that makes an add-on self-managed.
 pub const SELF_MANAGED_ANNOTATION: &str = "addon.open-cluster-management.io/lifecycle";
@@ -84,20 +84,16 @@ pub struct ClusterManagementAddOnSpec {
 pub struct AddOnStatus {
     /// Conditions, including `ReconciliationSucceeded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "any_list")]
+    #[schemars(schema_with = "crate::reconcilers::any_list")]
     pub conditions: Vec<Value>,
     /// Default config references, with their spec hashes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "any_list")]
+    #[schemars(schema_with = "crate::reconcilers::any_list")]
     pub default_config_references: Vec<Value>,
     /// Per-placement progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "any_list")]
+    #[schemars(schema_with = "crate::reconcilers::any_list")]
     pub install_progressions: Option<Vec<Value>>,
-}
-
-fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
 }
 
 /// Every operation of the add-on plan.
@@ -126,7 +122,7 @@ impl AddOnReconciler {
     /// Never: the shipped plan is valid (the test suite loads it).
     #[must_use]
     pub fn plan() -> Arc<ReconcilePlan> {
-        Arc::new(embedded::load("addon-install-progression").expect("the add-on plan ships"))
+        crate::reconcilers::shipped_plan("addon-install-progression")
     }
 }
 

@@ -19,7 +19,7 @@ pub use types::{
 };
 
 use crate::engine::{OpContext, OpResult, Reconciler};
-use crate::plan::{ReconcilePlan, embedded};
+use crate::plan::ReconcilePlan;
 
 /// Every operation of the hostedcluster plan, as implemented here.
 pub const OPERATIONS: &[&str] = &[
@@ -68,7 +68,7 @@ impl HostedClusterReconciler {
     /// Never: the shipped plan is valid (the test suite loads it).
     #[must_use]
     pub fn plan() -> Arc<ReconcilePlan> {
-        Arc::new(embedded::load("hostedcluster").expect("the hostedcluster plan ships"))
+        crate::reconcilers::shipped_plan("hostedcluster")
     }
 }
 

@@ -78,7 +78,7 @@ pub struct HostedClusterSpec {
 pub struct HostedClusterStatus {
     /// Conditions, including `ReconciliationSucceeded`.
     #[serde(default)]
-    #[schemars(schema_with = "any_list")]
+    #[schemars(schema_with = "crate::reconcilers::any_list")]
     pub conditions: Vec<Value>,
     /// The release version in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,8 +116,4 @@ pub struct HostedControlPlaneStatus {
     /// Whether the control plane is ready.
     #[serde(default)]
     pub ready: bool,
-}
-
-fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
 }
