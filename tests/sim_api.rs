@@ -608,3 +608,21 @@ async fn malformed_requests_get_status_errors() {
         assert!(!message.is_empty(), "{what}");
     }
 }
+
+#[tokio::test]
+async fn secrets_string_data_is_stored_as_data() {
+    let (_sim, client) = start_sim(SimConfig::default()).await;
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: ObjectMeta {
+            name: Some("s".into()),
+            ..ObjectMeta::default()
+        },
+        string_data: Some([("password".to_owned(), "hunter2".to_owned())].into()),
+        ..k8s_openapi::api::core::v1::Secret::default()
+    };
+    let created = api.create(&PostParams::default(), &secret).await.unwrap();
+    assert_eq!(created.string_data, None);
+    let stored = api.get("s").await.unwrap();
+    assert_eq!(stored.data.unwrap()["password"].0, b"hunter2");
+}

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::object::{meta_mut, meta_str, now_rfc3339, spec_part, uuid, valid_name};
+use super::object::{
+    meta_mut, meta_str, normalize_secret, now_rfc3339, spec_part, uuid, valid_name,
+};
 use super::registry::{Registry, ResourceType};
 use super::status::ApiError;
 use crate::simulate::Rng;
@@ -339,6 +341,9 @@ impl Store {
         if rt.kind == "Namespace" && body.get("status").is_none() {
             body["status"] = json!({"phase": "Active"});
         }
+        if rt.group.is_empty() && rt.plural == "secrets" {
+            normalize_secret(&mut body);
+        }
         if opts.dry_run {
             return Ok(Written {
                 object: body,
@@ -410,6 +415,9 @@ impl Store {
             new
         };
         keep_server_fields(&old, &mut new);
+        if rt.group.is_empty() && rt.plural == "secrets" {
+            normalize_secret(&mut new);
+        }
         let mut new = Self::with_version(rt, new);
         let is_crd = rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions";
         if is_crd && !opts.status {
