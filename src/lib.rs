@@ -43,4 +43,5 @@ pub mod reconcilers;
 pub mod scenario;
 pub mod sim;
 pub mod simulate;
+pub mod telemetry;
 mod yaml;

@@ -104,6 +104,12 @@ struct SimulateArgs {
     /// Seed of every random choice (same seed, same population and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Keep serving the endpoints after the run, until SIGTERM or Ctrl-C.
+    #[arg(long)]
+    serve: bool,
     /// Instead: drive the two models over randomly drawn results, without an API server.
     #[arg(long)]
     model_only: bool,
@@ -173,7 +179,9 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if args.model_only {
         return simulate_models(args);
     }
+    let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let settings = scenario::Settings {
+        telemetry: Some(telemetry.clone()),
         hosted_clusters: args.hosted_clusters,
         addons: args.addons,
         scenario: args.scenario,
@@ -183,10 +191,29 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         ..scenario::Settings::default()
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let summary = runtime
-        .block_on(scenario::run(&settings))
-        .context("the simulation failed")?;
-    print!("{summary}");
+    let summary = runtime.block_on(async {
+        let server =
+            shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
+                .await
+                .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
+        eprintln!("metrics at http://{}/metrics", server.addr());
+        let summary = scenario::run(&settings)
+            .await
+            .context("the simulation failed")?;
+        print!("{summary}");
+        if args.serve {
+            eprintln!(
+                "run finished; still serving http://{}/metrics until SIGTERM or Ctrl-C",
+                server.addr()
+            );
+            shutdown_signal().await;
+        }
+        server
+            .shutdown()
+            .await
+            .context("the metrics endpoint failed")?;
+        anyhow::Ok(summary)
+    })?;
     if summary.shadow_persisted > 0 || summary.guard_refusals > 0 {
         anyhow::bail!(
             "the shadow persisted {} mutations and the guard refused {}: both must be 0",

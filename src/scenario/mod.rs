@@ -107,6 +107,8 @@ pub struct Settings {
     pub progress: bool,
     /// Log every record.
     pub log_records: bool,
+    /// Metrics the engines record into (served by the caller).
+    pub telemetry: Option<Arc<crate::telemetry::http::Telemetry>>,
 }
 
 impl Default for Settings {
@@ -121,6 +123,7 @@ impl Default for Settings {
             settle: Duration::from_secs(2),
             progress: true,
             log_records: false,
+            telemetry: None,
         }
     }
 }
@@ -262,6 +265,17 @@ fn engine<R: crate::engine::Reconciler>(
         .with_sink(Arc::new(sink.clone()));
     if settings.log_records {
         engine = engine.with_sink(Arc::new(LogSink));
+    }
+    if let Some(telemetry) = &settings.telemetry {
+        let metrics = telemetry.metrics().clone();
+        let plan = engine.plan().clone();
+        metrics.engine(
+            plan.name(),
+            &plan.hash().short(),
+            settings.mode.as_str(),
+            engine.guard().clone(),
+        );
+        engine = engine.with_sink(Arc::new(metrics));
     }
     Ok(engine)
 }

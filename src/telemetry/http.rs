@@ -1,0 +1,145 @@
+//! `/metrics`, `/healthz` and `/readyz` over HTTP.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::metrics::EngineMetrics;
+
+/// What the endpoints serve.
+#[derive(Debug)]
+pub struct Telemetry {
+    registry: Registry,
+    metrics: EngineMetrics,
+    ready: AtomicBool,
+}
+
+impl Telemetry {
+    /// A registry with the engine's families.
+    ///
+    /// # Panics
+    /// Never: the families are registered once, in a fresh registry, with distinct names.
+    #[must_use]
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let metrics =
+            EngineMetrics::register(&registry).expect("distinct families in a fresh registry");
+        Self {
+            registry,
+            metrics,
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// The engine metrics (a sink for the engines).
+    #[must_use]
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.metrics
+    }
+
+    /// The registry.
+    #[must_use]
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Marks the process ready (plans loaded, controllers started) or not.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// The text exposition.
+    #[must_use]
+    pub fn exposition(&self) -> String {
+        self.metrics.encode(&self.registry)
+    }
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+async fn metrics(State(t): State<Arc<Telemetry>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        t.exposition(),
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, &'static str) {
+    if t.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: plans loading or controllers starting\n",
+        )
+    }
+}
+
+/// A running endpoint server.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Serves the endpoints on `addr` (port 0 picks one).
+    pub async fn start(addr: SocketAddr, telemetry: Arc<Telemetry>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(telemetry);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Self {
+            addr,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// The address served.
+    #[must_use]
+    pub const fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops serving and waits.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.map_err(std::io::Error::other)?
+    }
+}

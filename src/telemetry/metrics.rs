@@ -1,0 +1,286 @@
+//! Prometheus metrics: one registry, the families of `docs/metrics.md`, fed by the records.
+//!
+//! Label values come from bounded sets only: plan and operation names, the enums' `as_str`, and
+//! `none` for an absent value. No object name, namespace or UID is ever a label.
+
+use std::sync::Arc;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use crate::engine::dryrun::GuardStats;
+use crate::engine::{ReconcileRecord, Sink, StepRecord};
+
+/// Prefix of every family.
+pub const PREFIX: &str = "shadow_reconciler";
+
+/// Buckets of operation durations, in seconds.
+const OPERATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Buckets of reconcile durations, in seconds.
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The engine's metric families.
+#[derive(Clone, Debug)]
+pub struct EngineMetrics {
+    operations: IntCounterVec,
+    operation_duration: HistogramVec,
+    reconciles: IntCounterVec,
+    reconcile_duration: HistogramVec,
+    unblocked: IntCounterVec,
+    newly_blocked: IntCounterVec,
+    changed: IntCounterVec,
+    conflicts: IntCounterVec,
+    guard_refusals: IntCounter,
+    dry_run_requests: IntCounter,
+    info: IntGaugeVec,
+    records_exported: IntCounterVec,
+    guards: Arc<std::sync::Mutex<Vec<Arc<GuardStats>>>>,
+}
+
+fn name(suffix: &str) -> String {
+    format!("{PREFIX}_{suffix}")
+}
+
+fn counter(
+    registry: &Registry,
+    suffix: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    let c = IntCounterVec::new(Opts::new(name(suffix), help), labels)?;
+    registry.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn histogram(
+    registry: &Registry,
+    suffix: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: &[f64],
+) -> prometheus::Result<HistogramVec> {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name(suffix), help).buckets(buckets.to_vec()),
+        labels,
+    )?;
+    registry.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
+impl EngineMetrics {
+    /// Registers the families in `registry`.
+    pub fn register(registry: &Registry) -> prometheus::Result<Self> {
+        let guard_refusals = IntCounter::with_opts(Opts::new(
+            name("shadow_guard_refusals_total"),
+            "Mutating requests of the candidate refused by the shadow guard because they lacked dryRun=All (must stay 0).",
+        ))?;
+        registry.register(Box::new(guard_refusals.clone()))?;
+        let dry_run_requests = IntCounter::with_opts(Opts::new(
+            name("dry_run_requests_total"),
+            "Mutating requests the candidate sent with dryRun=All.",
+        ))?;
+        registry.register(Box::new(dry_run_requests.clone()))?;
+        let info = IntGaugeVec::new(
+            Opts::new(
+                name("info"),
+                "Always 1: the plan, its content hash (12 hex digits) and the mode of each engine.",
+            ),
+            &["plan", "hash", "mode"],
+        )?;
+        registry.register(Box::new(info.clone()))?;
+        let build = IntGaugeVec::new(
+            Opts::new(
+                name("build_info"),
+                "Always 1: the version of shadow-reconciler.",
+            ),
+            &["version"],
+        )?;
+        registry.register(Box::new(build.clone()))?;
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        Ok(Self {
+            operations: counter(
+                registry,
+                "operations_total",
+                "Operations decided, by plan, operation, phase, effective category, policy (control or candidate), execution, outcome and error class.",
+                &[
+                    "plan",
+                    "operation",
+                    "phase",
+                    "category",
+                    "policy",
+                    "execution",
+                    "outcome",
+                    "error_class",
+                ],
+            )?,
+            operation_duration: histogram(
+                registry,
+                "operation_duration_seconds",
+                "Wall time of executed operations.",
+                &["plan", "operation", "execution"],
+                OPERATION_BUCKETS,
+            )?,
+            reconciles: counter(
+                registry,
+                "reconciles_total",
+                "Reconciles, by plan, mode, and the control's and the candidate's result (succeeded, failed, none).",
+                &["plan", "mode", "control_result", "candidate_result"],
+            )?,
+            reconcile_duration: histogram(
+                registry,
+                "reconcile_duration_seconds",
+                "Wall time of a whole reconcile (control, candidate, condition).",
+                &["plan", "mode"],
+                RECONCILE_BUCKETS,
+            )?,
+            unblocked: counter(
+                registry,
+                "unblocked_operations_total",
+                "Operations the candidate ran that the control did not, by the control's first failed operation and the candidate's outcome.",
+                &["plan", "operation", "first_failure", "candidate_outcome"],
+            )?,
+            newly_blocked: counter(
+                registry,
+                "newly_blocked_operations_total",
+                "Operations the control ran that the candidate blocked.",
+                &["plan", "operation"],
+            )?,
+            changed: counter(
+                registry,
+                "changed_outcomes_total",
+                "Operations both ran with different outcomes.",
+                &["plan", "operation"],
+            )?,
+            conflicts: counter(
+                registry,
+                "conflicts_total",
+                "Steps that met 409 Conflict, by how the conflicts ended.",
+                &["plan", "operation", "resolution"],
+            )?,
+            records_exported: counter(
+                registry,
+                "records_exported_total",
+                "Records a sink accepted.",
+                &["sink"],
+            )?,
+            guard_refusals,
+            dry_run_requests,
+            info,
+            guards: Arc::new(std::sync::Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Declares an engine: its info series, and its guard counters exported at every scrape.
+    pub fn engine(&self, plan: &str, hash: &str, mode: &str, guard: Arc<GuardStats>) {
+        self.info.with_label_values(&[plan, hash, mode]).set(1);
+        self.guards
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(guard);
+    }
+
+    fn steps(&self, plan: &str, policy: &str, steps: &[StepRecord]) {
+        for s in steps {
+            let phase = s.phase.to_string();
+            let class = s
+                .error_class
+                .map_or("none", crate::outcome::ErrorClass::as_str);
+            self.operations
+                .with_label_values(&[
+                    plan,
+                    &s.operation,
+                    &phase,
+                    s.category.as_str(),
+                    policy,
+                    s.execution.as_str(),
+                    s.outcome,
+                    class,
+                ])
+                .inc();
+            if matches!(
+                s.execution,
+                crate::outcome::Execution::Real | crate::outcome::Execution::DryRun
+            ) {
+                self.operation_duration
+                    .with_label_values(&[plan, &s.operation, s.execution.as_str()])
+                    .observe(s.duration.as_secs_f64());
+            }
+            if let Some(resolution) = s.conflict {
+                self.conflicts
+                    .with_label_values(&[plan, &s.operation, resolution.as_str()])
+                    .inc();
+            }
+        }
+    }
+
+    /// The text exposition of every family of `registry`, with the guard counters brought up to
+    /// date first.
+    pub fn encode(&self, registry: &Registry) -> String {
+        let (refused, dry_runs) = self
+            .guards
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .fold((0, 0), |(r, d), g| {
+                (r + g.refused(), d + g.dry_run_requests())
+            });
+        self.guard_refusals
+            .inc_by(refused.saturating_sub(self.guard_refusals.get()));
+        self.dry_run_requests
+            .inc_by(dry_runs.saturating_sub(self.dry_run_requests.get()));
+        let mut buffer = Vec::new();
+        let encoder = TextEncoder::new();
+        // Encoding gathered families into a Vec cannot fail.
+        let _ = encoder.encode(&registry.gather(), &mut buffer);
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+fn result(error: Option<&String>, ran: bool) -> &'static str {
+    match (ran, error) {
+        (false, _) => "none",
+        (true, None) => "succeeded",
+        (true, Some(_)) => "failed",
+    }
+}
+
+impl Sink for EngineMetrics {
+    fn record(&self, r: &ReconcileRecord) {
+        let plan = r.plan.as_str();
+        let mode = r.mode.as_str();
+        let candidate = result(r.candidate_error.as_ref(), !r.candidate.is_empty());
+        self.reconciles
+            .with_label_values(&[
+                plan,
+                mode,
+                result(r.control_error.as_ref(), true),
+                candidate,
+            ])
+            .inc();
+        self.reconcile_duration
+            .with_label_values(&[plan, mode])
+            .observe(r.duration.as_secs_f64());
+        self.steps(plan, "control", &r.control);
+        self.steps(plan, "candidate", &r.candidate);
+        let first = r.control_first_failure.as_deref().unwrap_or("none");
+        for op in &r.unblocked {
+            let outcome = r.candidate_step(op).map_or("unknown", |s| s.outcome);
+            self.unblocked
+                .with_label_values(&[plan, op, first, outcome])
+                .inc();
+        }
+        for op in &r.newly_blocked {
+            self.newly_blocked.with_label_values(&[plan, op]).inc();
+        }
+        for op in &r.changed {
+            self.changed.with_label_values(&[plan, op]).inc();
+        }
+        self.records_exported.with_label_values(&["metrics"]).inc();
+    }
+}
