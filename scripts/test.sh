@@ -4,8 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# What the tests need beyond the Rust toolchain is installed here, idempotently. Nothing yet.
 command -v cargo >/dev/null || { echo "scripts/test.sh: cargo is not installed" >&2; exit 1; }
+
+# What the tests need beyond the Rust toolchain, installed idempotently from Debian's packages.
+install_debian() { # package command
+  command -v "$2" >/dev/null && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test.sh: $2 is missing; install Debian's package $1 (as root: apt-get install $1)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+  command -v "$2" >/dev/null || { echo "scripts/test.sh: installing $1 did not provide $2" >&2; exit 1; }
+}
+install_debian prometheus promtool # promtool checks our metrics exposition
 
 cargo test --locked --all-targets
 cargo test --locked --doc

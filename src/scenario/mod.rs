@@ -214,6 +214,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
             until_stopped(stopped),
         )),
     ];
+    settings.telemetry.iter().for_each(|t| t.set_ready(true));
     wait_until_settled(
         &sink,
         settings,
@@ -235,6 +236,13 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         summary.add(&record);
     }
     summary.guard_refusals = hc_engine.guard().refused() + addon_engine.guard().refused();
+    record_audit(&mut summary, &sim, before);
+    sim.shutdown().await?;
+    Ok(summary)
+}
+
+/// The simulator's side of the summary: what the shadow wrote, what was answered and faulted.
+fn record_audit(summary: &mut Summary, sim: &Simulator, before: u64) {
     sim.audit(|audit| {
         let shadow = audit
             .totals()
@@ -246,8 +254,6 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         summary.requests = audit.len() - before;
         summary.faulted = audit.totals().values().map(|t| t.faulted).sum();
     });
-    sim.shutdown().await?;
-    Ok(summary)
 }
 
 fn engine<R: crate::engine::Reconciler>(

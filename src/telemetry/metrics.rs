@@ -39,6 +39,7 @@ pub struct EngineMetrics {
     guard_refusals: IntCounter,
     dry_run_requests: IntCounter,
     info: IntGaugeVec,
+    build_info: IntGaugeVec,
     records_exported: IntCounterVec,
     guards: Arc<std::sync::Mutex<Vec<Arc<GuardStats>>>>,
 }
@@ -172,6 +173,7 @@ impl EngineMetrics {
             guard_refusals,
             dry_run_requests,
             info,
+            build_info: build,
             guards: Arc::new(std::sync::Mutex::new(Vec::new())),
         })
     }
@@ -240,6 +242,33 @@ impl EngineMetrics {
         let _ = encoder.encode(&registry.gather(), &mut buffer);
         String::from_utf8(buffer).unwrap_or_default()
     }
+}
+
+/// The names of every family registered by [`EngineMetrics::register`], from the collectors'
+/// descriptors (a family without series yet is not in `Registry::gather`).
+#[must_use]
+pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
+    use prometheus::core::Collector;
+    let collectors: [&dyn Collector; 13] = [
+        &metrics.operations,
+        &metrics.operation_duration,
+        &metrics.reconciles,
+        &metrics.reconcile_duration,
+        &metrics.unblocked,
+        &metrics.newly_blocked,
+        &metrics.changed,
+        &metrics.conflicts,
+        &metrics.guard_refusals,
+        &metrics.dry_run_requests,
+        &metrics.info,
+        &metrics.build_info,
+        &metrics.records_exported,
+    ];
+    collectors
+        .iter()
+        .flat_map(|c| c.desc())
+        .map(|d| d.fq_name.clone())
+        .collect()
 }
 
 fn result(error: Option<&String>, ran: bool) -> &'static str {

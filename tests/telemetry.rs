@@ -1,0 +1,253 @@
+//! Metrics: the exposition agrees with the records, with the docs, and with promtool.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shadow_reconciler::engine::Mode;
+use shadow_reconciler::scenario::{Scenario, Settings, run};
+use shadow_reconciler::telemetry::http::{Server, Telemetry};
+use shadow_reconciler::telemetry::metrics::family_names;
+
+/// Sample lines `name{labels} value` of one family, as (labels, value).
+fn samples(exposition: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (name, labels) = series
+                .split_once('{')
+                .map_or((series, ""), |(n, rest)| (n, rest.trim_end_matches('}')));
+            (name == family).then(|| {
+                let labels = labels
+                    .split("\",")
+                    .filter(|kv| !kv.is_empty())
+                    .filter_map(|kv| kv.split_once("=\""))
+                    .map(|(k, v)| (k.to_owned(), v.trim_end_matches('"').to_owned()))
+                    .collect();
+                (labels, value.parse().unwrap())
+            })
+        })
+        .collect()
+}
+
+fn sum_by(
+    exposition: &str,
+    family: &str,
+    keep: &dyn Fn(&BTreeMap<String, String>) -> bool,
+    key: &[&str],
+) -> BTreeMap<Vec<String>, u64> {
+    let mut sums = BTreeMap::new();
+    for (labels, value) in samples(exposition, family) {
+        if keep(&labels) {
+            let k = key
+                .iter()
+                .map(|k| labels.get(*k).cloned().unwrap_or_default())
+                .collect();
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            // counters are whole numbers
+            let n = value as u64;
+            *sums.entry(k).or_default() += n;
+        }
+    }
+    sums
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_agree_with_the_records_and_are_served_over_http() {
+    let telemetry = Arc::new(Telemetry::new());
+    let server = Server::start("127.0.0.1:0".parse().unwrap(), telemetry.clone())
+        .await
+        .unwrap();
+    let url = format!("http://{}", server.addr());
+    let settings = Settings {
+        hosted_clusters: 30,
+        addons: 8,
+        scenario: Scenario::Mixed,
+        mode: Mode::Shadow,
+        seed: 5,
+        duration: Duration::from_mins(1),
+        progress: false,
+        telemetry: Some(telemetry.clone()),
+        ..Settings::default()
+    };
+    let summary = run(&settings).await.unwrap();
+    let exposition = http_get(&format!("{url}/metrics")).await;
+
+    let reconciles = sum_by(
+        &exposition,
+        "shadow_reconciler_reconciles_total",
+        &|_| true,
+        &["plan"],
+    );
+    for (plan, n) in &summary.reconciles {
+        assert_eq!(
+            reconciles.get(&vec![plan.clone()]),
+            Some(n),
+            "reconciles of {plan}"
+        );
+    }
+    let unblocked = sum_by(
+        &exposition,
+        "shadow_reconciler_unblocked_operations_total",
+        &|_| true,
+        &["plan", "operation"],
+    );
+    let failed = sum_by(
+        &exposition,
+        "shadow_reconciler_operations_total",
+        &|l| l["policy"] == "control" && l["outcome"] == "failed",
+        &["plan", "operation"],
+    );
+    let newly = sum_by(
+        &exposition,
+        "shadow_reconciler_newly_blocked_operations_total",
+        &|_| true,
+        &["plan", "operation"],
+    );
+    for ((plan, op), counts) in &summary.operations {
+        let key = vec![plan.clone(), op.clone()];
+        assert_eq!(
+            unblocked.get(&key).copied().unwrap_or(0),
+            counts.unblocked,
+            "unblocked {plan}/{op}"
+        );
+        assert_eq!(
+            failed.get(&key).copied().unwrap_or(0),
+            counts.control_failures,
+            "control failures {plan}/{op}"
+        );
+        assert_eq!(
+            newly.get(&key).copied().unwrap_or(0),
+            counts.newly_blocked,
+            "newly blocked {plan}/{op}"
+        );
+    }
+    assert!(
+        summary.unblocked() > 0,
+        "the scenario unblocks something: {summary}"
+    );
+    let refusals = samples(&exposition, "shadow_reconciler_shadow_guard_refusals_total");
+    assert_eq!(refusals.len(), 1);
+    assert!(refusals[0].1.abs() < f64::EPSILON);
+    let dry_runs = samples(&exposition, "shadow_reconciler_dry_run_requests_total");
+    assert!(dry_runs[0].1 > 0.0);
+    assert_eq!(http_get(&format!("{url}/healthz")).await, "ok\n");
+    assert_eq!(http_get(&format!("{url}/readyz")).await, "ready\n");
+
+    promtool_check(&exposition);
+    server.shutdown().await.unwrap();
+}
+
+/// `promtool check metrics` must report no problem. The test command installs promtool (Debian's
+/// `prometheus` package); without it this test fails and says so.
+fn promtool_check(exposition: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "promtool is needed (Debian package `prometheus`; scripts/test.sh installs it): {e}"
+            )
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "promtool check metrics:\n{report}"
+    );
+}
+
+/// A plain HTTP GET on loopback, without another client library.
+async fn http_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8(response).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = &tail[n + 2..];
+    }
+    out
+}
+
+#[test]
+fn the_metrics_reference_lists_exactly_the_registered_families() {
+    let telemetry = Telemetry::new();
+    let registered: BTreeSet<String> = family_names(telemetry.metrics()).into_iter().collect();
+    // Every family that has series is among them.
+    for family in telemetry.registry().gather() {
+        assert!(
+            registered.contains(family.name()),
+            "{} is registered but not listed",
+            family.name()
+        );
+    }
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let documented: BTreeSet<String> = docs
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `shadow_reconciler_"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(name, _)| format!("shadow_reconciler_{name}"))
+        .collect();
+    assert!(registered.len() >= 10, "{registered:?}");
+    assert_eq!(
+        documented, registered,
+        "docs/metrics.md and the registry disagree"
+    );
+}
+
+#[test]
+fn the_docs_comparison_can_fail() {
+    let telemetry = Telemetry::new();
+    let registered: BTreeSet<String> = family_names(telemetry.metrics()).into_iter().collect();
+    let mut fewer = registered.clone();
+    fewer.pop_last();
+    assert_ne!(fewer, registered, "removing a documented family is noticed");
+}
