@@ -251,3 +251,105 @@ fn the_docs_comparison_can_fail() {
     fewer.pop_last();
     assert_ne!(fewer, registered, "removing a documented family is noticed");
 }
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Kills a child process when dropped, so a failing test leaves nothing running.
+struct Reaper(std::process::Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_server_scrapes_simulate_and_answers_queries() {
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (metrics_port, prometheus_port) = (free_port(), free_port());
+    let _simulate = Reaper(
+        Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+            .args([
+                "simulate",
+                "--hosted-clusters",
+                "20",
+                "--addons",
+                "5",
+                "--seed",
+                "9",
+                "--serve",
+                "--listen",
+            ])
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: shadow-reconciler\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"),
+    )
+    .unwrap();
+    let _prometheus = Reaper(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the Prometheus server is needed (Debian package `prometheus`; scripts/test.sh installs it): {e}")),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let query = "/api/v1/query?query=sum%20by%20(operation)%20(shadow_reconciler_unblocked_operations_total)";
+    let answer = runtime.block_on(async {
+        for _ in 0..120 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Some(body) = try_get(&format!("127.0.0.1:{prometheus_port}"), query).await
+                && body.contains("\"operation\":\"CoreHCPChain\"")
+            {
+                return body;
+            }
+        }
+        panic!("Prometheus never returned the unblocked-operations series");
+    });
+    assert!(answer.contains("\"status\":\"success\""), "{answer}");
+}
+
+/// GET `path` from `host`, `None` while the server is not up or answers an error.
+async fn try_get(host: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8(response).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| {
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        }
+    })
+}
