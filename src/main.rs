@@ -50,6 +50,12 @@ struct RunArgs {
     /// Fraction of reused candidate steps re-executed in dry-run (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
     sample_rate: f64,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    listen: std::net::SocketAddr,
+    /// Log lines: auto (human on a terminal, JSON otherwise), human or json.
+    #[arg(long, default_value = "auto")]
+    log_format: shadow_reconciler::telemetry::logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -295,7 +301,7 @@ async fn shutdown_signal() {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    use shadow_reconciler::engine::{Engine, EngineSettings, LogSink};
+    use shadow_reconciler::engine::{Engine, EngineSettings};
     use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
     use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 
@@ -307,12 +313,7 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             "--reconciler {other:?}: expected hostedcluster, addon-install-progression or all"
         ),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    shadow_reconciler::telemetry::logging::init(args.log_format);
     let settings = EngineSettings {
         mode: args.mode,
         enforced_groups: args.enforce.clone(),
@@ -324,23 +325,27 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let mut config = kube::Config::infer().await.context("cannot find a cluster: set KUBECONFIG or run in a pod")?;
         config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT)));
         let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+        let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+        let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
+            .await
+            .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
+        tracing::info!(address = %server.addr(), "serving /metrics, /healthz and /readyz");
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
         let mut tasks = Vec::new();
         if hostedcluster {
-            let engine = Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?
-                .with_sink(Arc::new(LogSink));
+            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry);
             let api = kube::Api::<HostedCluster>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
         }
         if addon {
-            let engine = Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?
-                .with_sink(Arc::new(LogSink));
+            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry);
             let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
         }
+        telemetry.set_ready(true);
         tracing::info!(mode = args.mode.as_str(), reconciler = %args.reconciler, "controllers started");
         shutdown_signal().await;
         let _ = stop.send(true);
@@ -348,6 +353,25 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let _ = task.await;
         }
         tracing::info!("controllers stopped");
+        server.shutdown().await.context("the metrics endpoint failed")?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// An engine with the log and metrics sinks, declared in the metrics.
+fn observed<R: shadow_reconciler::engine::Reconciler>(
+    engine: shadow_reconciler::engine::Engine<R>,
+    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+) -> shadow_reconciler::engine::Engine<R> {
+    let plan = engine.plan().clone();
+    let metrics = telemetry.metrics().clone();
+    metrics.engine(
+        plan.name(),
+        &plan.hash().short(),
+        engine.mode().as_str(),
+        engine.guard().clone(),
+    );
+    engine
+        .with_sink(Arc::new(shadow_reconciler::engine::LogSink))
+        .with_sink(Arc::new(metrics))
 }

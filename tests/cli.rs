@@ -338,7 +338,15 @@ fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
     });
 
     let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args(["run", "--reconciler", "hostedcluster", "--mode", "shadow"])
+        .args([
+            "run",
+            "--reconciler",
+            "hostedcluster",
+            "--mode",
+            "shadow",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .env("KUBECONFIG", &kubeconfig)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

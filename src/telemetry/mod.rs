@@ -1,4 +1,5 @@
-//! Telemetry: Prometheus metrics and the HTTP endpoints that serve them.
+//! Telemetry: Prometheus metrics, the HTTP endpoints that serve them, and logs.
 
 pub mod http;
+pub mod logging;
 pub mod metrics;
