@@ -389,10 +389,13 @@ fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
     let mut logs = String::new();
     std::io::Read::read_to_string(&mut controller.stderr.take().unwrap(), &mut logs).unwrap();
     assert_eq!(code, Some(0), "{logs}");
-    assert!(
-        logs.contains("reconciliation completed with errors"),
-        "{logs}"
-    );
+    let line = logs
+        .lines()
+        .find(|l| l.contains("reconciliation completed with errors"))
+        .unwrap_or_else(|| panic!("{logs}"));
+    let json: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    assert_eq!(json["fields"]["plan"], "hostedcluster", "{line}");
     assert_eq!(server.wait().unwrap().code(), Some(0));
 }
 
