@@ -289,15 +289,52 @@ fn simulate_rejects_an_unknown_scenario() {
     assert_eq!(out.status.code(), Some(2), "--plan needs --model-only");
 }
 
+/// CRDs and one HostedCluster whose pull secret is missing (the control fails at its first step),
+/// created through the kubeconfig the simulator wrote.
+async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> kube::Client {
+    use kube::CustomResourceExt;
+    use shadow_reconciler::reconcilers::hostedcluster::{
+        HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
+    };
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = kube::Api::all(client.clone());
+    for crd in [HostedCluster::crd(), HostedControlPlane::crd()] {
+        crds.create(&kube::api::PostParams::default(), &crd)
+            .await
+            .unwrap();
+    }
+    // A HostedCluster whose pull secret is missing: the control fails at its first step.
+    let spec = HostedClusterSpec {
+        release: Release {
+            image: "quay.io/ocp-release:4.17.3-x86_64".into(),
+        },
+        platform: "AWS".into(),
+        pull_secret: LocalRef {
+            name: "absent".into(),
+        },
+        ..HostedClusterSpec::default()
+    };
+    kube::Api::<HostedCluster>::namespaced(client.clone(), "default")
+        .create(
+            &kube::api::PostParams::default(),
+            &HostedCluster::new("beta", spec),
+        )
+        .await
+        .unwrap();
+    client
+}
+
 #[test]
 fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
-    use kube::CustomResourceExt;
-    use shadow_reconciler::reconcilers::hostedcluster::{
-        HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
-    };
+    use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -318,24 +355,7 @@ fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
         .unwrap();
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(async {
-        let config = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default()).await.unwrap();
-        let client = kube::Client::try_from(config).unwrap();
-        let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = kube::Api::all(client.clone());
-        for crd in [HostedCluster::crd(), HostedControlPlane::crd()] {
-            crds.create(&kube::api::PostParams::default(), &crd).await.unwrap();
-        }
-        // A HostedCluster whose pull secret is missing: the control fails at its first step.
-        let spec = HostedClusterSpec {
-            release: Release { image: "quay.io/ocp-release:4.17.3-x86_64".into() },
-            platform: "AWS".into(),
-            pull_secret: LocalRef { name: "absent".into() },
-            ..HostedClusterSpec::default()
-        };
-        kube::Api::<HostedCluster>::namespaced(client.clone(), "default").create(&kube::api::PostParams::default(), &HostedCluster::new("beta", spec)).await.unwrap();
-        client
-    });
+    let client = runtime.block_on(cluster_with_a_failing_hosted_cluster(&kubeconfig));
 
     let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
         .args([
