@@ -17,7 +17,8 @@ install_debian() { # package command
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
   command -v "$2" >/dev/null || { echo "scripts/test.sh: installing $1 did not provide $2" >&2; exit 1; }
 }
-install_debian prometheus promtool # promtool checks our metrics exposition
+install_debian prometheus promtool   # promtool checks our metrics exposition
+install_debian prometheus prometheus # a real server scrapes a running simulate
 
 cargo test --locked --all-targets
 cargo test --locked --doc
