@@ -110,6 +110,12 @@ struct SimulateArgs {
     /// Seed of every random choice (same seed, same population and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// In mode enforce: a rollout group the control enforces, as PLAN/GROUP (repeatable).
+    #[arg(long = "enforce-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group)]
+    enforce_groups: Vec<(String, String)>,
+    /// A rollout group the candidate enforces, as PLAN/GROUP (repeatable); default: every group.
+    #[arg(long = "candidate-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group)]
+    candidate_groups: Vec<(String, String)>,
     /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: std::net::SocketAddr,
@@ -131,6 +137,25 @@ struct SimulateArgs {
     /// With --model-only: rollout group enforced in the candidate (repeatable); default: all.
     #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
     enforce: Vec<String>,
+}
+
+fn parse_plan_group(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((plan, group)) if !plan.is_empty() && !group.is_empty() => {
+            Ok((plan.to_owned(), group.to_owned()))
+        }
+        _ => Err(format!(
+            "{s:?} is not PLAN/GROUP, e.g. hostedcluster/non-critical-syncs"
+        )),
+    }
+}
+
+fn by_plan(pairs: &[(String, String)]) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut map = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (plan, group) in pairs {
+        map.entry(plan.clone()).or_default().push(group.clone());
+    }
+    map
 }
 
 fn parse_probability(s: &str) -> Result<f64, String> {
@@ -188,6 +213,8 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
+        enforced_groups: by_plan(&args.enforce_groups),
+        candidate_groups: by_plan(&args.candidate_groups),
         hosted_clusters: args.hosted_clusters,
         addons: args.addons,
         scenario: args.scenario,

@@ -435,3 +435,61 @@ fn run_without_a_cluster_says_so() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn simulate_rejects_unknown_rollout_groups_whatever_the_mode() {
+    let out = cli(&[
+        "simulate",
+        "--hosted-clusters",
+        "1",
+        "--addons",
+        "1",
+        "--enforce-group",
+        "hostedcluster/nope",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("plan \"hostedcluster\" has no rollout group \"nope\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(&["simulate", "--candidate-group", "other/x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("rollout groups given for plan \"other\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(&["simulate", "--enforce-group", "no-slash"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is not PLAN/GROUP"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
+    let out = cli(&[
+        "simulate",
+        "--hosted-clusters",
+        "10",
+        "--addons",
+        "5",
+        "--seed",
+        "4",
+        "--mode",
+        "enforce",
+        "--enforce-group",
+        "hostedcluster/non-critical-syncs",
+        "--enforce-group",
+        "addon-install-progression/status-patches",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("retried-succeeded"),
+        "the enforced add-on patches retry the storm's conflicts: {stdout}"
+    );
+}

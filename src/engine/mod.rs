@@ -184,6 +184,11 @@ impl<R: Reconciler> Engine<R> {
             Some(groups) => Policy::phased(plan.clone(), groups),
             None => Ok(Policy::phased_all_groups(plan.clone())),
         };
+        // Every named group must exist, whatever the mode: a typo is an error, not a no-op.
+        plan.group_members(&settings.enforced_groups)?;
+        if let Some(groups) = &settings.candidate_groups {
+            plan.group_members(groups)?;
+        }
         let (control, candidate) = match settings.mode {
             Mode::Off => (Policy::sequential(plan.clone()), None),
             Mode::Shadow => (Policy::sequential(plan.clone()), Some(candidate_policy()?)),

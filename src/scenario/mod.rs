@@ -109,6 +109,10 @@ pub struct Settings {
     pub log_records: bool,
     /// Metrics the engines record into (served by the caller).
     pub telemetry: Option<Arc<crate::telemetry::http::Telemetry>>,
+    /// Per plan: the rollout groups the control enforces in mode `enforce`.
+    pub enforced_groups: std::collections::BTreeMap<String, Vec<String>>,
+    /// Per plan: the rollout groups the candidate enforces (default: every group).
+    pub candidate_groups: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Default for Settings {
@@ -124,6 +128,8 @@ impl Default for Settings {
             progress: true,
             log_records: false,
             telemetry: None,
+            enforced_groups: std::collections::BTreeMap::new(),
+            candidate_groups: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -140,6 +146,11 @@ pub enum ScenarioError {
     /// An engine could not be built.
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
+    /// Rollout groups were given for a plan that does not run here.
+    #[error(
+        "rollout groups given for plan {0:?}, which is not one of hostedcluster, addon-install-progression"
+    )]
+    UnknownPlan(String),
     /// The kube client could not be built.
     #[error("cannot build the kube client")]
     Client(#[source] kube::Error),
@@ -150,6 +161,15 @@ pub enum ScenarioError {
 /// # Panics
 /// Never: the simulator's own URL is a valid URI.
 pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
+    let plans = ["hostedcluster", "addon-install-progression"];
+    if let Some(unknown) = settings
+        .enforced_groups
+        .keys()
+        .chain(settings.candidate_groups.keys())
+        .find(|p| !plans.contains(&p.as_str()))
+    {
+        return Err(ScenarioError::UnknownPlan(unknown.clone()));
+    }
     let mut sim = Simulator::start(SimConfig {
         seed: settings.seed,
         ..SimConfig::default()
@@ -263,8 +283,13 @@ fn engine<R: crate::engine::Reconciler>(
     settings: &Settings,
     sink: &MemorySink,
 ) -> Result<Engine<R>, ScenarioError> {
+    let groups = |by_plan: &std::collections::BTreeMap<String, Vec<String>>| {
+        by_plan.get(plan.name()).cloned()
+    };
     let engine_settings = EngineSettings {
         mode: settings.mode,
+        enforced_groups: groups(&settings.enforced_groups).unwrap_or_default(),
+        candidate_groups: groups(&settings.candidate_groups),
         ..EngineSettings::default()
     };
     let mut engine = Engine::new(Arc::new(reconciler), plan, client.clone(), &engine_settings)?
