@@ -9,6 +9,7 @@ use shadow_reconciler::engine::{Mode, ObjectKey, ReconcileRecord, Sink, StepReco
 use shadow_reconciler::outcome::{Category, ErrorClass, Execution};
 use shadow_reconciler::plan::embedded;
 use shadow_reconciler::telemetry::http::Telemetry;
+use shadow_reconciler::telemetry::traces::TraceSink;
 
 /// A shadow reconcile of the hostedcluster plan where the control stopped at `SSHKeySync` and the
 /// candidate ran everything else in dry-run.
@@ -56,6 +57,7 @@ fn record() -> ReconcileRecord {
             error_class: class,
             message: class.map(|_| "secret ssh-key not found".to_owned()),
             blocked_by: Vec::new(),
+            offset: Duration::from_micros(300 * i as u64),
             duration: Duration::from_micros(300),
             conflicts: 0,
             conflict: None,
@@ -98,7 +100,7 @@ fn record() -> ReconcileRecord {
         control_first_failure: Some("SSHKeySync".into()),
         control_error: Some("secret ssh-key not found".into()),
         candidate_error: Some("secret ssh-key not found".into()),
-        trace_id: None,
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
     }
 }
 
@@ -110,6 +112,15 @@ fn telemetry(c: &mut Criterion) {
     group.throughput(Throughput::Elements(record.control.len() as u64));
     group.bench_function("metrics per reconcile", |b| {
         b.iter(|| metrics.record(black_box(&record)));
+    });
+    // Spans go to a batch exporter whose endpoint nobody serves: the cost measured is building and
+    // queueing them, which is what a reconcile pays; export happens on the exporter's thread.
+    let traces = TraceSink::http("http://127.0.0.1:9/v1/traces").expect("exporter");
+    group.bench_function("metrics and spans per reconcile", |b| {
+        b.iter(|| {
+            metrics.record(black_box(&record));
+            traces.record(black_box(&record));
+        });
     });
     group.finish();
 }

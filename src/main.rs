@@ -211,8 +211,10 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         return simulate_models(args);
     }
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+    let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
+        traces: traces.clone(),
         enforced_groups: by_plan(&args.enforce_groups),
         candidate_groups: by_plan(&args.candidate_groups),
         hosted_clusters: args.hosted_clusters,
@@ -353,6 +355,7 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT)));
         let client = kube::Client::try_from(config).context("cannot build the kube client")?;
         let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+        let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
         let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
             .await
             .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
@@ -363,12 +366,12 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         };
         let mut tasks = Vec::new();
         if hostedcluster {
-            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry);
+            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref());
             let api = kube::Api::<HostedCluster>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
         }
         if addon {
-            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry);
+            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref());
             let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
         }
@@ -381,14 +384,18 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         tracing::info!("controllers stopped");
         server.shutdown().await.context("the metrics endpoint failed")?;
+        if let Some(traces) = traces {
+            tokio::task::spawn_blocking(move || traces.shutdown()).await.context("flushing the traces failed")?;
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// An engine with the log and metrics sinks, declared in the metrics.
+/// An engine with the log, metrics and (when on) trace sinks, declared in the metrics.
 fn observed<R: shadow_reconciler::engine::Reconciler>(
     engine: shadow_reconciler::engine::Engine<R>,
     telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    traces: Option<&Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
 ) -> shadow_reconciler::engine::Engine<R> {
     let plan = engine.plan().clone();
     let metrics = telemetry.metrics().clone();
@@ -398,7 +405,11 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
         engine.mode().as_str(),
         engine.guard().clone(),
     );
-    engine
+    let engine = engine
         .with_sink(Arc::new(shadow_reconciler::engine::LogSink))
-        .with_sink(Arc::new(metrics))
+        .with_sink(Arc::new(metrics));
+    match traces {
+        Some(traces) => engine.with_sink(traces.clone()),
+        None => engine,
+    }
 }

@@ -141,6 +141,8 @@ pub struct Engine<R: Reconciler> {
     sinks: Vec<Arc<dyn Sink>>,
     sample_rate: f64,
     samples: std::sync::atomic::AtomicU64,
+    trace_seed: u64,
+    traces: std::sync::atomic::AtomicU64,
 }
 
 impl<R: Reconciler> fmt::Debug for Engine<R> {
@@ -208,6 +210,12 @@ impl<R: Reconciler> Engine<R> {
             sinks: Vec::new(),
             sample_rate: settings.reexecute_sample_rate.clamp(0.0, 1.0),
             samples: std::sync::atomic::AtomicU64::new(0),
+            trace_seed: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| {
+                    u64::try_from(d.as_nanos() & u128::from(u64::MAX)).unwrap_or(0)
+                }),
+            traces: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -245,10 +253,10 @@ impl<R: Reconciler> Engine<R> {
     pub async fn reconcile(&self, object: Arc<R::Object>) -> ReconcileOutcome {
         let started_at = SystemTime::now();
         let started = Instant::now();
-        let (control_report, control, state) = self.run_control(&object).await;
+        let (control_report, control, state) = self.run_control(&object, started).await;
         let candidate = match &self.candidate {
             Some(policy) => Some(
-                self.run_candidate(policy, &object, &control_report, &control, state)
+                self.run_candidate(policy, started, &object, &control_report, &control, state)
                     .await,
             ),
             None => None,
@@ -271,7 +279,7 @@ impl<R: Reconciler> Engine<R> {
                 .map(|op| self.plan.name_of(op).to_owned()),
             control_error: control_report.aggregate(),
             candidate_error: None,
-            trace_id: None,
+            trace_id: Some(self.next_trace_id()),
         };
         if let Some((report, trace)) = candidate {
             let diff = Diff::between(&control_report, &report)
@@ -303,6 +311,7 @@ impl<R: Reconciler> Engine<R> {
     async fn run_control(
         &self,
         object: &Arc<R::Object>,
+        origin: Instant,
     ) -> (crate::model::Report, Trace, R::State) {
         let mut ctx = OpContext::new(
             self.real.clone(),
@@ -310,7 +319,7 @@ impl<R: Reconciler> Engine<R> {
             R::State::default(),
             Execution::Real,
         );
-        let mut trace = Trace::new(self.plan.len());
+        let mut trace = Trace::new(self.plan.len(), origin);
         let mut run = self.control.start();
         while let Some(decision) = run.next() {
             let Decision::Run(op) = decision else {
@@ -336,6 +345,7 @@ impl<R: Reconciler> Engine<R> {
     async fn run_candidate(
         &self,
         policy: &Policy,
+        origin: Instant,
         object: &Arc<R::Object>,
         control_report: &crate::model::Report,
         control: &Trace,
@@ -347,7 +357,7 @@ impl<R: Reconciler> Engine<R> {
             state,
             Execution::DryRun,
         );
-        let mut trace = Trace::new(self.plan.len());
+        let mut trace = Trace::new(self.plan.len(), origin);
         let mut run = policy.start();
         while let Some(decision) = run.next() {
             let Decision::Run(op) = decision else {
@@ -384,6 +394,17 @@ impl<R: Reconciler> Engine<R> {
         )
     }
 
+    /// A fresh W3C trace id (32 hex digits, never all zero) for the next reconcile.
+    fn next_trace_id(&self) -> String {
+        let n = self
+            .traces
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut rng =
+            crate::simulate::Rng::new(self.trace_seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let (high, low) = (rng.next_u64(), rng.next_u64() | 1);
+        format!("{high:016x}{low:016x}")
+    }
+
     /// Whether this reused step is re-executed instead (the sample rate, drawn deterministically).
     fn sampled(&self) -> bool {
         if self.sample_rate <= 0.0 {
@@ -418,6 +439,7 @@ impl<R: Reconciler> Engine<R> {
     ) -> StepResult {
         let name = self.plan.name_of(op);
         let started = Instant::now();
+        trace.offsets[op.index()] = started.duration_since(trace.origin);
         let result = self.reconciler.run(name, ctx).await;
         trace.durations[op.index()] = started.elapsed();
         trace.conflicts[op.index()] = ctx.conflicts();
@@ -435,15 +457,21 @@ struct Trace {
     conflicts: Vec<u32>,
     /// Whether the operation ran under the retry-on-conflict policy.
     retried: Vec<bool>,
+    /// When the operation started, from the start of the reconcile.
+    offsets: Vec<Duration>,
+    /// The start of the reconcile.
+    origin: Instant,
 }
 
 impl Trace {
-    fn new(n: usize) -> Self {
+    fn new(n: usize, origin: Instant) -> Self {
         Self {
+            origin,
             executions: vec![Execution::NotRun; n],
             durations: vec![Duration::ZERO; n],
             conflicts: vec![0; n],
             retried: vec![false; n],
+            offsets: vec![Duration::ZERO; n],
         }
     }
 }

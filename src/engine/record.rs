@@ -80,6 +80,8 @@ pub struct StepRecord {
     pub message: Option<String>,
     /// For blocked/skipped/unknown steps: the operations responsible.
     pub blocked_by: Vec<String>,
+    /// When it started, from the start of the reconcile (zero when not executed or reused).
+    pub offset: Duration,
     /// Wall time spent executing it (zero when not executed or reused).
     pub duration: Duration,
     /// 409 Conflicts it met (each retried or not).
@@ -169,6 +171,7 @@ impl ReconcileRecord {
                     error_class: step.outcome.error_class(),
                     message: step.message.clone(),
                     blocked_by,
+                    offset: trace.offsets[i],
                     duration: trace.durations[i],
                     conflicts: trace.conflicts[i],
                     conflict,
@@ -262,6 +265,7 @@ pub struct LogSink;
 
 impl Sink for LogSink {
     fn record(&self, r: &ReconcileRecord) {
+        let trace_id = r.trace_id.as_deref().unwrap_or("");
         let object = format!(
             "{}/{}",
             r.object.namespace.as_deref().unwrap_or(""),
@@ -269,11 +273,10 @@ impl Sink for LogSink {
         );
         match &r.control_error {
             None => {
-                tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, unblocked = r.unblocked.len(), "successfully reconciled");
+                tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, trace_id, unblocked = r.unblocked.len(), "successfully reconciled");
             }
             Some(error) => {
-                tracing::info!(
-                    plan = %r.plan, mode = r.mode.as_str(), %object, error = %error,
+                tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, trace_id, error = %error,
                     first_failure = r.control_first_failure.as_deref().unwrap_or(""),
                     unblocked = ?r.unblocked, newly_blocked = ?r.newly_blocked,
                     "reconciliation completed with errors"

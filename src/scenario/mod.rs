@@ -109,6 +109,8 @@ pub struct Settings {
     pub log_records: bool,
     /// Metrics the engines record into (served by the caller).
     pub telemetry: Option<Arc<crate::telemetry::http::Telemetry>>,
+    /// Where the engines' spans go, when traces are on.
+    pub traces: Option<Arc<crate::telemetry::traces::TraceSink>>,
     /// Per plan: the rollout groups the control enforces in mode `enforce`.
     pub enforced_groups: std::collections::BTreeMap<String, Vec<String>>,
     /// Per plan: the rollout groups the candidate enforces (default: every group).
@@ -128,6 +130,7 @@ impl Default for Settings {
             progress: true,
             log_records: false,
             telemetry: None,
+            traces: None,
             enforced_groups: std::collections::BTreeMap::new(),
             candidate_groups: std::collections::BTreeMap::new(),
         }
@@ -296,6 +299,9 @@ fn engine<R: crate::engine::Reconciler>(
         .with_sink(Arc::new(sink.clone()));
     if settings.log_records {
         engine = engine.with_sink(Arc::new(LogSink));
+    }
+    if let Some(traces) = &settings.traces {
+        engine = engine.with_sink(traces.clone());
     }
     if let Some(telemetry) = &settings.telemetry {
         let metrics = telemetry.metrics().clone();

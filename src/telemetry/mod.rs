@@ -3,3 +3,4 @@
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod traces;

@@ -1,0 +1,252 @@
+//! OpenTelemetry traces of the records: one span per reconcile, a child span for the control run
+//! and one for the candidate run, one span per executed or decided step, links from a reused
+//! candidate step to the control step it reused.
+//!
+//! Spans are built from the record after the reconcile, with its recorded times, by a batch
+//! exporter on its own thread: export never blocks a reconcile. The reconcile span's trace id is
+//! the record's `trace_id`, so logs, Parquet and traces meet on it.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use opentelemetry::trace::{
+    Link, Span, SpanContext, SpanKind, Status, TraceContextExt, TraceId, Tracer, TracerProvider,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider};
+
+use crate::engine::{ReconcileRecord, Sink, StepRecord};
+
+thread_local! {
+    /// The trace id the next root span takes (set by the sink just before building it).
+    static NEXT_TRACE_ID: Cell<Option<TraceId>> = const { Cell::new(None) };
+}
+
+/// Random ids, except a root span's trace id, which the record already chose.
+#[derive(Debug, Default)]
+struct RecordIds(RandomIdGenerator);
+
+impl IdGenerator for RecordIds {
+    fn new_trace_id(&self) -> TraceId {
+        NEXT_TRACE_ID
+            .with(Cell::take)
+            .unwrap_or_else(|| self.0.new_trace_id())
+    }
+    fn new_span_id(&self) -> opentelemetry::trace::SpanId {
+        self.0.new_span_id()
+    }
+}
+
+/// Errors configuring trace export.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The exporter could not be built.
+    #[error("cannot build the OTLP span exporter")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` names no supported protocol.
+    #[error("unsupported OTLP protocol {0:?}; use grpc or http/protobuf")]
+    Protocol(String),
+}
+
+/// Sends the records' spans to an OTLP endpoint.
+pub struct TraceSink {
+    provider: SdkTracerProvider,
+    tracer: opentelemetry_sdk::trace::SdkTracer,
+}
+
+impl fmt::Debug for TraceSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceSink").finish_non_exhaustive()
+    }
+}
+
+impl TraceSink {
+    /// Configured by the standard variables: `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` (none set:
+    /// traces are off, `None`), `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` (`grpc` or
+    /// `http/protobuf`, the default), `OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER(_ARG)`.
+    pub fn from_env() -> Result<Option<Self>, TraceError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_else(|| "http/protobuf".into());
+        let exporter = match protocol.as_str() {
+            "grpc" => opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .build(),
+            "http/protobuf" => opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .build(),
+            other => return Err(TraceError::Protocol(other.to_owned())),
+        }
+        .map_err(TraceError::Exporter)?;
+        Ok(Some(Self::with_exporter(exporter)))
+    }
+
+    /// HTTP/protobuf export to `endpoint` (the full `/v1/traces` URL).
+    pub fn http(endpoint: &str) -> Result<Self, TraceError> {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(endpoint)
+            .build()
+            .map_err(TraceError::Exporter)?;
+        Ok(Self::with_exporter(exporter))
+    }
+
+    fn with_exporter(exporter: opentelemetry_otlp::SpanExporter) -> Self {
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name(
+                std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "shadow-reconciler".into()),
+            )
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_id_generator(RecordIds::default())
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("shadow-reconciler");
+        Self { provider, tracer }
+    }
+
+    /// Exports what is buffered (blocks: call it outside async code).
+    pub fn flush(&self) {
+        let _ = self.provider.force_flush();
+    }
+
+    /// Flushes and stops the exporter (blocks).
+    pub fn shutdown(&self) {
+        let _ = self.provider.shutdown();
+    }
+
+    fn step_span(
+        &self,
+        r: &ReconcileRecord,
+        s: &StepRecord,
+        parent: &Context,
+        link: Option<SpanContext>,
+    ) -> SpanContext {
+        let start = r.started_at + s.offset;
+        let mut attributes = vec![
+            KeyValue::new("shadow_reconciler.operation", s.operation.clone()),
+            KeyValue::new("shadow_reconciler.phase", i64::from(s.phase)),
+            KeyValue::new("shadow_reconciler.category", s.category.as_str()),
+            KeyValue::new("shadow_reconciler.execution", s.execution.as_str()),
+            KeyValue::new("shadow_reconciler.outcome", s.outcome),
+        ];
+        if let Some(class) = s.error_class {
+            attributes.push(KeyValue::new("error.type", class.as_str()));
+        }
+        if !s.blocked_by.is_empty() {
+            attributes.push(KeyValue::new(
+                "shadow_reconciler.blocked_by",
+                s.blocked_by.join(","),
+            ));
+        }
+        let mut builder = self
+            .tracer
+            .span_builder(s.operation.clone())
+            .with_kind(SpanKind::Internal)
+            .with_start_time(start)
+            .with_attributes(attributes);
+        if let Some(context) = link {
+            builder = builder.with_links(vec![Link::with_context(context)]);
+        }
+        let mut span = self.tracer.build_with_context(builder, parent);
+        if let (Some(class), Some(message)) = (s.error_class, &s.message) {
+            span.set_status(Status::error(format!("{class}: {message}")));
+        }
+        let context = span.span_context().clone();
+        span.end_with_timestamp(start + s.duration);
+        context
+    }
+
+    fn run_span(
+        &self,
+        r: &ReconcileRecord,
+        name: &'static str,
+        steps: &[StepRecord],
+        parent: &Context,
+        links: &HashMap<String, SpanContext>,
+    ) -> HashMap<String, SpanContext> {
+        let first = steps
+            .iter()
+            .filter(|s| s.duration > Duration::ZERO)
+            .map(|s| s.offset)
+            .min()
+            .unwrap_or_default();
+        let last = steps
+            .iter()
+            .map(|s| s.offset + s.duration)
+            .max()
+            .unwrap_or_default();
+        let span = self.tracer.build_with_context(
+            self.tracer
+                .span_builder(name)
+                .with_start_time(r.started_at + first),
+            parent,
+        );
+        let cx = parent.with_span(span);
+        let mut contexts = HashMap::new();
+        for s in steps {
+            let link = (s.execution == crate::outcome::Execution::Reused)
+                .then(|| links.get(&s.operation).cloned())
+                .flatten();
+            contexts.insert(s.operation.clone(), self.step_span(r, s, &cx, link));
+        }
+        cx.span().end_with_timestamp(r.started_at + last.max(first));
+        contexts
+    }
+}
+
+impl Sink for TraceSink {
+    fn record(&self, r: &ReconcileRecord) {
+        if let Some(id) = r
+            .trace_id
+            .as_deref()
+            .and_then(|h| TraceId::from_hex(h).ok())
+        {
+            NEXT_TRACE_ID.with(|next| next.set(Some(id)));
+        }
+        let mut attributes = vec![
+            KeyValue::new("k8s.object.kind", r.object.kind.clone()),
+            KeyValue::new("k8s.object.name", r.object.name.clone()),
+            KeyValue::new("shadow_reconciler.plan", r.plan.clone()),
+            KeyValue::new("shadow_reconciler.plan.hash", r.plan_hash.clone()),
+            KeyValue::new("shadow_reconciler.mode", r.mode.as_str()),
+            KeyValue::new(
+                "shadow_reconciler.unblocked",
+                i64::try_from(r.unblocked.len()).unwrap_or(i64::MAX),
+            ),
+        ];
+        if let Some(ns) = &r.object.namespace {
+            attributes.push(KeyValue::new("k8s.namespace.name", ns.clone()));
+        }
+        let mut root = self.tracer.build_with_context(
+            self.tracer
+                .span_builder("reconcile")
+                .with_start_time(r.started_at)
+                .with_attributes(attributes),
+            &Context::new(),
+        );
+        NEXT_TRACE_ID.with(Cell::take);
+        if let Some(error) = &r.control_error {
+            root.set_status(Status::error(error.clone()));
+        }
+        let cx = Context::new().with_span(root);
+        let control = self.run_span(r, "control", &r.control, &cx, &HashMap::new());
+        if !r.candidate.is_empty() {
+            self.run_span(r, "candidate", &r.candidate, &cx, &control);
+        }
+        cx.span().end_with_timestamp(r.started_at + r.duration);
+    }
+}
