@@ -77,11 +77,13 @@ fn error_policy<R: Reconciler>(
     Action::requeue(backoff(*n - 1))
 }
 
-/// Runs a controller for `api`'s objects until `shutdown` resolves.
+/// Runs a controller for `api`'s objects until `shutdown` resolves; calls `on_synced` once its
+/// cache holds the initial list.
 pub async fn run<R>(
     engine: Arc<Engine<R>>,
     api: Api<R::Object>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    on_synced: impl FnOnce() + Send + 'static,
 ) where
     R: Reconciler,
     <R::Object as Resource>::DynamicType: Eq + Hash + Clone + Debug + Default + Unpin,
@@ -90,7 +92,23 @@ pub async fn run<R>(
         engine,
         failures: Mutex::new(HashMap::new()),
     });
-    Controller::new(api, watcher::Config::default())
+    let controller = Controller::new(api, watcher::Config::default());
+    let store = controller.store();
+    tokio::spawn(async move {
+        // kube-runtime's store readiness wakes only its most recent waiter (the controller's own
+        // applier also waits on it), so this waiter polls again every 100 ms until it sees it.
+        loop {
+            match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
+                Ok(Ok(())) => {
+                    on_synced();
+                    break;
+                }
+                Ok(Err(_)) => break, // the controller stopped before its cache synced
+                Err(_) => {}
+            }
+        }
+    });
+    controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<R>, error_policy::<R>, ctx)
         .for_each(|result| async move {

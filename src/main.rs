@@ -365,17 +365,17 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let _ = rx.wait_for(|s| *s).await;
         };
         let mut tasks = Vec::new();
+        let mut synced = telemetry.ready_when_synced(usize::from(hostedcluster) + usize::from(addon));
         if hostedcluster {
             let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref());
             let api = kube::Api::<HostedCluster>::all(client.clone());
-            tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
+            tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()), synced.remove(0))));
         }
         if addon {
             let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref());
             let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
-            tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()))));
+            tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()), synced.remove(0))));
         }
-        telemetry.set_ready(true);
         tracing::info!(mode = args.mode.as_str(), reconciler = %args.reconciler, "controllers started");
         shutdown_signal().await;
         let _ = stop.send(true);

@@ -224,20 +224,22 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let mut synced = sync_callbacks(settings);
     let started = Instant::now();
     let controllers = [
         tokio::spawn(crate::controller::run(
             hc_engine.clone(),
             Api::<HostedCluster>::all(client.clone()),
             until_stopped(stopped.clone()),
+            synced.remove(0),
         )),
         tokio::spawn(crate::controller::run(
             addon_engine.clone(),
             Api::<ClusterManagementAddOn>::all(client.clone()),
             until_stopped(stopped),
+            synced.remove(0),
         )),
     ];
-    settings.telemetry.iter().for_each(|t| t.set_ready(true));
     wait_until_settled(
         &sink,
         settings,
@@ -262,6 +264,14 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     record_audit(&mut summary, &sim, before);
     sim.shutdown().await?;
     Ok(summary)
+}
+
+/// One callback per controller, making `/readyz` answer 200 once both caches synced.
+fn sync_callbacks(settings: &Settings) -> Vec<Box<dyn FnOnce() + Send>> {
+    match &settings.telemetry {
+        Some(telemetry) => telemetry.ready_when_synced(2),
+        None => vec![Box::new(|| {}), Box::new(|| {})],
+    }
 }
 
 /// The simulator's side of the summary: what the shadow wrote, what was answered and faulted.

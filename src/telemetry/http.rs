@@ -53,9 +53,35 @@ impl Telemetry {
         &self.registry
     }
 
-    /// Marks the process ready (plans loaded, controllers started) or not.
+    /// Marks the process ready (plans loaded, controllers' caches synced) or not.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether `/readyz` answers 200.
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Expects `controllers` caches to sync: returns one callback per controller; the process is
+    /// ready once every callback ran.
+    pub fn ready_when_synced(
+        self: &Arc<Self>,
+        controllers: usize,
+    ) -> Vec<Box<dyn FnOnce() + Send>> {
+        self.set_ready(controllers == 0);
+        let pending = Arc::new(std::sync::atomic::AtomicUsize::new(controllers));
+        (0..controllers)
+            .map(|_| {
+                let (pending, telemetry) = (pending.clone(), self.clone());
+                Box::new(move || {
+                    if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        telemetry.set_ready(true);
+                    }
+                }) as Box<dyn FnOnce() + Send>
+            })
+            .collect()
     }
 
     /// The text exposition.
@@ -91,7 +117,7 @@ async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, &'static str) {
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: plans loading or controllers starting\n",
+            "not ready: the controllers' caches are not synced yet\n",
         )
     }
 }
