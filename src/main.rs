@@ -211,10 +211,8 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         return simulate_models(args);
     }
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
-    let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
-        traces: traces.clone(),
         enforced_groups: by_plan(&args.enforce_groups),
         candidate_groups: by_plan(&args.candidate_groups),
         hosted_clusters: args.hosted_clusters,
@@ -227,6 +225,12 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let summary = runtime.block_on(async {
+        // Inside the runtime: the gRPC exporter needs one to be built.
+        let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+        let settings = scenario::Settings {
+            traces: traces.clone(),
+            ..settings
+        };
         let server =
             shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
                 .await

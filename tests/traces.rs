@@ -297,3 +297,22 @@ fn an_unknown_otlp_protocol_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn grpc_export_is_built_inside_the_runtime_and_never_blocks_the_run() {
+    // Nobody listens on the endpoint: spans fail to export in the background, the run succeeds.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["simulate", "--hosted-clusters", "2", "--addons", "1"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("simulated cluster: 2 HostedClusters")
+    );
+}
