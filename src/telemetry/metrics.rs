@@ -41,6 +41,9 @@ pub struct EngineMetrics {
     info: IntGaugeVec,
     build_info: IntGaugeVec,
     records_exported: IntCounterVec,
+    records_dropped: IntCounterVec,
+    files_written: IntCounterVec,
+    export_errors: IntCounterVec,
     guards: Arc<std::sync::Mutex<Vec<Arc<GuardStats>>>>,
 }
 
@@ -76,6 +79,7 @@ fn histogram(
 
 impl EngineMetrics {
     /// Registers the families in `registry`.
+    #[allow(clippy::too_many_lines)] // one entry per family: the list reads best in one place
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let guard_refusals = IntCounter::with_opts(Opts::new(
             name("shadow_guard_refusals_total"),
@@ -170,6 +174,24 @@ impl EngineMetrics {
                 "Records a sink accepted.",
                 &["sink"],
             )?,
+            records_dropped: counter(
+                registry,
+                "records_dropped_total",
+                "Records a sink dropped (a full queue, a failed write).",
+                &["sink"],
+            )?,
+            files_written: counter(
+                registry,
+                "files_written_total",
+                "Files a sink completed and made visible.",
+                &["sink"],
+            )?,
+            export_errors: counter(
+                registry,
+                "export_errors_total",
+                "Errors a sink met while exporting (each retried or reported).",
+                &["sink"],
+            )?,
             guard_refusals,
             dry_run_requests,
             info,
@@ -221,6 +243,17 @@ impl EngineMetrics {
         }
     }
 
+    /// Sink health: `records_dropped_total`, `files_written_total` and `export_errors_total` of
+    /// one sink (the Parquet sink reports through these).
+    #[must_use]
+    pub fn sink_health(&self, sink: &str) -> [prometheus::IntCounter; 3] {
+        [
+            self.records_dropped.with_label_values(&[sink]),
+            self.files_written.with_label_values(&[sink]),
+            self.export_errors.with_label_values(&[sink]),
+        ]
+    }
+
     /// The text exposition of every family of `registry`, with the guard counters brought up to
     /// date first.
     pub fn encode(&self, registry: &Registry) -> String {
@@ -249,7 +282,7 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 13] = [
+    let collectors: [&dyn Collector; 16] = [
         &metrics.operations,
         &metrics.operation_duration,
         &metrics.reconciles,
@@ -263,6 +296,9 @@ pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
         &metrics.info,
         &metrics.build_info,
         &metrics.records_exported,
+        &metrics.records_dropped,
+        &metrics.files_written,
+        &metrics.export_errors,
     ];
     collectors
         .iter()
