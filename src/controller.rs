@@ -77,8 +77,8 @@ fn error_policy<R: Reconciler>(
     Action::requeue(backoff(*n - 1))
 }
 
-/// Runs a controller for `api`'s objects until `shutdown` resolves; calls `on_synced` once its
-/// cache holds the initial list.
+/// Runs a controller for `api`'s objects until `shutdown` resolves; calls `on_synced` once the
+/// kind can be listed (the API server serves it and the client may list it).
 pub async fn run<R>(
     engine: Arc<Engine<R>>,
     api: Api<R::Object>,
@@ -92,22 +92,24 @@ pub async fn run<R>(
         engine,
         failures: Mutex::new(HashMap::new()),
     });
-    let controller = Controller::new(api, watcher::Config::default());
-    let store = controller.store();
+    // Readiness: the kind is served and listable. (The controller's own store readiness is not
+    // polled: kube-runtime wakes only the last waiter on it, and a second waiter can starve the
+    // controller's applier, which waits on it too.)
+    let probe = api.clone();
     tokio::spawn(async move {
-        // kube-runtime's store readiness wakes only its most recent waiter (the controller's own
-        // applier also waits on it), so this waiter polls again every 100 ms until it sees it.
         loop {
-            match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
-                Ok(Ok(())) => {
-                    on_synced();
-                    break;
-                }
-                Ok(Err(_)) => break, // the controller stopped before its cache synced
-                Err(_) => {}
+            if probe
+                .list(&kube::api::ListParams::default().limit(1))
+                .await
+                .is_ok()
+            {
+                on_synced();
+                break;
             }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
+    let controller = Controller::new(api, watcher::Config::default());
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<R>, error_policy::<R>, ctx)

@@ -9,6 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use shadow_reconciler::plan::{self, ReconcilePlan};
 use shadow_reconciler::{scenario, sim, simulate};
 
+/// How long `run` waits for its controllers to stop after SIGTERM.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Exit code for invalid input (a bad plan, an unknown group); clap uses it for usage errors too.
 const EXIT_INVALID: u8 = 2;
 
@@ -383,8 +386,12 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(mode = args.mode.as_str(), reconciler = %args.reconciler, "controllers started");
         shutdown_signal().await;
         let _ = stop.send(true);
-        for task in tasks {
-            let _ = task.await;
+        // Reconciles in flight finish; a controller that cannot stop (kube-runtime waits for a
+        // cache that never synced when its kind is not served) is abandoned after the grace time.
+        let aborts: Vec<_> = tasks.iter().map(tokio::task::JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(SHUTDOWN_GRACE, futures_util::future::join_all(tasks)).await.is_err() {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time; abandoning them");
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
         }
         tracing::info!("controllers stopped");
         server.shutdown().await.context("the metrics endpoint failed")?;

@@ -493,3 +493,59 @@ fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
         "the enforced add-on patches retry the storm's conflicts: {stdout}"
     );
 }
+
+#[test]
+fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "sim",
+            "serve",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(server.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    // No CRDs: the controllers' watches fail and back off.
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["run", "--listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let signalled = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &controller.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let code = loop {
+        if let Some(status) = controller.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(30),
+            "run did not stop after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(code, Some(0));
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let _ = server.wait();
+}

@@ -266,7 +266,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     Ok(summary)
 }
 
-/// One callback per controller, making `/readyz` answer 200 once both caches synced.
+/// One callback per controller, making `/readyz` answer 200 once both kinds can be listed.
 fn sync_callbacks(settings: &Settings) -> Vec<Box<dyn FnOnce() + Send>> {
     match &settings.telemetry {
         Some(telemetry) => telemetry.ready_when_synced(2),

@@ -53,7 +53,7 @@ impl Telemetry {
         &self.registry
     }
 
-    /// Marks the process ready (plans loaded, controllers' caches synced) or not.
+    /// Marks the process ready (plans loaded, controllers started, their kinds listable) or not.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
@@ -64,8 +64,8 @@ impl Telemetry {
         self.ready.load(Ordering::Relaxed)
     }
 
-    /// Expects `controllers` caches to sync: returns one callback per controller; the process is
-    /// ready once every callback ran.
+    /// Expects `controllers` controllers to report their kind listable: returns one callback per
+    /// controller; the process is ready once every callback ran.
     pub fn ready_when_synced(
         self: &Arc<Self>,
         controllers: usize,
@@ -117,7 +117,7 @@ async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, &'static str) {
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the controllers' caches are not synced yet\n",
+            "not ready: the reconciled kinds cannot be listed yet\n",
         )
     }
 }
