@@ -41,6 +41,7 @@ pub mod outcome;
 pub mod plan;
 pub mod reconcilers;
 pub mod scenario;
+mod serve;
 pub mod sim;
 pub mod simulate;
 pub mod telemetry;

@@ -166,25 +166,11 @@ fn simulate_model_only_rejects_bad_input_with_exit_2() {
 
 #[test]
 fn sim_serve_answers_kube_clients_and_prints_the_audit_on_sigterm() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
+    use std::io::BufRead;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args([
-            "sim",
-            "serve",
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
+    let (mut child, stdout, first) = sim_serve(&kubeconfig);
     assert!(
         first.starts_with("serving the Kubernetes API simulator at http://127.0.0.1:"),
         "{first}"
@@ -331,28 +317,13 @@ async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> 
 
 #[test]
 fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
     use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args([
-            "sim",
-            "serve",
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (mut server, _stdout, _) = sim_serve(&kubeconfig);
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = runtime.block_on(cluster_with_a_failing_hosted_cluster(&kubeconfig));
@@ -496,26 +467,12 @@ fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
 
 #[test]
 fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args([
-            "sim",
-            "serve",
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(server.stdout.take().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
+    let (mut server, _stdout, _) = sim_serve(&kubeconfig);
     // No CRDs: the controllers' watches fail and back off.
     let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
         .args(["run", "--listen", "127.0.0.1:0"])
@@ -548,4 +505,35 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
         .args(["-TERM", &server.id().to_string()])
         .status();
     let _ = server.wait();
+}
+
+/// `sim serve` writing its kubeconfig to `kubeconfig`: the process, its stdout (kept open, so it
+/// can print its summary) and its first line.
+fn sim_serve(
+    kubeconfig: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "sim",
+            "serve",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(
+        first.starts_with("serving the Kubernetes API simulator at http://127.0.0.1:"),
+        "{first}"
+    );
+    (child, stdout, first)
 }

@@ -133,14 +133,7 @@ impl Simulator {
         let app = axum::Router::new()
             .fallback(http::handle)
             .with_state(shared.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let (stop, task) = crate::serve::spawn(listener, app);
         Ok(Self {
             shared,
             addr,

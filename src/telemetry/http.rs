@@ -140,14 +140,7 @@ impl Server {
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .with_state(telemetry);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let (stop, task) = crate::serve::spawn(listener, app);
         Ok(Self {
             addr,
             stop: Some(stop),
