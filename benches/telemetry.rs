@@ -101,6 +101,8 @@ fn record() -> ReconcileRecord {
         control_error: Some("secret ssh-key not found".into()),
         candidate_error: Some("secret ssh-key not found".into()),
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        guard_refusals: 0,
+        dry_run_requests: 1,
     }
 }
 

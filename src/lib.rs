@@ -34,7 +34,9 @@
 //! assert!(diff.unblocked().contains(&core));
 //! ```
 
+pub mod analyze;
 pub mod controller;
+pub mod dataset;
 pub mod engine;
 pub mod model;
 pub mod outcome;

@@ -9,6 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use shadow_reconciler::plan::{self, ReconcilePlan};
 use shadow_reconciler::{scenario, sim, simulate};
 
+mod cli;
+
 /// How long `run` waits for its controllers to stop after SIGTERM.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -34,6 +36,9 @@ enum Command {
     Sim(SimCommand),
     /// Run the reference controllers against a real cluster (kubeconfig or in-cluster).
     Run(RunArgs),
+    /// Judge the plan from recorded Parquet data: verdicts per operation, ordering dependencies,
+    /// readiness per rollout group. Exit 0 ready, 1 not ready, 3 inconclusive, 2 bad input.
+    Analyze(cli::AnalyzeArgs),
 }
 
 #[derive(Args)]
@@ -59,6 +64,11 @@ struct RunArgs {
     /// Log lines: auto (human on a terminal, JSON otherwise), human or json.
     #[arg(long, default_value = "auto")]
     log_format: shadow_reconciler::telemetry::logging::LogFormat,
+    /// Write every record as Parquet under this directory (hive-style partitions).
+    #[arg(long, value_name = "DIR")]
+    parquet_dir: Option<PathBuf>,
+    #[command(flatten)]
+    parquet: cli::ParquetArgs,
 }
 
 #[derive(Subcommand)]
@@ -140,6 +150,18 @@ struct SimulateArgs {
     /// With --model-only: rollout group enforced in the candidate (repeatable); default: all.
     #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
     enforce: Vec<String>,
+    /// Run this plan instead of the shipped plan of the same name (repeatable).
+    #[arg(long = "with-plan", value_name = "FILE", conflicts_with = "model_only")]
+    with_plans: Vec<PathBuf>,
+    /// Where the records are written as Parquet (replacing an earlier simulation's data there),
+    /// then analysed.
+    #[arg(long, value_name = "DIR", default_value = "shadow-data")]
+    parquet_dir: PathBuf,
+    /// Write no Parquet and skip the analysis.
+    #[arg(long, conflicts_with = "model_only")]
+    no_parquet: bool,
+    #[command(flatten)]
+    parquet: cli::ParquetArgs,
 }
 
 fn parse_plan_group(s: &str) -> Result<(String, String), String> {
@@ -179,6 +201,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Sim(SimCommand::Serve(args)) => serve(&args),
         Command::Run(args) => run(&args),
+        Command::Analyze(args) => cli::analyze(&args),
     };
     match result {
         Ok(code) => code,
@@ -214,8 +237,18 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         return simulate_models(args);
     }
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+    let plans = cli::load_plans(&args.with_plans)?;
+    let parquet = if args.no_parquet {
+        None
+    } else {
+        cli::replace_simulated_data(&args.parquet_dir)?;
+        let health = telemetry.metrics().sink_health("parquet").into();
+        Some(Arc::new(args.parquet.start(&args.parquet_dir, Some(health))))
+    };
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
+        parquet: parquet.clone(),
+        plans: plans.iter().map(|p| Arc::new(p.plan.clone())).collect(),
         enforced_groups: by_plan(&args.enforce_groups),
         candidate_groups: by_plan(&args.candidate_groups),
         hosted_clusters: args.hosted_clusters,
@@ -243,6 +276,16 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             .await
             .context("the simulation failed")?;
         print!("{summary}");
+        if let Some(parquet) = &parquet {
+            let (parquet, grace) = (parquet.clone(), args.parquet.grace());
+            tokio::task::spawn_blocking(move || cli::finish(&parquet, grace))
+                .await
+                .context("the Parquet writer failed")??;
+            let (dir, plans) = (args.parquet_dir.clone(), plans);
+            tokio::task::spawn_blocking(move || cli::analyze_simulated(&dir, &plans))
+                .await
+                .context("the analysis failed")??;
+        }
         if args.serve {
             eprintln!(
                 "run finished; still serving http://{}/metrics until SIGTERM or Ctrl-C",
@@ -363,6 +406,10 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let client = kube::Client::try_from(config).context("cannot build the kube client")?;
         let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
         let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+        let parquet = args.parquet_dir.as_ref().map(|dir| {
+            let health = telemetry.metrics().sink_health("parquet").into();
+            Arc::new(args.parquet.start(dir, Some(health)))
+        });
         let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
             .await
             .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
@@ -374,12 +421,12 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let mut tasks = Vec::new();
         let mut synced = telemetry.ready_when_synced(usize::from(hostedcluster) + usize::from(addon));
         if hostedcluster {
-            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref());
+            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref(), parquet.as_ref());
             let api = kube::Api::<HostedCluster>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()), synced.remove(0))));
         }
         if addon {
-            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref());
+            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref(), parquet.as_ref());
             let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()), synced.remove(0))));
         }
@@ -398,6 +445,10 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(traces) = traces {
             tokio::task::spawn_blocking(move || traces.shutdown()).await.context("flushing the traces failed")?;
         }
+        if let Some(parquet) = parquet {
+            let grace = args.parquet.grace();
+            tokio::task::spawn_blocking(move || cli::finish(&parquet, grace)).await.context("the Parquet writer failed")??;
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -407,6 +458,7 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
     engine: shadow_reconciler::engine::Engine<R>,
     telemetry: &shadow_reconciler::telemetry::http::Telemetry,
     traces: Option<&Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
+    parquet: Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
 ) -> shadow_reconciler::engine::Engine<R> {
     let plan = engine.plan().clone();
     let metrics = telemetry.metrics().clone();
@@ -419,8 +471,12 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
     let engine = engine
         .with_sink(Arc::new(shadow_reconciler::engine::LogSink))
         .with_sink(Arc::new(metrics));
-    match traces {
+    let engine = match traces {
         Some(traces) => engine.with_sink(traces.clone()),
+        None => engine,
+    };
+    match parquet {
+        Some(parquet) => engine.with_sink(parquet.clone()),
         None => engine,
     }
 }

@@ -79,23 +79,35 @@ impl DryRunClient {
     /// A client for one candidate run, with an empty overlay.
     #[must_use]
     pub fn for_reconcile(&self) -> kube::Client {
+        self.build(true).0
+    }
+
+    /// A client for one candidate run, with the counters of that run alone (they add up into
+    /// the shared ones as well).
+    #[must_use]
+    pub fn for_reconcile_counted(&self) -> (kube::Client, Arc<GuardStats>) {
         self.build(true)
     }
 
     /// A client with the guard but without the rewriting, to prove the guard holds.
     #[must_use]
     pub fn guard_only(&self) -> kube::Client {
-        self.build(false)
+        self.build(false).0
     }
 
-    fn build(&self, add_dry_run: bool) -> kube::Client {
+    fn build(&self, add_dry_run: bool) -> (kube::Client, Arc<GuardStats>) {
+        let local = Arc::new(GuardStats::default());
         let service = DryRunService {
             inner: self.real.clone(),
             overlay: Arc::new(Mutex::new(HashMap::new())),
             stats: self.stats.clone(),
+            local: local.clone(),
             add_dry_run,
         };
-        kube::Client::new(service, self.real.default_namespace().to_owned())
+        (
+            kube::Client::new(service, self.real.default_namespace().to_owned()),
+            local,
+        )
     }
 }
 
@@ -107,6 +119,8 @@ struct DryRunService {
     inner: kube::Client,
     overlay: Arc<Mutex<Overlay>>,
     stats: Arc<GuardStats>,
+    /// The counters of this client alone.
+    local: Arc<GuardStats>,
     add_dry_run: bool,
 }
 
@@ -185,6 +199,7 @@ impl tower::Service<Request<Body>> for DryRunService {
             }
             if mutating && !has_dry_run(request.uri()) {
                 this.stats.refused.fetch_add(1, Ordering::Relaxed);
+                this.local.refused.fetch_add(1, Ordering::Relaxed);
                 return Err(format!(
                     "shadow guard refused {method} {}: a mutating request without dryRun=All never leaves the dry-run client",
                     request.uri().path()
@@ -209,11 +224,13 @@ impl tower::Service<Request<Body>> for DryRunService {
                     .cloned();
                 if let Some(entry) = hit {
                     this.stats.overlay_reads.fetch_add(1, Ordering::Relaxed);
+                this.local.overlay_reads.fetch_add(1, Ordering::Relaxed);
                     return Ok(entry.map_or_else(|| not_found(object_path(&path)), found));
                 }
             }
             if mutating {
                 this.stats.dry_run_requests.fetch_add(1, Ordering::Relaxed);
+                this.local.dry_run_requests.fetch_add(1, Ordering::Relaxed);
             }
             let response = this.inner.send(request).await?;
             if !mutating || !response.status().is_success() {

@@ -280,8 +280,12 @@ impl<R: Reconciler> Engine<R> {
             control_error: control_report.aggregate(),
             candidate_error: None,
             trace_id: Some(self.next_trace_id()),
+            guard_refusals: 0,
+            dry_run_requests: 0,
         };
-        if let Some((report, trace)) = candidate {
+        if let Some((report, trace, guard)) = candidate {
+            record.guard_refusals = u32::try_from(guard.refused()).unwrap_or(u32::MAX);
+            record.dry_run_requests = u32::try_from(guard.dry_run_requests()).unwrap_or(u32::MAX);
             let diff = Diff::between(&control_report, &report)
                 .expect("both runs follow the engine's plan");
             (record.unblocked, record.newly_blocked, record.changed) =
@@ -350,9 +354,10 @@ impl<R: Reconciler> Engine<R> {
         control_report: &crate::model::Report,
         control: &Trace,
         state: R::State,
-    ) -> (crate::model::Report, Trace) {
+    ) -> (crate::model::Report, Trace, Arc<dryrun::GuardStats>) {
+        let (client, guard) = self.dry.for_reconcile_counted();
         let mut ctx = OpContext::new(
-            self.dry.for_reconcile(),
+            client,
             object.clone(),
             state,
             Execution::DryRun,
@@ -391,6 +396,7 @@ impl<R: Reconciler> Engine<R> {
             run.into_report()
                 .expect("the engine decides every operation"),
             trace,
+            guard,
         )
     }
 

@@ -123,6 +123,10 @@ pub struct ReconcileRecord {
     pub candidate_error: Option<String>,
     /// The trace id of the reconcile span, when traces are on.
     pub trace_id: Option<String>,
+    /// Mutating requests of the candidate the shadow guard refused (must be 0).
+    pub guard_refusals: u32,
+    /// Dry-run mutating requests the candidate sent.
+    pub dry_run_requests: u32,
 }
 
 impl ReconcileRecord {

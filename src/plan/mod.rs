@@ -383,19 +383,28 @@ pub mod embedded {
     pub const ADDON_INSTALL_PROGRESSION: &str =
         include_str!("../../deploy/plans/addon-install-progression.yaml");
 
+    /// The names of the shipped plans.
+    pub const NAMES: [&str; 2] = ["hostedcluster", "addon-install-progression"];
+
+    /// A shipped plan's file name and text, by name.
+    #[must_use]
+    pub fn text(name: &str) -> Option<(&'static str, &'static str)> {
+        match name {
+            "hostedcluster" => Some(("deploy/plans/hostedcluster.yaml", HOSTEDCLUSTER)),
+            "addon-install-progression" => Some((
+                "deploy/plans/addon-install-progression.yaml",
+                ADDON_INSTALL_PROGRESSION,
+            )),
+            _ => None,
+        }
+    }
+
     /// Loads a shipped plan by name (`hostedcluster` or `addon-install-progression`).
     ///
     /// # Panics
     /// If a shipped plan is invalid, which the test suite rules out.
     pub fn load(name: &str) -> Option<super::ReconcilePlan> {
-        let (file, text) = match name {
-            "hostedcluster" => ("deploy/plans/hostedcluster.yaml", HOSTEDCLUSTER),
-            "addon-install-progression" => (
-                "deploy/plans/addon-install-progression.yaml",
-                ADDON_INSTALL_PROGRESSION,
-            ),
-            _ => return None,
-        };
+        let (file, text) = text(name)?;
         Some(super::ReconcilePlan::from_yaml(file, text).expect("shipped plans are valid (tested)"))
     }
 }

@@ -115,6 +115,10 @@ pub struct Settings {
     pub enforced_groups: std::collections::BTreeMap<String, Vec<String>>,
     /// Per plan: the rollout groups the candidate enforces (default: every group).
     pub candidate_groups: std::collections::BTreeMap<String, Vec<String>>,
+    /// Where the records go as Parquet, when on.
+    pub parquet: Option<Arc<crate::dataset::ParquetSink>>,
+    /// Plans to run instead of the shipped ones (matched by name), e.g. a hypothesis under test.
+    pub plans: Vec<Arc<crate::plan::ReconcilePlan>>,
 }
 
 impl Default for Settings {
@@ -133,6 +137,8 @@ impl Default for Settings {
             traces: None,
             enforced_groups: std::collections::BTreeMap::new(),
             candidate_groups: std::collections::BTreeMap::new(),
+            parquet: None,
+            plans: Vec::new(),
         }
     }
 }
@@ -206,16 +212,24 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
 
     // The restart: both controllers start and replay every object at once.
     let sink = MemorySink::new();
+    let plan_or = |shipped: Arc<crate::plan::ReconcilePlan>| {
+        settings
+            .plans
+            .iter()
+            .find(|p| p.name() == shipped.name())
+            .cloned()
+            .unwrap_or(shipped)
+    };
     let hc_engine = Arc::new(engine(
         HostedClusterReconciler,
-        HostedClusterReconciler::plan(),
+        plan_or(HostedClusterReconciler::plan()),
         &client,
         settings,
         &sink,
     )?);
     let addon_engine = Arc::new(engine(
         AddOnReconciler,
-        AddOnReconciler::plan(),
+        plan_or(AddOnReconciler::plan()),
         &client,
         settings,
         &sink,
@@ -312,6 +326,9 @@ fn engine<R: crate::engine::Reconciler>(
     }
     if let Some(traces) = &settings.traces {
         engine = engine.with_sink(traces.clone());
+    }
+    if let Some(parquet) = &settings.parquet {
+        engine = engine.with_sink(parquet.clone());
     }
     if let Some(telemetry) = &settings.telemetry {
         let metrics = telemetry.metrics().clone();

@@ -30,6 +30,9 @@ pub struct Planted {
     pub missing_audit_webhook: usize,
     /// Whose pull secret does not exist.
     pub missing_pull_secret: usize,
+    /// Whose release image carries no parseable version (ReleaseImageVersion fails, and every
+    /// operation that uses the version cannot run).
+    pub bad_release_image: usize,
     /// ClusterManagementAddOns created.
     pub addons: usize,
 }
@@ -69,10 +72,10 @@ pub async fn create(
         addons,
         ..Planted::default()
     };
-    let (p_ssh, p_audit, p_pull) = if scenario.missing_secrets() {
-        (0.10, 0.05, 0.03)
+    let (p_ssh, p_audit, p_pull, p_release) = if scenario.missing_secrets() {
+        (0.10, 0.05, 0.03, 0.08)
     } else {
-        (0.0, 0.0, 0.0)
+        (0.0, 0.0, 0.0, 0.0)
     };
     for n in 0..NAMESPACES.min(hosted_clusters.max(1)) {
         let ns = Namespace {
@@ -90,6 +93,8 @@ pub async fn create(
         let missing_ssh = rng.next_f64() < p_ssh;
         let missing_audit = rng.next_f64() < p_audit;
         let missing_pull = rng.next_f64() < p_pull;
+        let bad_release = rng.next_f64() < p_release;
+        planted.bad_release_image += usize::from(bad_release);
         planted.missing_ssh_key += usize::from(missing_ssh);
         planted.missing_audit_webhook += usize::from(missing_audit);
         planted.missing_pull_secret += usize::from(missing_pull);
@@ -121,11 +126,16 @@ pub async fn create(
         };
         let spec = HostedClusterSpec {
             release: Release {
-                image: format!(
-                    "quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64",
-                    16 + i % 3,
-                    i % 10
-                ),
+                image: if bad_release {
+                    // A digest instead of a version tag: nothing to parse a version from.
+                    format!("quay.io/openshift-release-dev/ocp-release@sha256:{:064x}", i)
+                } else {
+                    format!(
+                        "quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64",
+                        16 + i % 3,
+                        i % 10
+                    )
+                },
             },
             platform: ["AWS", "Azure", "KubeVirt"][i % 3].to_owned(),
             pull_secret: local("pull-secret"),

@@ -132,11 +132,12 @@ impl fmt::Display for Summary {
         let p = &self.planted;
         writeln!(
             f,
-            "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret), {} add-ons; {:.1} s",
+            "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret, {} with an unparseable release image), {} add-ons; {:.1} s",
             p.hosted_clusters,
             p.missing_ssh_key,
             p.missing_audit_webhook,
             p.missing_pull_secret,
+            p.bad_release_image,
             p.addons,
             self.elapsed.as_secs_f64()
         )?;

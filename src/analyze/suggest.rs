@@ -1,0 +1,179 @@
+//! The suggested plan: the analysed plan's own text, with each detected dependency added to the
+//! later operation's `dependsOn` and each contradicted non-critical classification made critical,
+//! every change preceded by a comment giving the evidence. The author's comments and layout stay.
+
+use std::fmt::Write as _;
+
+use super::{PlanReport, Verdict};
+use crate::plan::ReconcilePlan;
+
+/// Why a suggestion could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SuggestError {
+    /// The plan text has an operation entry the editor cannot find.
+    #[error("{source_name}: cannot find the entry of operation {operation} (expected a line `- name: {operation}`)")]
+    NoEntry {
+        /// The plan's source.
+        source_name: String,
+        /// The operation.
+        operation: String,
+    },
+    /// The edited plan does not validate (a bug in the editor: the original text is unchanged).
+    #[error("the suggested plan does not pass validation: {0}")]
+    Invalid(#[from] crate::plan::PlanError),
+}
+
+/// What the suggestion changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Suggestion {
+    /// The new plan text.
+    pub text: String,
+    /// One line per change.
+    pub changes: Vec<String>,
+}
+
+fn indent_of(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+fn unquote(value: &str) -> &str {
+    let v = value.trim();
+    let v = v.split(" #").next().unwrap_or(v).trim();
+    v.trim_matches(|c| c == '"' || c == '\'')
+}
+
+/// The line range of an operation's entry and the indentation of its keys.
+fn entry(lines: &[String], operation: &str) -> Option<(usize, usize, usize)> {
+    let start = lines.iter().position(|l| {
+        l.trim_start()
+            .strip_prefix("- name:")
+            .is_some_and(|v| unquote(v) == operation)
+    })?;
+    let dash = indent_of(&lines[start]);
+    let key = dash + 2;
+    let mut end = start + 1;
+    let mut last_content = start;
+    while end < lines.len() {
+        let l = &lines[end];
+        let t = l.trim_start();
+        if !t.is_empty() && !t.starts_with('#') {
+            if indent_of(l) <= dash {
+                break;
+            }
+            last_content = end;
+        }
+        end += 1;
+    }
+    Some((start, last_content + 1, key))
+}
+
+fn comment(indent: usize, text: &str) -> String {
+    format!("{}# analyze: {text}", " ".repeat(indent))
+}
+
+fn set_critical(lines: &mut Vec<String>, op: &str, why: &str) -> Option<()> {
+    let (start, end, key) = entry(lines, op)?;
+    let at = (start..end).find(|&i| {
+        indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("category:")
+    });
+    match at {
+        Some(i) => {
+            lines[i] = format!("{}category: critical", " ".repeat(key));
+            lines.insert(i, comment(key, why));
+        }
+        None => {
+            lines.insert(end, format!("{}category: critical", " ".repeat(key)));
+            lines.insert(end, comment(key, why));
+        }
+    }
+    Some(())
+}
+
+fn add_dependency(lines: &mut Vec<String>, op: &str, on: &str, why: &str) -> Option<()> {
+    let (start, end, key) = entry(lines, op)?;
+    let at = (start..end).find(|&i| {
+        indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("dependsOn:")
+    });
+    let pad = " ".repeat(key);
+    match at {
+        Some(i) => {
+            let value = lines[i].trim_start()["dependsOn:".len()..].trim().to_owned();
+            if let Some(inner) = value.strip_prefix('[').and_then(|v| v.split(']').next()) {
+                let mut names: Vec<String> = inner
+                    .split(',')
+                    .map(|s| unquote(s).to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                names.push(on.to_owned());
+                lines[i] = format!("{pad}dependsOn: [{}]", names.join(", "));
+                lines.insert(i, comment(key, why));
+            } else {
+                // A block sequence: append an item after the last one.
+                let mut last = i;
+                while last + 1 < end && lines[last + 1].trim_start().starts_with("- ") {
+                    last += 1;
+                }
+                let item_pad = if last > i {
+                    " ".repeat(indent_of(&lines[last]))
+                } else {
+                    format!("{pad}  ")
+                };
+                lines.insert(last + 1, format!("{item_pad}- {on}"));
+                lines.insert(last + 1, format!("{item_pad}# analyze: {why}"));
+            }
+        }
+        None => {
+            lines.insert(end, format!("{pad}dependsOn: [{on}]"));
+            lines.insert(end, comment(key, why));
+        }
+    }
+    Some(())
+}
+
+/// Applies the report's findings to the plan's text (`text` is what `plan` was parsed from).
+pub fn suggest(plan: &ReconcilePlan, text: &str, report: &PlanReport) -> Result<Suggestion, SuggestError> {
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut changes = Vec::new();
+    let missing = |operation: &str| SuggestError::NoEntry {
+        source_name: plan.source().to_owned(),
+        operation: operation.to_owned(),
+    };
+    for v in &report.verdicts {
+        let harms_others = report.dependencies.iter().any(|d| d.failed == v.operation);
+        if v.verdict == Verdict::Contradicted && v.claim == "non-critical" && harms_others {
+            let why = format!("was non-critical; contradicted: {}", v.evidence);
+            set_critical(&mut lines, &v.operation, &why).ok_or_else(|| missing(&v.operation))?;
+            changes.push(format!("{}: category non-critical -> critical", v.operation));
+        }
+    }
+    for d in &report.dependencies {
+        let why = format!(
+            "depends on {}: failed {} of {} runs after it failed (Wilson {:.1}%-{:.1}%), baseline {} of {} ({:.1}%-{:.1}%)",
+            d.failed,
+            d.after.failures,
+            d.after.runs,
+            d.after.low * 100.0,
+            d.after.high * 100.0,
+            d.baseline.failures,
+            d.baseline.runs,
+            d.baseline.low * 100.0,
+            d.baseline.high * 100.0
+        );
+        add_dependency(&mut lines, &d.later, &d.failed, &why).ok_or_else(|| missing(&d.later))?;
+        changes.push(format!("{}: dependsOn += {}", d.later, d.failed));
+    }
+    let mut text = String::new();
+    if !changes.is_empty() {
+        let _ = writeln!(
+            text,
+            "# Suggested by `shadow-reconciler analyze` from {} reconciles recorded under plan hash {}.",
+            report.reconciles, report.plan_hash
+        );
+    }
+    for line in &lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    ReconcilePlan::from_yaml(plan.source(), &text)?;
+    Ok(Suggestion { text, changes })
+}

@@ -1,0 +1,209 @@
+//! The `analyze` command and the Parquet options shared by `simulate` and `run` (binary only).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use shadow_reconciler::analyze::{self, render::Format};
+use shadow_reconciler::dataset::{HealthCounters, ParquetSink, SinkConfig};
+use shadow_reconciler::plan::{self, ReconcilePlan};
+
+/// Options of `analyze`.
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// The dataset directory (it holds table=reconciles/ and table=steps/).
+    pub dir: PathBuf,
+    /// A plan to judge (repeatable); the shipped plans are used for plans not given.
+    #[arg(long = "plan", value_name = "FILE")]
+    pub plans: Vec<PathBuf>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also write the HTML report here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the suggested plan (the analysed plan with the findings applied) here; needs exactly
+    /// one analysed plan.
+    #[arg(long, value_name = "FILE")]
+    pub suggest: Option<PathBuf>,
+    /// Fewer observations than this make a verdict inconclusive.
+    #[arg(long, default_value_t = 30)]
+    pub min_samples: u64,
+    /// Confidence of the Wilson intervals (0.5 to 0.9999).
+    #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
+    pub confidence: f64,
+}
+
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    let c: f64 = s.parse().map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if (0.5..=0.9999).contains(&c) {
+        Ok(c)
+    } else {
+        Err(format!("{c} is outside 0.5 to 0.9999"))
+    }
+}
+
+/// A plan and the text it was parsed from (the suggestion edits the text).
+pub struct LoadedPlan {
+    /// The plan.
+    pub plan: ReconcilePlan,
+    /// Its YAML.
+    pub text: String,
+}
+
+/// The given plan files, then every shipped plan whose name none of them has.
+pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
+    let mut plans = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("--plan {}: cannot read it", file.display()))?;
+        let plan = ReconcilePlan::from_yaml(&file.display().to_string(), &text)?;
+        plans.push(LoadedPlan { plan, text });
+    }
+    for name in plan::embedded::NAMES {
+        if !plans.iter().any(|p| p.plan.name() == name) {
+            let (file, text) = plan::embedded::text(name).context("a shipped plan")?;
+            let plan = ReconcilePlan::from_yaml(file, text)?;
+            plans.push(LoadedPlan {
+                plan,
+                text: text.to_owned(),
+            });
+        }
+    }
+    Ok(plans)
+}
+
+/// Runs the analysis and prints it; the exit code is the readiness (0, 1 or 3).
+pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let plans = load_plans(&args.plans)?;
+    let settings = analyze::Settings {
+        min_samples: args.min_samples,
+        confidence: args.confidence,
+        ..analyze::Settings::default()
+    };
+    let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
+    let analysis = analyze::analyze(&args.dir, &only, &settings)?;
+    print!("{}", analyze::render::render(&analysis, args.format));
+    if let Some(path) = &args.html {
+        write(path, &analyze::render::render(&analysis, Format::Html))?;
+        eprintln!("HTML report: {}", path.display());
+    }
+    if let Some(path) = &args.suggest {
+        let [report] = analysis.plans.as_slice() else {
+            anyhow::bail!(
+                "--suggest needs exactly one analysed plan; the data holds {}",
+                analysis.plans.len()
+            );
+        };
+        let loaded = plans
+            .iter()
+            .find(|p| p.plan.name() == report.plan)
+            .context("the analysed plan was loaded")?;
+        let suggestion = analyze::suggest::suggest(&loaded.plan, &loaded.text, report)?;
+        write(path, &suggestion.text)?;
+        eprintln!(
+            "suggested plan: {} ({} changes{})",
+            path.display(),
+            suggestion.changes.len(),
+            if suggestion.changes.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", suggestion.changes.join("; "))
+            }
+        );
+    }
+    Ok(ExitCode::from(analysis.readiness.exit_code()))
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Parquet options of `simulate` and `run`.
+#[derive(Args, Clone)]
+pub struct ParquetArgs {
+    /// Records per row group are counted in step rows; a file closes at this many step rows.
+    #[arg(long, default_value_t = 262_144)]
+    pub parquet_max_rows: usize,
+    /// A file also closes at this many MiB of buffered data.
+    #[arg(long, default_value_t = 64)]
+    pub parquet_max_mib: usize,
+    /// A file also closes this many seconds after its first record.
+    #[arg(long, default_value_t = 60)]
+    pub parquet_max_age: u64,
+    /// Records in flight between the engine and the writer before new ones are dropped.
+    #[arg(long, default_value_t = 10_000)]
+    pub parquet_capacity: usize,
+    /// How long a shutdown waits for the writer to flush, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub parquet_grace: u64,
+}
+
+impl ParquetArgs {
+    /// Starts a sink into `dir` with these options.
+    pub fn start(&self, dir: &Path, health: Option<HealthCounters>) -> ParquetSink {
+        let mut config = SinkConfig::new(dir);
+        config.capacity = self.parquet_capacity;
+        config.writer.max_file_rows = self.parquet_max_rows.max(1);
+        config.writer.row_group_rows = config.writer.row_group_rows.min(config.writer.max_file_rows);
+        config.writer.max_file_bytes = self.parquet_max_mib.max(1) << 20;
+        config.writer.max_file_age = Duration::from_secs(self.parquet_max_age.max(1));
+        ParquetSink::start(config, health)
+    }
+
+    /// The shutdown grace.
+    pub const fn grace(&self) -> Duration {
+        Duration::from_secs(self.parquet_grace)
+    }
+}
+
+/// Flushes and closes the sink, reporting what it wrote.
+pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
+    let stats = sink
+        .shutdown(grace)
+        .context("the Parquet sink did not finish")?;
+    eprintln!(
+        "parquet: {} records written to {} in {} files ({} dropped, {} write errors, {} lost)",
+        stats.written,
+        sink.dir().display(),
+        stats.files,
+        stats.dropped,
+        stats.errors,
+        stats.lost
+    );
+    Ok(())
+}
+
+/// Removes an earlier simulation's tables (and report) from `dir`, so the analysis that follows
+/// covers this run alone.
+pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
+    for table in shadow_reconciler::dataset::Table::ALL {
+        let path = dir.join(format!("table={}", table.as_str()));
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("cannot remove the earlier data in {}", path.display()))?;
+        }
+    }
+    let report = dir.join(REPORT);
+    if report.exists() {
+        std::fs::remove_file(&report).with_context(|| format!("cannot remove {}", report.display()))?;
+    }
+    Ok(())
+}
+
+/// The HTML report's name in the dataset directory.
+pub const REPORT: &str = "report.html";
+
+/// `simulate`'s ending: the analysis table on stdout, the HTML report next to the data.
+pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()> {
+    let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
+    let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
+    println!();
+    print!("{}", analyze::render::render(&analysis, Format::Table));
+    let report = dir.join(REPORT);
+    write(&report, &analyze::render::render(&analysis, Format::Html))?;
+    println!("HTML report: {}", report.display());
+    Ok(())
+}

@@ -1,0 +1,397 @@
+//! Records to Arrow batches: one `reconciles` row and one `steps` row per operation per policy,
+//! with every error message bounded and redacted on the way.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use arrow_array::builder::{
+    Int64Builder, ListBuilder, StringBuilder, TimestampMicrosecondBuilder, UInt32Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::ArrowError;
+
+use super::schema::{Table, policy};
+use crate::engine::{ReconcileRecord, StepRecord};
+
+/// The longest error message kept, in bytes; longer ones are cut at a character boundary.
+pub const MAX_MESSAGE_BYTES: usize = 512;
+
+/// What replaces a value that may be secret.
+const REDACTED: &str = "[redacted]";
+
+/// Bounds and redacts an error message before it leaves the process.
+///
+/// Kubernetes echoes field values in `Invalid value: "..."` errors (a Secret's data among them), so
+/// those values are replaced; so is every long token that looks like key material (base64 or hex
+/// with digits, 32 characters or more). The result is at most [`MAX_MESSAGE_BYTES`] bytes.
+#[must_use]
+pub fn redact(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(MAX_MESSAGE_BYTES + 8));
+    let mut rest = message;
+    while let Some(at) = rest.find("Invalid value: \"") {
+        let (head, tail) = rest.split_at(at + "Invalid value: \"".len());
+        out.push_str(head);
+        out.push_str(REDACTED);
+        // Skip to the closing quote (escaped quotes included), or to the end.
+        let mut escaped = false;
+        let end = tail
+            .char_indices()
+            .find(|&(_, c)| {
+                let close = c == '"' && !escaped;
+                escaped = c == '\\' && !escaped;
+                close
+            })
+            .map_or(tail.len(), |(i, _)| i);
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    let out = redact_tokens(&out);
+    truncate(out, MAX_MESSAGE_BYTES)
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-')
+}
+
+fn redact_tokens(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut start = None;
+    let flush = |out: &mut String, token: &str| {
+        let secret_like = token.len() >= 32
+            && token.bytes().any(|b| b.is_ascii_digit())
+            && token.bytes().any(|b| b.is_ascii_alphabetic());
+        out.push_str(if secret_like { REDACTED } else { token });
+    };
+    for (i, c) in text.char_indices() {
+        match (is_token_char(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                flush(&mut out, &text[s..i]);
+                start = None;
+                out.push(c);
+            }
+            (false, None) => out.push(c),
+            (true, Some(_)) => {}
+        }
+    }
+    if let Some(s) = start {
+        flush(&mut out, &text[s..]);
+    }
+    out
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max - '…'.len_utf8();
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push('…');
+    text
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The reconcile's start in microseconds since the Unix epoch (negative before it).
+#[must_use]
+pub fn time_micros(record: &ReconcileRecord) -> i64 {
+    match record.started_at.duration_since(UNIX_EPOCH) {
+        Ok(d) => micros(d),
+        Err(e) => -micros(e.duration()),
+    }
+}
+
+/// The columns both tables start with.
+struct Common {
+    time: TimestampMicrosecondBuilder,
+    reconcile_id: StringBuilder,
+    trace_id: StringBuilder,
+    plan: StringBuilder,
+    plan_hash: StringBuilder,
+    mode: StringBuilder,
+    kind: StringBuilder,
+    namespace: StringBuilder,
+    name: StringBuilder,
+}
+
+impl Common {
+    fn new() -> Self {
+        Self {
+            time: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
+            reconcile_id: StringBuilder::new(),
+            trace_id: StringBuilder::new(),
+            plan: StringBuilder::new(),
+            plan_hash: StringBuilder::new(),
+            mode: StringBuilder::new(),
+            kind: StringBuilder::new(),
+            namespace: StringBuilder::new(),
+            name: StringBuilder::new(),
+        }
+    }
+
+    fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        self.time.append_value(time_micros(r));
+        self.reconcile_id.append_value(id);
+        self.trace_id.append_option(r.trace_id.as_deref());
+        self.plan.append_value(&r.plan);
+        self.plan_hash.append_value(&r.plan_hash);
+        self.mode.append_value(r.mode.as_str());
+        self.kind.append_value(&r.object.kind);
+        self.namespace.append_option(r.object.namespace.as_deref());
+        self.name.append_value(&r.object.name);
+    }
+
+    fn finish(&mut self) -> Vec<ArrayRef> {
+        vec![
+            Arc::new(self.time.finish()),
+            Arc::new(self.reconcile_id.finish()),
+            Arc::new(self.trace_id.finish()),
+            Arc::new(self.plan.finish()),
+            Arc::new(self.plan_hash.finish()),
+            Arc::new(self.mode.finish()),
+            Arc::new(self.kind.finish()),
+            Arc::new(self.namespace.finish()),
+            Arc::new(self.name.finish()),
+        ]
+    }
+}
+
+fn append_names(builder: &mut ListBuilder<StringBuilder>, names: &[String]) {
+    for name in names {
+        builder.values().append_value(name);
+    }
+    builder.append(true);
+}
+
+/// Builds the `reconciles` table.
+pub struct ReconcileRows {
+    common: Common,
+    uid: StringBuilder,
+    duration_us: Int64Builder,
+    control_first_failure: StringBuilder,
+    control_error: StringBuilder,
+    candidate_error: StringBuilder,
+    unblocked: ListBuilder<StringBuilder>,
+    newly_blocked: ListBuilder<StringBuilder>,
+    changed: ListBuilder<StringBuilder>,
+    guard_refusals: UInt32Builder,
+    dry_run_requests: UInt32Builder,
+    rows: usize,
+}
+
+impl Default for ReconcileRows {
+    fn default() -> Self {
+        Self {
+            common: Common::new(),
+            uid: StringBuilder::new(),
+            duration_us: Int64Builder::new(),
+            control_first_failure: StringBuilder::new(),
+            control_error: StringBuilder::new(),
+            candidate_error: StringBuilder::new(),
+            unblocked: ListBuilder::new(StringBuilder::new()),
+            newly_blocked: ListBuilder::new(StringBuilder::new()),
+            changed: ListBuilder::new(StringBuilder::new()),
+            guard_refusals: UInt32Builder::new(),
+            dry_run_requests: UInt32Builder::new(),
+            rows: 0,
+        }
+    }
+}
+
+impl ReconcileRows {
+    /// Appends the record's row; `id` is its reconcile id.
+    pub fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        self.common.append(r, id);
+        self.uid.append_option(r.object.uid.as_deref());
+        self.duration_us.append_value(micros(r.duration));
+        self.control_first_failure
+            .append_option(r.control_first_failure.as_deref());
+        self.control_error
+            .append_option(r.control_error.as_deref().map(redact));
+        self.candidate_error
+            .append_option(r.candidate_error.as_deref().map(redact));
+        append_names(&mut self.unblocked, &r.unblocked);
+        append_names(&mut self.newly_blocked, &r.newly_blocked);
+        append_names(&mut self.changed, &r.changed);
+        self.guard_refusals.append_value(r.guard_refusals);
+        self.dry_run_requests.append_value(r.dry_run_requests);
+        self.rows += 1;
+    }
+
+    /// Rows appended since the last batch.
+    #[must_use]
+    pub const fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The rows so far as one batch; the builder starts over.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let mut columns = self.common.finish();
+        columns.extend([
+            Arc::new(self.uid.finish()) as ArrayRef,
+            Arc::new(self.duration_us.finish()),
+            Arc::new(self.control_first_failure.finish()),
+            Arc::new(self.control_error.finish()),
+            Arc::new(self.candidate_error.finish()),
+            Arc::new(self.unblocked.finish()),
+            Arc::new(self.newly_blocked.finish()),
+            Arc::new(self.changed.finish()),
+            Arc::new(self.guard_refusals.finish()),
+            Arc::new(self.dry_run_requests.finish()),
+        ]);
+        self.rows = 0;
+        RecordBatch::try_new(Table::Reconciles.schema(), columns)
+    }
+}
+
+/// Builds the `steps` table.
+pub struct StepRows {
+    common: Common,
+    policy: StringBuilder,
+    seq: UInt32Builder,
+    operation: StringBuilder,
+    phase: UInt32Builder,
+    category: StringBuilder,
+    execution: StringBuilder,
+    outcome: StringBuilder,
+    error_class: StringBuilder,
+    message: StringBuilder,
+    blocked_by: ListBuilder<StringBuilder>,
+    offset_us: Int64Builder,
+    duration_us: Int64Builder,
+    conflicts: UInt32Builder,
+    conflict_resolution: StringBuilder,
+    rows: usize,
+}
+
+impl Default for StepRows {
+    fn default() -> Self {
+        Self {
+            common: Common::new(),
+            policy: StringBuilder::new(),
+            seq: UInt32Builder::new(),
+            operation: StringBuilder::new(),
+            phase: UInt32Builder::new(),
+            category: StringBuilder::new(),
+            execution: StringBuilder::new(),
+            outcome: StringBuilder::new(),
+            error_class: StringBuilder::new(),
+            message: StringBuilder::new(),
+            blocked_by: ListBuilder::new(StringBuilder::new()),
+            offset_us: Int64Builder::new(),
+            duration_us: Int64Builder::new(),
+            conflicts: UInt32Builder::new(),
+            conflict_resolution: StringBuilder::new(),
+            rows: 0,
+        }
+    }
+}
+
+impl StepRows {
+    /// Appends one row per control and candidate step of the record.
+    pub fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        for (policy, steps) in [
+            (policy::CONTROL, &r.control),
+            (policy::CANDIDATE, &r.candidate),
+        ] {
+            for (seq, step) in steps.iter().enumerate() {
+                self.append_step(r, id, policy, seq, step);
+            }
+        }
+    }
+
+    fn append_step(
+        &mut self,
+        r: &ReconcileRecord,
+        id: &str,
+        policy: &str,
+        seq: usize,
+        s: &StepRecord,
+    ) {
+        self.common.append(r, id);
+        self.policy.append_value(policy);
+        self.seq
+            .append_value(u32::try_from(seq).unwrap_or(u32::MAX));
+        self.operation.append_value(&s.operation);
+        self.phase.append_value(s.phase);
+        self.category.append_value(s.category.as_str());
+        self.execution.append_value(s.execution.as_str());
+        self.outcome.append_value(s.outcome);
+        self.error_class
+            .append_option(s.error_class.map(crate::outcome::ErrorClass::as_str));
+        self.message.append_option(s.message.as_deref().map(redact));
+        append_names(&mut self.blocked_by, &s.blocked_by);
+        self.offset_us.append_value(micros(s.offset));
+        self.duration_us.append_value(micros(s.duration));
+        self.conflicts.append_value(s.conflicts);
+        self.conflict_resolution
+            .append_option(s.conflict.map(crate::engine::ConflictResolution::as_str));
+        self.rows += 1;
+    }
+
+    /// Rows appended since the last batch.
+    #[must_use]
+    pub const fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The rows so far as one batch; the builder starts over.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let mut columns = self.common.finish();
+        columns.extend([
+            Arc::new(self.policy.finish()) as ArrayRef,
+            Arc::new(self.seq.finish()),
+            Arc::new(self.operation.finish()),
+            Arc::new(self.phase.finish()),
+            Arc::new(self.category.finish()),
+            Arc::new(self.execution.finish()),
+            Arc::new(self.outcome.finish()),
+            Arc::new(self.error_class.finish()),
+            Arc::new(self.message.finish()),
+            Arc::new(self.blocked_by.finish()),
+            Arc::new(self.offset_us.finish()),
+            Arc::new(self.duration_us.finish()),
+            Arc::new(self.conflicts.finish()),
+            Arc::new(self.conflict_resolution.finish()),
+        ]);
+        self.rows = 0;
+        RecordBatch::try_new(Table::Steps.schema(), columns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_values_are_redacted() {
+        let m = r#"Secret "pull" is invalid: data[.dockerconfigjson]: Invalid value: "eyJhdXRocyI6e30=": bad, and Invalid value: "x\"y" too"#;
+        let r = redact(m);
+        assert!(!r.contains("eyJhdXRocyI6e30"), "{r}");
+        assert!(!r.contains("x\\\"y"), "{r}");
+        assert_eq!(r.matches(REDACTED).count(), 2, "{r}");
+        assert!(r.ends_with("too"), "{r}");
+    }
+
+    #[test]
+    fn key_material_is_redacted_names_are_kept() {
+        let r = redact(
+            "token c2hhZG93LXJlY29uY2lsZXItdGVzdC1rZXktbWF0ZXJpYWw9 in KubeconfigAndPasswordSync",
+        );
+        assert_eq!(r, "token [redacted] in KubeconfigAndPasswordSync");
+    }
+
+    #[test]
+    fn messages_are_bounded_on_a_char_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let r = redact(&long);
+        assert!(r.len() <= MAX_MESSAGE_BYTES, "{}", r.len());
+        assert!(r.ends_with('…'));
+        assert_eq!(redact("short"), "short");
+    }
+}

@@ -1,0 +1,13 @@
+//! The Parquet dataset: two tables (`reconciles`, `steps`) in hive-style partitions
+//! (`table=steps/date=YYYY-MM-DD/hour=HH/part-....parquet`), written by a sink off the reconcile
+//! path and read back, file by file, by the analyzer. Layout and columns: `docs/parquet.md`.
+
+pub mod encode;
+pub mod reader;
+pub mod schema;
+pub mod sink;
+pub mod writer;
+
+pub use schema::Table;
+pub use sink::{HealthCounters, ParquetSink, ShutdownError, SinkConfig, SinkStats};
+pub use writer::{DatasetWriter, WriteError, WriterConfig};

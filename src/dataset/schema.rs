@@ -1,0 +1,122 @@
+//! The Arrow schemas of the two Parquet tables, `reconciles` and `steps` (documented column by
+//! column in `docs/parquet.md`, checked against it by a test).
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+/// The two tables of the dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Table {
+    /// One row per reconcile.
+    Reconciles,
+    /// One row per operation per policy per reconcile.
+    Steps,
+}
+
+impl Table {
+    /// Both tables.
+    pub const ALL: [Self; 2] = [Self::Reconciles, Self::Steps];
+
+    /// The table's name, as in its partition directory `table=<name>`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Reconciles => "reconciles",
+            Self::Steps => "steps",
+        }
+    }
+
+    /// The table's Arrow schema.
+    #[must_use]
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            Self::Reconciles => reconciles(),
+            Self::Steps => steps(),
+        }
+    }
+
+    /// Columns whose values repeat (plan, operation, outcome...): dictionary-encoded in Parquet.
+    /// The others (ids, names, messages) are written plain.
+    #[must_use]
+    pub const fn plain_columns(self) -> &'static [&'static str] {
+        match self {
+            Self::Reconciles => &[
+                "reconcile_id",
+                "trace_id",
+                "uid",
+                "control_error",
+                "candidate_error",
+            ],
+            Self::Steps => &["reconcile_id", "trace_id", "message"],
+        }
+    }
+}
+
+fn utc_micros() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+fn names() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+}
+
+fn common() -> Vec<Field> {
+    vec![
+        Field::new("time", utc_micros(), false),
+        Field::new("reconcile_id", DataType::Utf8, false),
+        Field::new("trace_id", DataType::Utf8, true),
+        Field::new("plan", DataType::Utf8, false),
+        Field::new("plan_hash", DataType::Utf8, false),
+        Field::new("mode", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("namespace", DataType::Utf8, true),
+        Field::new("name", DataType::Utf8, false),
+    ]
+}
+
+fn reconciles() -> SchemaRef {
+    let mut fields = common();
+    fields.extend([
+        Field::new("uid", DataType::Utf8, true),
+        Field::new("duration_us", DataType::Int64, false),
+        Field::new("control_first_failure", DataType::Utf8, true),
+        Field::new("control_error", DataType::Utf8, true),
+        Field::new("candidate_error", DataType::Utf8, true),
+        Field::new("unblocked", names(), false),
+        Field::new("newly_blocked", names(), false),
+        Field::new("changed", names(), false),
+        Field::new("guard_refusals", DataType::UInt32, false),
+        Field::new("dry_run_requests", DataType::UInt32, false),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+fn steps() -> SchemaRef {
+    let mut fields = common();
+    fields.extend([
+        Field::new("policy", DataType::Utf8, false),
+        Field::new("seq", DataType::UInt32, false),
+        Field::new("operation", DataType::Utf8, false),
+        Field::new("phase", DataType::UInt32, false),
+        Field::new("category", DataType::Utf8, false),
+        Field::new("execution", DataType::Utf8, false),
+        Field::new("outcome", DataType::Utf8, false),
+        Field::new("error_class", DataType::Utf8, true),
+        Field::new("message", DataType::Utf8, true),
+        Field::new("blocked_by", names(), false),
+        Field::new("offset_us", DataType::Int64, false),
+        Field::new("duration_us", DataType::Int64, false),
+        Field::new("conflicts", DataType::UInt32, false),
+        Field::new("conflict_resolution", DataType::Utf8, true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// The `policy` column's values.
+pub mod policy {
+    /// The control run's steps.
+    pub const CONTROL: &str = "control";
+    /// The candidate run's steps.
+    pub const CANDIDATE: &str = "candidate";
+}

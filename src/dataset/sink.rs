@@ -1,0 +1,383 @@
+//! The Parquet sink: a bounded channel between the engine and a writer thread. A slow or failing
+//! disk never blocks a reconcile: when the channel is full the record is dropped, counted, logged
+//! and exported as a metric.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::writer::{DatasetWriter, WriterConfig, remove_stale_temporaries};
+use crate::engine::{ReconcileRecord, Sink};
+
+/// How the sink runs.
+#[derive(Clone, Debug)]
+pub struct SinkConfig {
+    /// Files and rotation.
+    pub writer: WriterConfig,
+    /// Records the channel holds before new ones are dropped.
+    pub capacity: usize,
+    /// The first wait after a failed write; doubled after each failure up to `max_backoff`.
+    pub backoff: Duration,
+    /// The longest wait between retries.
+    pub max_backoff: Duration,
+}
+
+impl SinkConfig {
+    /// Defaults for `dir`: 10,000 records in flight, retries from 1 s up to 30 s.
+    #[must_use]
+    pub fn new(dir: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            writer: WriterConfig::new(dir),
+            capacity: 10_000,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The sink's counters.
+#[derive(Debug, Default)]
+struct Counters {
+    accepted: AtomicU64,
+    dropped: AtomicU64,
+    written: AtomicU64,
+    files: AtomicU64,
+    errors: AtomicU64,
+    lost: AtomicU64,
+}
+
+/// A snapshot of the sink's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SinkStats {
+    /// Records accepted into the channel.
+    pub accepted: u64,
+    /// Records dropped because the channel was full (or the sink shut down).
+    pub dropped: u64,
+    /// Records whose rows are in committed files.
+    pub written: u64,
+    /// Files committed.
+    pub files: u64,
+    /// Failed writes (each retried).
+    pub errors: u64,
+    /// Accepted records given up on: retries still failing when the shutdown grace ran out.
+    pub lost: u64,
+}
+
+/// Prometheus counters the sink keeps up to date (see `EngineMetrics::sink_health`).
+#[derive(Clone, Debug)]
+pub struct HealthCounters {
+    /// Records dropped.
+    pub dropped: prometheus::IntCounter,
+    /// Files written.
+    pub files: prometheus::IntCounter,
+    /// Write errors.
+    pub errors: prometheus::IntCounter,
+}
+
+impl From<[prometheus::IntCounter; 3]> for HealthCounters {
+    fn from([dropped, files, errors]: [prometheus::IntCounter; 3]) -> Self {
+        Self {
+            dropped,
+            files,
+            errors,
+        }
+    }
+}
+
+/// Errors of [`ParquetSink::shutdown`].
+#[derive(Debug, thiserror::Error)]
+pub enum ShutdownError {
+    /// `shutdown` was called before.
+    #[error("the Parquet sink was already shut down")]
+    AlreadyShutDown,
+    /// The writer did not finish within the grace period.
+    #[error(
+        "the Parquet sink did not finish within {grace:?}: {pending} accepted records may not be on disk"
+    )]
+    GraceExpired {
+        /// The grace period.
+        grace: Duration,
+        /// Records accepted but not yet written.
+        pending: u64,
+    },
+}
+
+enum Message {
+    Record(Box<ReconcileRecord>),
+    Flush(SyncSender<()>),
+}
+
+struct Shared {
+    counters: Counters,
+    health: Option<HealthCounters>,
+    /// Set by `shutdown`: the writer stops retrying at `deadline`.
+    stopping: AtomicBool,
+    deadline: Mutex<Option<Instant>>,
+    paused: Mutex<bool>,
+    resumed: std::sync::Condvar,
+}
+
+/// Writes every record it is given into the Parquet dataset, off the reconcile path.
+pub struct ParquetSink {
+    sender: Mutex<Option<SyncSender<Message>>>,
+    done: Mutex<Option<Receiver<()>>>,
+    shared: Arc<Shared>,
+    dir: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for ParquetSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetSink")
+            .field("dir", &self.dir)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ParquetSink {
+    /// Starts the writer thread. Temporary files that writers which died left behind (older than
+    /// ten minutes) are removed first.
+    #[must_use]
+    pub fn start(config: SinkConfig, health: Option<HealthCounters>) -> Self {
+        let removed =
+            remove_stale_temporaries(&config.writer.dir, Duration::from_mins(10));
+        if removed > 0 {
+            tracing::warn!(dir = %config.writer.dir.display(), removed, "removed temporary Parquet files a previous writer left");
+        }
+        let (sender, receiver) = mpsc::sync_channel(config.capacity.max(1));
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let shared = Arc::new(Shared {
+            counters: Counters::default(),
+            health,
+            stopping: AtomicBool::new(false),
+            deadline: Mutex::new(None),
+            paused: Mutex::new(false),
+            resumed: std::sync::Condvar::new(),
+        });
+        let dir = config.writer.dir.clone();
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name("parquet-writer".into())
+            .spawn(move || {
+                run(&config, &receiver, &thread_shared);
+                let _ = done_tx.send(());
+            })
+            .expect("spawning the Parquet writer thread");
+        Self {
+            sender: Mutex::new(Some(sender)),
+            done: Mutex::new(Some(done_rx)),
+            shared,
+            dir,
+        }
+    }
+
+    /// The dataset directory.
+    #[must_use]
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// The counters so far.
+    #[must_use]
+    pub fn stats(&self) -> SinkStats {
+        let c = &self.shared.counters;
+        SinkStats {
+            accepted: c.accepted.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            written: c.written.load(Ordering::Relaxed),
+            files: c.files.load(Ordering::Relaxed),
+            errors: c.errors.load(Ordering::Relaxed),
+            lost: c.lost.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops the writer before its next record, as a stalled disk would (for tests and benchmarks
+    /// of backpressure); [`resume`](Self::resume) lets it go on.
+    pub fn pause(&self) {
+        *self.shared.paused.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    }
+
+    /// Lets a paused writer go on.
+    pub fn resume(&self) {
+        *self.shared.paused.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.shared.resumed.notify_all();
+    }
+
+    /// Writes everything accepted so far into committed files and waits for it (at most
+    /// `timeout`); returns whether it finished.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        let sent = self
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|s| s.send(Message::Flush(ack_tx)).is_ok());
+        sent && ack_rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Closes the channel, writes every accepted record and waits up to `grace` for it.
+    /// Idempotent in effect: a second call returns [`ShutdownError::AlreadyShutDown`].
+    pub fn shutdown(&self, grace: Duration) -> Result<SinkStats, ShutdownError> {
+        let Some(sender) = self
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return Err(ShutdownError::AlreadyShutDown);
+        };
+        *self
+            .shared
+            .deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now() + grace);
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.resume();
+        drop(sender);
+        let done = self.done.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let finished = done.is_some_and(|d| d.recv_timeout(grace).is_ok());
+        let stats = self.stats();
+        if finished {
+            Ok(stats)
+        } else {
+            Err(ShutdownError::GraceExpired {
+                grace,
+                pending: stats.accepted - stats.written - stats.lost,
+            })
+        }
+    }
+
+    fn drop_one(&self) {
+        let dropped = self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(h) = &self.shared.health {
+            h.dropped.inc();
+        }
+        // Logged on the first drop and then every 1,000th, not once per record.
+        if dropped == 1 || dropped.is_multiple_of(1000) {
+            tracing::warn!(dir = %self.dir.display(), dropped, "Parquet sink is behind: records dropped (the channel is full)");
+        }
+    }
+}
+
+impl Sink for ParquetSink {
+    fn record(&self, record: &ReconcileRecord) {
+        let guard = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(sender) = guard.as_ref() else {
+            drop(guard);
+            self.drop_one();
+            return;
+        };
+        match sender.try_send(Message::Record(Box::new(record.clone()))) {
+            Ok(()) => {
+                self.shared.counters.accepted.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                drop(guard);
+                self.drop_one();
+            }
+        }
+    }
+}
+
+/// The writer thread.
+fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
+    let mut writer = DatasetWriter::new(config.writer.clone());
+    let tick = config.writer.max_file_age.min(Duration::from_secs(1));
+    let mut sequence = 0u64;
+    loop {
+        wait_while_paused(shared);
+        let message = match receiver.recv_timeout(tick) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => {
+                retrying(config, shared, &mut writer, DatasetWriter::poll);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        match message {
+            Message::Record(record) => {
+                sequence += 1;
+                let id = record
+                    .trace_id
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{sequence}", std::process::id()));
+                retrying(config, shared, &mut writer, |w| w.prepare(&record));
+                writer.append(&record, &id);
+                retrying(config, shared, &mut writer, DatasetWriter::rotate_if_full);
+            }
+            Message::Flush(ack) => {
+                retrying(config, shared, &mut writer, DatasetWriter::rotate);
+                let _ = ack.send(());
+            }
+        }
+    }
+    retrying(config, shared, &mut writer, DatasetWriter::rotate);
+    let lost = writer.discard();
+    if lost > 0 {
+        shared.counters.lost.fetch_add(lost as u64, Ordering::Relaxed);
+        tracing::error!(lost, dir = %config.writer.dir.display(), "Parquet sink gave up: accepted records were not written before the shutdown deadline");
+    }
+}
+
+fn wait_while_paused(shared: &Shared) {
+    let mut paused = shared.paused.lock().unwrap_or_else(PoisonError::into_inner);
+    while *paused {
+        paused = shared
+            .resumed
+            .wait(paused)
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+/// Runs a writer step; on failure reports it, waits (backing off) and retries, until it succeeds
+/// or the shutdown deadline passes. The channel is not read meanwhile, so it fills and the
+/// engine's side drops and counts.
+fn retrying(
+    config: &SinkConfig,
+    shared: &Shared,
+    writer: &mut DatasetWriter,
+    mut step: impl FnMut(&mut DatasetWriter) -> Result<(), super::writer::WriteError>,
+) {
+    let mut backoff = config.backoff;
+    loop {
+        let before = writer.stats();
+        let result = step(writer);
+        publish(shared, before, writer.stats());
+        let Err(error) = result else { return };
+        shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = &shared.health {
+            h.errors.inc();
+        }
+        let deadline = *shared.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        let wait = match deadline {
+            Some(d) if shared.stopping.load(Ordering::SeqCst) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    tracing::error!(%error, "Parquet write failed; no retry left before the shutdown deadline");
+                    return;
+                }
+                backoff.min(left)
+            }
+            _ => backoff,
+        };
+        tracing::error!(%error, retry_in = ?wait, pending = writer.pending_records(), "Parquet write failed; retrying");
+        std::thread::sleep(wait);
+        backoff = (backoff * 2).min(config.max_backoff);
+    }
+}
+
+fn publish(shared: &Shared, before: super::writer::WriterStats, after: super::writer::WriterStats) {
+    let files = after.files - before.files;
+    if files > 0 {
+        shared.counters.files.fetch_add(files, Ordering::Relaxed);
+        if let Some(h) = &shared.health {
+            h.files.inc_by(files);
+        }
+    }
+    shared
+        .counters
+        .written
+        .fetch_add(after.records - before.records, Ordering::Relaxed);
+}

@@ -1,0 +1,401 @@
+//! Writes records into hive-style partitions, one file per table per rotation, each written under
+//! a temporary name, fsynced, and renamed into place: a reader never sees a partial file.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use super::encode::{ReconcileRows, StepRows, time_micros};
+use super::schema::Table;
+use crate::engine::ReconcileRecord;
+
+/// Where and how files are written and rotated.
+#[derive(Clone, Debug)]
+pub struct WriterConfig {
+    /// The dataset's root directory (it holds `table=reconciles/` and `table=steps/`).
+    pub dir: PathBuf,
+    /// Rows per row group (counted in step rows, the larger table).
+    pub row_group_rows: usize,
+    /// A file is closed once it holds this many step rows...
+    pub max_file_rows: usize,
+    /// ...or this many bytes of Arrow data (the file is smaller after encoding)...
+    pub max_file_bytes: usize,
+    /// ...or its first record is this old.
+    pub max_file_age: Duration,
+}
+
+impl WriterConfig {
+    /// Defaults for `dir`: row groups of 65,536 step rows, files of at most 262,144 step rows,
+    /// 64 MiB of Arrow data or 60 s.
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            row_group_rows: 65_536,
+            max_file_rows: 262_144,
+            max_file_bytes: 64 << 20,
+            max_file_age: Duration::from_mins(1),
+        }
+    }
+}
+
+/// A write that failed, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The filesystem refused (unwritable directory, disk full, ...).
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Encoding failed.
+    #[error("cannot encode {path}: {source}")]
+    Encode {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// Building a batch failed (a bug: the builders follow the schema).
+    #[error("cannot build a batch: {0}")]
+    Batch(#[from] arrow_schema::ArrowError),
+}
+
+/// The rows of one open part: buffered batches of both tables for one partition.
+struct Part {
+    partition: String,
+    opened: Instant,
+    reconciles: ReconcileRows,
+    steps: StepRows,
+    /// Finished batches per table, and whether that table's file is already committed.
+    batches: [Vec<RecordBatch>; 2],
+    committed: [bool; 2],
+    step_rows: usize,
+    records: usize,
+    bytes: usize,
+}
+
+impl Part {
+    fn new(partition: String) -> Self {
+        Self {
+            partition,
+            opened: Instant::now(),
+            reconciles: ReconcileRows::default(),
+            steps: StepRows::default(),
+            batches: [Vec::new(), Vec::new()],
+            committed: [false; 2],
+            step_rows: 0,
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    fn seal_batch(&mut self) -> Result<(), WriteError> {
+        if self.reconciles.rows() > 0 {
+            let batch = self.reconciles.finish()?;
+            self.bytes += batch.get_array_memory_size();
+            self.batches[0].push(batch);
+        }
+        if self.steps.rows() > 0 {
+            let batch = self.steps.finish()?;
+            self.bytes += batch.get_array_memory_size();
+            self.batches[1].push(batch);
+        }
+        Ok(())
+    }
+}
+
+/// What a writer has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Files renamed into place.
+    pub files: u64,
+    /// Records whose rows are in committed files.
+    pub records: u64,
+    /// Step rows in committed files.
+    pub step_rows: u64,
+}
+
+/// Buffers records and writes them as Parquet files. Not thread-safe: the sink runs it on its own
+/// thread.
+pub struct DatasetWriter {
+    config: WriterConfig,
+    properties: [WriterProperties; 2],
+    part: Option<Part>,
+    instance: String,
+    sequence: u64,
+    stats: WriterStats,
+}
+
+fn properties(table: Table, row_group_rows: usize) -> WriterProperties {
+    let mut builder = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_dictionary_enabled(true)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .set_created_by(concat!("shadow-reconciler ", env!("CARGO_PKG_VERSION")).to_owned());
+    for column in table.plain_columns() {
+        builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+    }
+    builder.build()
+}
+
+/// `date=YYYY-MM-DD/hour=HH` of a time in microseconds since the Unix epoch (UTC).
+#[must_use]
+pub fn partition_of(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let hour = secs.rem_euclid(86_400) / 3600;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
+}
+
+impl DatasetWriter {
+    /// A writer into `config.dir`; nothing is touched on disk until the first rotation.
+    #[must_use]
+    pub fn new(config: WriterConfig) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mut rng = crate::simulate::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
+        Self {
+            properties: [
+                properties(Table::Reconciles, config.row_group_rows),
+                properties(Table::Steps, config.row_group_rows),
+            ],
+            config,
+            part: None,
+            instance: format!("{:08x}", rng.next_u64() & 0xffff_ffff),
+            sequence: 0,
+            stats: WriterStats::default(),
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub const fn config(&self) -> &WriterConfig {
+        &self.config
+    }
+
+    /// What was committed so far.
+    #[must_use]
+    pub const fn stats(&self) -> WriterStats {
+        self.stats
+    }
+
+    /// Records buffered, not yet in a committed file.
+    #[must_use]
+    pub fn pending_records(&self) -> usize {
+        self.part.as_ref().map_or(0, |p| p.records)
+    }
+
+    /// Adds a record: [`prepare`](Self::prepare), [`append`](Self::append), then
+    /// [`rotate_if_full`](Self::rotate_if_full).
+    pub fn push(&mut self, record: &ReconcileRecord, id: &str) -> Result<(), WriteError> {
+        self.prepare(record)?;
+        self.append(record, id);
+        self.rotate_if_full()
+    }
+
+    /// Rotates when `record` belongs to another partition (hour) than the open part. Retrying
+    /// after an error is safe.
+    pub fn prepare(&mut self, record: &ReconcileRecord) -> Result<(), WriteError> {
+        let partition = partition_of(time_micros(record));
+        if self.part.as_ref().is_some_and(|p| p.partition != partition) {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Buffers the record's rows (no I/O).
+    pub fn append(&mut self, record: &ReconcileRecord, id: &str) {
+        let part = self
+            .part
+            .get_or_insert_with(|| Part::new(partition_of(time_micros(record))));
+        part.reconciles.append(record, id);
+        let before = part.steps.rows();
+        part.steps.append(record, id);
+        part.step_rows += part.steps.rows() - before;
+        part.records += 1;
+    }
+
+    /// Seals a full row group and rotates at the row or byte limit. Retrying after an error is
+    /// safe.
+    pub fn rotate_if_full(&mut self) -> Result<(), WriteError> {
+        let Some(part) = self.part.as_mut() else {
+            return Ok(());
+        };
+        if part.steps.rows() >= self.config.row_group_rows {
+            part.seal_batch()?;
+        }
+        if part.step_rows >= self.config.max_file_rows || part.bytes >= self.config.max_file_bytes {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Rotates when the open part is older than `max_file_age`.
+    pub fn poll(&mut self) -> Result<(), WriteError> {
+        if self
+            .part
+            .as_ref()
+            .is_some_and(|p| p.opened.elapsed() >= self.config.max_file_age)
+        {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the open part's files and starts over. On error the rows stay buffered (a table
+    /// whose file was committed is not written twice) and a later call retries.
+    pub fn rotate(&mut self) -> Result<(), WriteError> {
+        let Some(part) = self.part.as_mut() else {
+            return Ok(());
+        };
+        part.seal_batch()?;
+        if part.records == 0 {
+            self.part = None;
+            return Ok(());
+        }
+        let name = format!(
+            "part-{}-{}-{:06}.parquet",
+            part.partition.replace(['/', '='], "-"),
+            self.instance,
+            self.sequence
+        );
+        for (i, table) in Table::ALL.into_iter().enumerate() {
+            if part.committed[i] {
+                continue;
+            }
+            let dir = self
+                .config
+                .dir
+                .join(format!("table={}", table.as_str()))
+                .join(&part.partition);
+            write_file(&dir, &name, &part.batches[i], &self.properties[i], table)?;
+            part.committed[i] = true;
+            self.stats.files += 1;
+        }
+        self.stats.records += part.records as u64;
+        self.stats.step_rows += part.step_rows as u64;
+        self.sequence += 1;
+        self.part = None;
+        Ok(())
+    }
+
+    /// Drops what is buffered (after retries ran out); returns how many records were lost.
+    pub fn discard(&mut self) -> usize {
+        self.part.take().map_or(0, |p| p.records)
+    }
+}
+
+/// The temporary name of a file being written: hidden (a leading dot) and with a suffix that no
+/// `*.parquet` glob matches.
+#[must_use]
+pub fn temporary_name(name: &str) -> String {
+    format!(".{name}.tmp")
+}
+
+fn write_file(
+    dir: &Path,
+    name: &str,
+    batches: &[RecordBatch],
+    properties: &WriterProperties,
+    table: Table,
+) -> Result<(), WriteError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| WriteError::Io { path, source }
+    };
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let tmp = dir.join(temporary_name(name));
+    let result = (|| {
+        let file = File::create(&tmp).map_err(io(&tmp))?;
+        let encode = |source| WriteError::Encode {
+            path: tmp.clone(),
+            source,
+        };
+        let mut writer =
+            ArrowWriter::try_new(file, table.schema(), Some(properties.clone())).map_err(encode)?;
+        for batch in batches {
+            writer.write(batch).map_err(encode)?;
+        }
+        let file = writer.into_inner().map_err(encode)?;
+        file.sync_all().map_err(io(&tmp))?;
+        let path = dir.join(name);
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        // The rename is durable once the directory is.
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes temporary files left by writers that died (older than `age`) under `dir`; returns
+/// how many were removed.
+pub fn remove_stale_temporaries(dir: &Path, age: Duration) -> usize {
+    let mut removed = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.') && n.ends_with(".parquet.tmp"))
+                && meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| m.elapsed().ok())
+                    .is_some_and(|e| e >= age)
+                && fs::remove_file(&path).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_of;
+
+    #[test]
+    fn partitions_are_utc_dates_and_hours() {
+        assert_eq!(partition_of(0), "date=1970-01-01/hour=00");
+        // 2026-11-29T18:06:06Z
+        assert_eq!(partition_of(1_795_975_566_000_000), "date=2026-11-29/hour=18");
+        // 2024-02-29T23:59:59Z, a leap day
+        assert_eq!(partition_of(1_709_251_199_000_000), "date=2024-02-29/hour=23");
+        assert_eq!(partition_of(-1), "date=1969-12-31/hour=23");
+    }
+}
