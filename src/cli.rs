@@ -24,8 +24,8 @@ pub struct AnalyzeArgs {
     /// Also write the HTML report here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Write the suggested plan (the analysed plan with the findings applied) here; needs exactly
-    /// one analysed plan.
+    /// Write the suggested plan (the analysed plan with the findings applied) here: the plan given
+    /// with --plan, or the only plan in the data.
     #[arg(long, value_name = "FILE")]
     pub suggest: Option<PathBuf>,
     /// Fewer observations than this make a verdict inconclusive.
@@ -91,12 +91,18 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("HTML report: {}", path.display());
     }
     if let Some(path) = &args.suggest {
-        let [report] = analysis.plans.as_slice() else {
-            anyhow::bail!(
-                "--suggest needs exactly one analysed plan; the data holds {}",
-                analysis.plans.len()
-            );
-        };
+        // The plan given with --plan, or the only one analysed.
+        let report = match (args.plans.len(), analysis.plans.as_slice()) {
+            (1, _) => analysis.plans.iter().find(|r| r.plan == plans[0].plan.name()),
+            (_, [only]) => Some(only),
+            _ => None,
+        }
+        .with_context(|| {
+            format!(
+                "--suggest: which plan? The data holds {}; pass that plan with --plan FILE",
+                analysis.plans.iter().map(|r| r.plan.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        })?;
         let loaded = plans
             .iter()
             .find(|p| p.plan.name() == report.plan)
@@ -165,7 +171,8 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
         .shutdown(grace)
         .context("the Parquet sink did not finish")?;
     eprintln!(
-        "parquet: {} records written to {} in {} files ({} dropped, {} write errors, {} lost)",
+        "parquet: {} records accepted, {} written to {} in {} files ({} dropped, {} write errors, {} lost)",
+        stats.accepted,
         stats.written,
         sink.dir().display(),
         stats.files,

@@ -53,7 +53,8 @@ pub struct OpCounts {
     pub blocked_then_succeeded: u64,
     /// Runs in which it was the first failure.
     pub failed_first: u64,
-    /// Of those, runs in which a later operation executed (evidence about its category).
+    /// Runs in which a later operation executed with it the only failure before (evidence about
+    /// its category).
     pub failed_with_later: u64,
     /// Times it ran in the control and was blocked in the candidate.
     pub newly_blocked: u64,
@@ -92,7 +93,7 @@ pub struct PlanCounts {
     pub step_reconciles: u64,
     /// Shadow guard refusals.
     pub guard_refusals: u64,
-    /// `after[x * n + y]`: y executed after x, the run's first failure, failed.
+    /// `after[x * n + y]`: y executed after x failed, x being the only failure before it.
     pub after: Vec<Rate>,
     /// `baseline[y]`: y executed with nothing failed before it in the run.
     pub baseline: Vec<Rate>,
@@ -513,34 +514,49 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
 
 /// Per-run counts: executions and failures, and the ordering pairs.
 ///
-/// A pair is counted only for the run's *first* failure: an operation that failed because an
-/// earlier one did (the same missing namespace, say) would otherwise be blamed too. Likewise the
-/// baseline of an operation is its failure rate in runs where nothing failed before it.
+/// An operation's failure rate after `x` failed counts only runs where `x` was the *only* failure
+/// before it: an operation that failed because an earlier one did (the same missing namespace),
+/// or a failure in between, would otherwise be blamed on `x`. Its baseline is its failure rate in
+/// runs where nothing failed before it.
 fn count_run(run: &[Row], n: usize, c: &mut PlanCounts) {
-    let first = run.iter().find(|r| r.outcome == Outcome::Failed);
-    for r in run.iter().filter(|r| r.executed) {
-        let failed = r.outcome == Outcome::Failed;
-        let op = &mut c.ops[r.op];
-        if r.real {
-            op.executions_real += 1;
-            op.failures_real += u64::from(failed);
-        } else {
-            op.executions_dry_run += 1;
-            op.failures_dry_run += u64::from(failed);
+    let mut failed_before: Option<usize> = None;
+    let mut failures_before = 0u32;
+    let mut exposed = vec![false; 0];
+    for r in run {
+        if r.executed {
+            let failed = r.outcome == Outcome::Failed;
+            let op = &mut c.ops[r.op];
+            if r.real {
+                op.executions_real += 1;
+                op.failures_real += u64::from(failed);
+            } else {
+                op.executions_dry_run += 1;
+                op.failures_dry_run += u64::from(failed);
+            }
+            if let Some(class) = r.class.filter(|_| failed) {
+                op.by_class[class] += 1;
+            }
+            match (failures_before, failed_before) {
+                (0, _) => c.baseline[r.op].add(failed),
+                (1, Some(x)) => {
+                    c.after[x * n + r.op].add(failed);
+                    if exposed.is_empty() {
+                        exposed = vec![false; n];
+                    }
+                    exposed[x] = true;
+                }
+                _ => {}
+            }
         }
-        if let Some(class) = r.class.filter(|_| failed) {
-            op.by_class[class] += 1;
-        }
-        if first.is_none_or(|x| r.seq <= x.seq) {
-            c.baseline[r.op].add(failed);
+        if r.outcome == Outcome::Failed {
+            if failures_before == 0 {
+                c.ops[r.op].failed_first += 1;
+            }
+            failures_before += 1;
+            failed_before = Some(r.op);
         }
     }
-    let Some(x) = first else { return };
-    c.ops[x.op].failed_first += 1;
-    let mut later = false;
-    for y in run.iter().filter(|r| r.executed && r.seq > x.seq) {
-        c.after[x.op * n + y.op].add(y.outcome == Outcome::Failed);
-        later = true;
+    for (x, _) in exposed.iter().enumerate().filter(|(_, e)| **e) {
+        c.ops[x].failed_with_later += 1;
     }
-    c.ops[x.op].failed_with_later += u64::from(later);
 }

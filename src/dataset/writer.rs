@@ -76,6 +76,8 @@ pub enum WriteError {
 struct Part {
     partition: String,
     opened: Instant,
+    /// Seconds since the Unix epoch when the part was opened, for the file name.
+    opened_at: u64,
     reconciles: ReconcileRows,
     steps: StepRows,
     /// Finished batches per table, and whether that table's file is already committed.
@@ -91,6 +93,9 @@ impl Part {
         Self {
             partition,
             opened: Instant::now(),
+            opened_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
             reconciles: ReconcileRows::default(),
             steps: StepRows::default(),
             batches: [Vec::new(), Vec::new()],
@@ -277,11 +282,10 @@ impl DatasetWriter {
             self.part = None;
             return Ok(());
         }
+        // Unique across writers (a random instance id) and sortable by time within one.
         let name = format!(
             "part-{}-{}-{:06}.parquet",
-            part.partition.replace(['/', '='], "-"),
-            self.instance,
-            self.sequence
+            part.opened_at, self.instance, self.sequence
         );
         for (i, table) in Table::ALL.into_iter().enumerate() {
             if part.committed[i] {
