@@ -20,6 +20,17 @@ install_debian() { # package command
 install_debian prometheus promtool   # promtool checks our metrics exposition
 install_debian prometheus prometheus # a real server scrapes a running simulate
 
+# pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
+# pinned versions of scripts/requirements.txt, rebuilt only when that file changes.
+venv=.venv
+if ! cmp -s scripts/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+  command -v python3 >/dev/null || install_debian python3-venv python3
+  python3 -m venv "$venv" 2>/dev/null || { install_debian python3-venv python3 && rm -rf "$venv" && python3 -m venv "$venv"; }
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r scripts/requirements.txt
+  cp scripts/requirements.txt "$venv/requirements.txt"
+fi
+export SHADOW_RECONCILER_PYTHON="$PWD/$venv/bin/python"
+
 cargo test --locked --all-targets
 cargo test --locked --doc
 cargo run --locked --quiet -- plan check deploy/plans/*.yaml

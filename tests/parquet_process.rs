@@ -1,0 +1,272 @@
+//! The Parquet dataset as processes write it: `simulate` into a directory read back by pyarrow and
+//! DuckDB (the numbers must equal `analyze`'s JSON), writers killed with SIGKILL mid-write, and
+//! `run` stopped with SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use shadow_reconciler::dataset::{Table, reader};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The Python with pyarrow and DuckDB that `scripts/test.sh` installs into `.venv`.
+fn python() -> PathBuf {
+    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
+        PathBuf::from,
+    );
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test.sh, which installs pyarrow and DuckDB (scripts/requirements.txt) into .venv",
+        python.display()
+    );
+    python
+}
+
+/// pyarrow's and DuckDB's view of a dataset (`tests/python/check_dataset.py`).
+fn python_check(dir: &Path) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/check_dataset.py"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every committed file under `dir`, read to the end with our reader; returns rows per table.
+fn read_all(dir: &Path) -> [u64; 2] {
+    let mut rows = [0; 2];
+    for (i, table) in Table::ALL.into_iter().enumerate() {
+        let columns: Vec<String> = table
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+        for file in reader::files(dir, table).unwrap() {
+            for batch in reader::open(&file, &columns).unwrap_or_else(|e| panic!("{e}")) {
+                rows[i] += batch.unwrap_or_else(|e| panic!("{e}")).num_rows() as u64;
+            }
+        }
+    }
+    rows
+}
+
+fn simulate(dir: &Path, extra: &[&str]) -> Command {
+    let mut command = bin();
+    command.args([
+        "simulate",
+        "--hosted-clusters",
+        "60",
+        "--addons",
+        "10",
+        "--seed",
+        "4",
+        "--parquet-dir",
+        dir.to_str().unwrap(),
+    ]);
+    command.args(extra);
+    command
+}
+
+#[test]
+fn pyarrow_and_duckdb_read_what_simulate_wrote_and_agree_with_analyze() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("shadow-data");
+    // Small files, so the run writes several per table.
+    let out: Output = simulate(&data, &["--parquet-max-rows", "2000"]).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("readiness to enforce:"), "{stdout}");
+    let report = data.join("report.html");
+    assert!(stdout.contains(&format!("HTML report: {}", report.display())), "{stdout}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.matches("<svg").count() >= 3, "charts inline");
+    for fetch in ["<script", "src=\"http", "href=\"http", "@import"] {
+        assert!(!html.contains(fetch), "self-contained, no {fetch}");
+    }
+
+    let check = python_check(&data);
+    let ours = read_all(&data);
+    assert_eq!(check["rows"].as_u64().unwrap(), ours[0] + ours[1]);
+    assert!(check["files"].as_array().unwrap().len() > 2, "{check}");
+
+    let out = bin()
+        .args(["analyze", data.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    let analysis: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    let exit = out.status.code().unwrap();
+    let readiness = analysis["readiness"].as_str().unwrap();
+    assert_eq!(
+        exit,
+        match readiness {
+            "ready" => 0,
+            "not-ready" => 1,
+            _ => 3,
+        },
+        "{readiness}"
+    );
+    let mut compared = 0;
+    for row in check["failures"].as_array().unwrap() {
+        let plan = analysis["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["plan"] == row["plan"])
+            .unwrap();
+        let op = plan["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["operation"] == row["operation"])
+            .unwrap();
+        assert_eq!(op["failures"], row["failures"], "{row} vs {op}");
+        assert_eq!(op["executions"], row["executions"], "{row} vs {op}");
+        compared += 1;
+    }
+    assert!(compared >= 20, "every operation of both plans: {compared}");
+    assert!(
+        check["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["failures"].as_u64().unwrap() > 0),
+        "the comparison covers failures, not only zeros"
+    );
+}
+
+#[test]
+fn files_survive_sigkill_mid_write_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = 0;
+    // Kill at different moments of the run: while the population is created, while files rotate
+    // every few reconciles, and late.
+    for (round, after_ms) in [1500_u64, 2500, 3500, 4500, 6000].into_iter().enumerate() {
+        let data = dir.path().join(format!("run-{round}"));
+        let mut child = simulate(
+            &data,
+            &["--parquet-max-rows", "60", "--parquet-max-age", "1"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(after_ms));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let rows = read_all(&data);
+        seen += reader::files(&data, Table::Steps).unwrap().len();
+        // Each committed steps file has its reconciles file (committed first).
+        assert!(
+            reader::files(&data, Table::Reconciles).unwrap().len()
+                >= reader::files(&data, Table::Steps).unwrap().len()
+        );
+        assert!(rows[0] == 0 || rows[1] > 0, "{rows:?}");
+    }
+    assert!(seen > 5, "the kills landed while files were being written: {seen} files");
+    // The readers analysts use agree that every visible file is whole.
+    for round in 0..5 {
+        let data = dir.path().join(format!("run-{round}"));
+        if data.exists() {
+            python_check(&data);
+        }
+    }
+}
+
+#[test]
+fn run_loses_no_accepted_record_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let data = dir.path().join("data");
+    let mut server = bin()
+        .args(["sim", "serve", "--kubeconfig-out", kubeconfig.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with("serving"), "{first}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(
+            config,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        shadow_reconciler::scenario::population::create_crds(&client).await.unwrap();
+        let mut rng = shadow_reconciler::simulate::Rng::new(9);
+        shadow_reconciler::scenario::population::create(
+            &client,
+            shadow_reconciler::scenario::Scenario::MissingSecrets,
+            80,
+            10,
+            &mut rng,
+        )
+        .await
+        .unwrap();
+    });
+    // The logs go to a file: a pipe nobody reads while waiting would fill and stall the process.
+    let log_path = dir.path().join("run.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut controller = bin()
+        .args([
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--parquet-dir",
+            data.to_str().unwrap(),
+            "--parquet-max-age",
+            "1",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    // SIGTERM while reconciles are in full flow: once the first file is committed.
+    let started = std::time::Instant::now();
+    while reader::files(&data, Table::Reconciles).map_or(true, |f| f.is_empty()) {
+        assert!(started.elapsed() < Duration::from_secs(60), "no file was ever written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(Command::new("kill").args(["-TERM", &controller.id().to_string()]).status().unwrap().success());
+    let code = controller.wait().unwrap().code();
+    let logs = std::fs::read_to_string(&log_path).unwrap();
+    assert_eq!(code, Some(0), "{logs}");
+    let line = logs
+        .lines()
+        .find(|l| l.starts_with("parquet: "))
+        .unwrap_or_else(|| panic!("no summary line: {logs}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    // parquet: A records accepted, W written to DIR in F files (D dropped, E write errors, L lost)
+    let (accepted, written) = (numbers[0], numbers[1]);
+    let lost = *numbers.last().unwrap();
+    assert!(accepted > 0, "{line}");
+    assert_eq!(accepted, written, "{line}");
+    assert_eq!(lost, 0, "{line}");
+    assert_eq!(read_all(&data)[0], written, "every written record is on disk: {line}");
+    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    let _ = server.wait();
+}

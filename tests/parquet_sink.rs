@@ -1,0 +1,289 @@
+//! The Parquet sink in process: layout and round trip, redaction, backpressure with a stalled
+//! writer, an unwritable directory, shutdown, and the analyzer skipping unreadable files.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use shadow_reconciler::dataset::{ParquetSink, ShutdownError, SinkConfig, Table, reader};
+use shadow_reconciler::engine::{Mode, ObjectKey, ReconcileRecord, Sink, StepRecord};
+use shadow_reconciler::outcome::{Category, ErrorClass, Execution};
+
+const SECRET: &str = "c2VjcmV0LXB1bGwtc2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA=";
+
+fn step(operation: &str, outcome: &'static str, execution: Execution) -> StepRecord {
+    StepRecord {
+        operation: operation.into(),
+        phase: 6,
+        category: Category::NonCritical,
+        execution,
+        outcome,
+        error_class: (outcome == "failed").then_some(ErrorClass::Invalid),
+        message: (outcome == "failed").then(|| {
+            format!("Secret \"ssh\" is invalid: data[key]: Invalid value: \"{SECRET}\": bad")
+        }),
+        blocked_by: if outcome == "skipped" {
+            vec!["SSHKeySync".into()]
+        } else {
+            Vec::new()
+        },
+        offset: Duration::from_micros(10),
+        duration: Duration::from_micros(250),
+        conflicts: 0,
+        conflict: None,
+    }
+}
+
+/// A shadow record: SSHKeySync fails in the control, the candidate runs what it skipped.
+fn record(i: usize) -> ReconcileRecord {
+    let control = vec![
+        step("PullSecretSync", "succeeded", Execution::Real),
+        step("SSHKeySync", "failed", Execution::Real),
+        step("CoreHCPChain", "skipped", Execution::NotRun),
+    ];
+    let candidate = vec![
+        step("PullSecretSync", "succeeded", Execution::Reused),
+        step("SSHKeySync", "failed", Execution::Reused),
+        step("CoreHCPChain", "succeeded", Execution::DryRun),
+    ];
+    ReconcileRecord {
+        object: ObjectKey {
+            kind: "HostedCluster".into(),
+            namespace: Some("clusters".into()),
+            name: format!("hc-{i}"),
+            uid: Some(format!("uid-{i}")),
+        },
+        plan: "hostedcluster".into(),
+        plan_hash: "ab".repeat(32),
+        mode: Mode::Shadow,
+        started_at: SystemTime::now(),
+        duration: Duration::from_millis(3),
+        control,
+        candidate,
+        unblocked: vec!["CoreHCPChain".into()],
+        newly_blocked: Vec::new(),
+        changed: Vec::new(),
+        control_first_failure: Some("SSHKeySync".into()),
+        control_error: Some(format!("Invalid value: \"{SECRET}\"")),
+        candidate_error: None,
+        trace_id: Some(format!("{i:032x}")),
+        guard_refusals: 0,
+        dry_run_requests: 1,
+    }
+}
+
+fn rows(dir: &Path, table: Table, column: &str) -> Vec<arrow_array::RecordBatch> {
+    reader::files(dir, table)
+        .unwrap()
+        .iter()
+        .flat_map(|f| reader::open(f, &[column]).unwrap().map(Result::unwrap))
+        .collect()
+}
+
+fn count(dir: &Path, table: Table) -> usize {
+    rows(dir, table, "reconcile_id")
+        .iter()
+        .map(arrow_array::RecordBatch::num_rows)
+        .sum()
+}
+
+fn small(dir: &Path) -> SinkConfig {
+    let mut config = SinkConfig::new(dir);
+    config.writer.row_group_rows = 30;
+    config.writer.max_file_rows = 120;
+    config.backoff = Duration::from_millis(20);
+    config.max_backoff = Duration::from_millis(100);
+    config
+}
+
+#[test]
+fn records_land_in_hive_partitions_whole_and_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = ParquetSink::start(small(dir.path()), None);
+    for i in 0..100 {
+        sink.record(&record(i));
+    }
+    let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!((stats.accepted, stats.written, stats.dropped), (100, 100, 0));
+    assert_eq!(count(dir.path(), Table::Reconciles), 100);
+    assert_eq!(count(dir.path(), Table::Steps), 600);
+    let files = reader::files(dir.path(), Table::Steps).unwrap();
+    assert_eq!(files.len() as u64 * 2, stats.files, "one file per table per rotation");
+    assert!(files.len() >= 5, "rotated by rows: {files:?}");
+    let relative = files[0].strip_prefix(dir.path()).unwrap().to_str().unwrap().to_owned();
+    let parts: Vec<&str> = relative.split('/').collect();
+    assert_eq!(parts[0], "table=steps");
+    assert!(parts[1].starts_with("date=") && parts[1].len() == "date=2026-11-29".len(), "{relative}");
+    assert!(parts[2].starts_with("hour=") && parts[2].len() == "hour=18".len(), "{relative}");
+    assert!(parts[3].starts_with("part-") && parts[3].ends_with(".parquet"), "{relative}");
+    // No secret value left the process; the message says what was wrong.
+    for (table, column) in [(Table::Steps, "message"), (Table::Reconciles, "control_error")] {
+        for batch in rows(dir.path(), table, column) {
+            let text = format!("{:?}", batch.column(0));
+            assert!(!text.contains(SECRET), "{text}");
+            if table == Table::Steps {
+                assert!(text.contains("Invalid value: \\\"[redacted]\\\""), "{text}");
+            }
+        }
+    }
+    assert!(matches!(
+        sink.shutdown(Duration::from_secs(1)),
+        Err(ShutdownError::AlreadyShutDown)
+    ));
+    sink.record(&record(0));
+    assert_eq!(sink.stats().dropped, 1, "after shutdown a record is dropped and counted");
+}
+
+#[test]
+fn a_stalled_writer_never_blocks_a_reconcile_and_drops_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = small(dir.path());
+    config.capacity = 64;
+    let registry = prometheus::Registry::new();
+    let dropped = prometheus::IntCounter::new("dropped", "d").unwrap();
+    let files = prometheus::IntCounter::new("files", "f").unwrap();
+    let errors = prometheus::IntCounter::new("errors", "e").unwrap();
+    registry.register(Box::new(dropped.clone())).unwrap();
+    let health = shadow_reconciler::dataset::HealthCounters {
+        dropped: dropped.clone(),
+        files: files.clone(),
+        errors,
+    };
+    let sink = ParquetSink::start(config, Some(health));
+    sink.pause();
+    let records: Vec<_> = (0..2000).map(record).collect();
+    let mut slowest = Duration::ZERO;
+    for r in &records {
+        let started = Instant::now();
+        sink.record(r);
+        slowest = slowest.max(started.elapsed());
+    }
+    // The calls return at once whatever the writer does (generous bound for a shared machine).
+    assert!(slowest < Duration::from_millis(200), "a record() call took {slowest:?}");
+    let stats = sink.stats();
+    assert_eq!(stats.accepted + stats.dropped, 2000);
+    assert!(stats.accepted <= 65, "the channel holds 64 (plus one in the writer's hands): {stats:?}");
+    assert_eq!(dropped.get(), stats.dropped, "the metric matches");
+    sink.resume();
+    let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(stats.written, stats.accepted);
+    assert_eq!(
+        count(dir.path(), Table::Reconciles) as u64,
+        2000 - dropped.get(),
+        "exactly the records not dropped reached disk"
+    );
+    assert_eq!(files.get(), stats.files);
+}
+
+#[test]
+fn an_unwritable_directory_is_reported_and_retried_until_it_heals() {
+    let dir = tempfile::tempdir().unwrap();
+    // A regular file where the dataset's directory should be: every create fails (even as root).
+    let blocker = dir.path().join("blocked");
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let sink = ParquetSink::start(small(&blocker.join("data")), None);
+    for i in 0..10 {
+        sink.record(&record(i));
+    }
+    assert!(!sink.flush(Duration::from_millis(500)), "the flush cannot succeed yet");
+    let stats = sink.stats();
+    assert!(stats.errors >= 2, "reported and retried: {stats:?}");
+    assert_eq!(stats.written, 0);
+    std::fs::remove_file(&blocker).unwrap();
+    assert!(sink.flush(Duration::from_secs(10)), "the retry succeeds once the disk heals");
+    let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!((stats.written, stats.lost), (10, 0), "{stats:?}");
+    assert_eq!(count(&blocker.join("data"), Table::Reconciles), 10);
+}
+
+#[test]
+fn a_failing_disk_at_shutdown_gives_up_at_the_deadline_and_counts_the_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("blocked");
+    std::fs::write(&blocker, b"").unwrap();
+    let sink = ParquetSink::start(small(&blocker.join("data")), None);
+    for i in 0..5 {
+        sink.record(&record(i));
+    }
+    let started = Instant::now();
+    let result = sink.shutdown(Duration::from_millis(600));
+    assert!(started.elapsed() < Duration::from_secs(5), "bounded by the grace period");
+    match result {
+        Ok(stats) => assert_eq!(stats.lost, 5, "{stats:?}"),
+        Err(ShutdownError::GraceExpired { pending, .. }) => assert!(pending <= 5),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = ParquetSink::start(small(dir.path()), None);
+    for i in 0..60 {
+        sink.record(&record(i));
+    }
+    sink.shutdown(Duration::from_secs(10)).unwrap();
+    let plan = shadow_reconciler::plan::embedded::load("hostedcluster").unwrap();
+    // The records carry a made-up plan hash: analyse them as that plan's other version first.
+    let settings = shadow_reconciler::analyze::Settings::default();
+    let err = shadow_reconciler::analyze::analyze(dir.path(), std::slice::from_ref(&plan), &settings)
+        .unwrap_err();
+    assert!(err.to_string().contains("another version of plan hostedcluster"), "{err}");
+
+    let files = reader::files(dir.path(), Table::Steps).unwrap();
+    let good = std::fs::read(&files[0]).unwrap();
+    let partition = files[0].parent().unwrap();
+    std::fs::write(partition.join("part-truncated.parquet"), &good[..good.len() / 2]).unwrap();
+    std::fs::write(partition.join("part-garbage.parquet"), b"PAR1 not really").unwrap();
+    // A writer's temporary file is not a committed file: never read.
+    std::fs::write(partition.join(".part-x.parquet.tmp"), b"partial").unwrap();
+    let scanned = shadow_reconciler::analyze::scan::scan(dir.path(), &[plan], 2).unwrap();
+    let skipped: Vec<String> = scanned
+        .skipped
+        .iter()
+        .map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(skipped, ["part-garbage.parquet", "part-truncated.parquet"], "{:?}", scanned.skipped);
+    assert!(scanned.skipped.iter().all(|s| !s.error.is_empty()));
+    assert_eq!(
+        scanned.other_versions[0],
+        60 + 360,
+        "the readable files counted once, the broken ones not at all"
+    );
+}
+
+/// The columns `docs/parquet.md` lists for `table` as (name, nullable), in order.
+fn documented(doc: &str, table: Table) -> Vec<(String, bool)> {
+    let heading = format!("## Table `{}`", table.as_str());
+    let section = doc.split(&heading).nth(1).unwrap_or("");
+    let section = section.split("\n## ").next().unwrap_or("");
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].trim_matches('`').to_owned(), cells[2].contains("nullable"))
+        })
+        .collect()
+}
+
+fn schema_columns(table: Table) -> Vec<(String, bool)> {
+    table
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.is_nullable()))
+        .collect()
+}
+
+#[test]
+fn docs_parquet_md_lists_exactly_the_columns_written() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/parquet.md")).unwrap();
+    for table in Table::ALL {
+        assert_eq!(documented(&doc, table), schema_columns(table), "docs/parquet.md, table {}", table.as_str());
+    }
+    // The comparison can fail: a doc missing a column, or calling a required column nullable.
+    let broken = doc.replacen("| `seq` | uint32 |", "| `sequence` | uint32 |", 1);
+    assert_ne!(documented(&broken, Table::Steps), schema_columns(Table::Steps));
+    let broken = doc.replacen("| `plan` | string |", "| `plan` | string, nullable |", 1);
+    assert_ne!(documented(&broken, Table::Reconciles), schema_columns(Table::Reconciles));
+}
