@@ -37,7 +37,9 @@ pub struct AnalyzeArgs {
 }
 
 fn parse_confidence(s: &str) -> Result<f64, String> {
-    let c: f64 = s.parse().map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    let c: f64 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
     if (0.5..=0.9999).contains(&c) {
         Ok(c)
     } else {
@@ -93,14 +95,22 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.suggest {
         // The plan given with --plan, or the only one analysed.
         let report = match (args.plans.len(), analysis.plans.as_slice()) {
-            (1, _) => analysis.plans.iter().find(|r| r.plan == plans[0].plan.name()),
+            (1, _) => analysis
+                .plans
+                .iter()
+                .find(|r| r.plan == plans[0].plan.name()),
             (_, [only]) => Some(only),
             _ => None,
         }
         .with_context(|| {
             format!(
                 "--suggest: which plan? The data holds {}; pass that plan with --plan FILE",
-                analysis.plans.iter().map(|r| r.plan.as_str()).collect::<Vec<_>>().join(", ")
+                analysis
+                    .plans
+                    .iter()
+                    .map(|r| r.plan.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?;
         let loaded = plans
@@ -128,6 +138,8 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Parquet options of `simulate` and `run`.
+// The field names are the flag names (`--parquet-max-rows`), which share their prefix on purpose.
+#[allow(clippy::struct_field_names)]
 #[derive(Args, Clone)]
 pub struct ParquetArgs {
     /// Records per row group are counted in step rows; a file closes at this many step rows.
@@ -153,7 +165,10 @@ impl ParquetArgs {
         let mut config = SinkConfig::new(dir);
         config.capacity = self.parquet_capacity;
         config.writer.max_file_rows = self.parquet_max_rows.max(1);
-        config.writer.row_group_rows = config.writer.row_group_rows.min(config.writer.max_file_rows);
+        config.writer.row_group_rows = config
+            .writer
+            .row_group_rows
+            .min(config.writer.max_file_rows);
         config.writer.max_file_bytes = self.parquet_max_mib.max(1) << 20;
         config.writer.max_file_age = Duration::from_secs(self.parquet_max_age.max(1));
         ParquetSink::start(config, health)
@@ -195,7 +210,8 @@ pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
     }
     let report = dir.join(REPORT);
     if report.exists() {
-        std::fs::remove_file(&report).with_context(|| format!("cannot remove {}", report.display()))?;
+        std::fs::remove_file(&report)
+            .with_context(|| format!("cannot remove {}", report.display()))?;
     }
     Ok(())
 }

@@ -243,7 +243,9 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     } else {
         cli::replace_simulated_data(&args.parquet_dir)?;
         let health = telemetry.metrics().sink_health("parquet").into();
-        Some(Arc::new(args.parquet.start(&args.parquet_dir, Some(health))))
+        Some(Arc::new(
+            args.parquet.start(&args.parquet_dir, Some(health)),
+        ))
     };
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),

@@ -54,7 +54,10 @@ async fn record(dir: &Path, plan: &ReconcilePlan, hosted_clusters: usize, seed: 
         ..scenario::Settings::default()
     };
     let summary = scenario::run(&settings).await.unwrap();
-    assert!(summary.planted.bad_release_image > 0 || hosted_clusters < 20, "{summary}");
+    assert!(
+        summary.planted.bad_release_image > 0 || hosted_clusters < 20,
+        "{summary}"
+    );
     let stats = tokio::task::spawn_blocking(move || sink.shutdown(Duration::from_secs(30)))
         .await
         .unwrap()
@@ -64,9 +67,17 @@ async fn record(dir: &Path, plan: &ReconcilePlan, hosted_clusters: usize, seed: 
 }
 
 fn analyse(dir: &Path, plan: &ReconcilePlan) -> analyze::PlanReport {
-    let analysis = analyze::analyze(dir, std::slice::from_ref(plan), &analyze::Settings::default())
-        .unwrap();
-    assert!(analysis.files_skipped.is_empty(), "{:?}", analysis.files_skipped);
+    let analysis = analyze::analyze(
+        dir,
+        std::slice::from_ref(plan),
+        &analyze::Settings::default(),
+    )
+    .unwrap();
+    assert!(
+        analysis.files_skipped.is_empty(),
+        "{:?}",
+        analysis.files_skipped
+    );
     let [report] = analysis.plans.as_slice() else {
         panic!("one plan analysed: {analysis:#?}")
     };
@@ -93,12 +104,17 @@ async fn a_misclassified_operation_is_contradicted_and_its_dependency_found() {
         "the planted dependency is found: {pairs:?}"
     );
     assert!(
-        pairs.iter().all(|(failed, _)| *failed == "ReleaseImageVersion"),
+        pairs
+            .iter()
+            .all(|(failed, _)| *failed == "ReleaseImageVersion"),
         "nothing else is blamed: {pairs:?}"
     );
     let release = verdict(&report, "ReleaseImageVersion");
     assert_eq!(release.verdict, Verdict::Contradicted, "{release:?}");
-    assert!(release.evidence.contains("OperatorDeployments"), "{release:?}");
+    assert!(
+        release.evidence.contains("OperatorDeployments"),
+        "{release:?}"
+    );
     let group = report
         .readiness
         .iter()
@@ -116,12 +132,17 @@ async fn a_misclassified_operation_is_contradicted_and_its_dependency_found() {
         shadow_reconciler::outcome::Category::Critical
     );
     assert!(
-        suggested.operation(deployments).depends_on().contains(release),
+        suggested
+            .operation(deployments)
+            .depends_on()
+            .contains(release),
         "{}",
         suggestion.text
     );
     assert!(
-        suggestion.text.contains("# analyze: depends on ReleaseImageVersion"),
+        suggestion
+            .text
+            .contains("# analyze: depends on ReleaseImageVersion"),
         "every change carries its evidence: {}",
         suggestion.text
     );

@@ -83,12 +83,17 @@ fn pyarrow_and_duckdb_read_what_simulate_wrote_and_agree_with_analyze() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("shadow-data");
     // Small files, so the run writes several per table.
-    let out: Output = simulate(&data, &["--parquet-max-rows", "2000"]).output().unwrap();
+    let out: Output = simulate(&data, &["--parquet-max-rows", "2000"])
+        .output()
+        .unwrap();
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("readiness to enforce:"), "{stdout}");
     let report = data.join("report.html");
-    assert!(stdout.contains(&format!("HTML report: {}", report.display())), "{stdout}");
+    assert!(
+        stdout.contains(&format!("HTML report: {}", report.display())),
+        "{stdout}"
+    );
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.matches("<svg").count() >= 3, "charts inline");
     for fetch in ["<script", "src=\"http", "href=\"http", "@import"] {
@@ -174,7 +179,10 @@ fn files_survive_sigkill_mid_write_whole_or_not_at_all() {
         );
         assert!(rows[0] == 0 || rows[1] > 0, "{rows:?}");
     }
-    assert!(seen > 5, "the kills landed while files were being written: {seen} files");
+    assert!(
+        seen > 5,
+        "the kills landed while files were being written: {seen} files"
+    );
     // The readers analysts use agree that every visible file is whole.
     for round in 0..5 {
         let data = dir.path().join(format!("run-{round}"));
@@ -184,27 +192,11 @@ fn files_survive_sigkill_mid_write_whole_or_not_at_all() {
     }
 }
 
-#[test]
-fn run_loses_no_accepted_record_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let data = dir.path().join("data");
-    let mut server = bin()
-        .args(["sim", "serve", "--kubeconfig-out", kubeconfig.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    assert!(first.starts_with("serving"), "{first}");
+/// CRDs and 80 HostedClusters (some missing inputs) and 10 add-ons, through the kubeconfig.
+fn populate(kubeconfig: &Path) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let config = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
         let config = kube::Config::from_custom_kubeconfig(
             config,
             &kube::config::KubeConfigOptions::default(),
@@ -212,7 +204,9 @@ fn run_loses_no_accepted_record_on_sigterm() {
         .await
         .unwrap();
         let client = kube::Client::try_from(config).unwrap();
-        shadow_reconciler::scenario::population::create_crds(&client).await.unwrap();
+        shadow_reconciler::scenario::population::create_crds(&client)
+            .await
+            .unwrap();
         let mut rng = shadow_reconciler::simulate::Rng::new(9);
         shadow_reconciler::scenario::population::create(
             &client,
@@ -224,6 +218,32 @@ fn run_loses_no_accepted_record_on_sigterm() {
         .await
         .unwrap();
     });
+}
+
+#[test]
+fn run_loses_no_accepted_record_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let data = dir.path().join("data");
+    let mut server = bin()
+        .args([
+            "sim",
+            "serve",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with("serving"), "{first}");
+    populate(&kubeconfig);
     // The logs go to a file: a pipe nobody reads while waiting would fill and stall the process.
     let log_path = dir.path().join("run.log");
     let log = std::fs::File::create(&log_path).unwrap();
@@ -245,10 +265,19 @@ fn run_loses_no_accepted_record_on_sigterm() {
     // SIGTERM while reconciles are in full flow: once the first file is committed.
     let started = std::time::Instant::now();
     while reader::files(&data, Table::Reconciles).map_or(true, |f| f.is_empty()) {
-        assert!(started.elapsed() < Duration::from_secs(60), "no file was ever written");
+        assert!(
+            started.elapsed() < Duration::from_mins(1),
+            "no file was ever written"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(Command::new("kill").args(["-TERM", &controller.id().to_string()]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &controller.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
     let code = controller.wait().unwrap().code();
     let logs = std::fs::read_to_string(&log_path).unwrap();
     assert_eq!(code, Some(0), "{logs}");
@@ -266,7 +295,13 @@ fn run_loses_no_accepted_record_on_sigterm() {
     assert!(accepted > 0, "{line}");
     assert_eq!(accepted, written, "{line}");
     assert_eq!(lost, 0, "{line}");
-    assert_eq!(read_all(&data)[0], written, "every written record is on disk: {line}");
-    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    assert_eq!(
+        read_all(&data)[0],
+        written,
+        "every written record is on disk: {line}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
     let _ = server.wait();
 }

@@ -33,7 +33,7 @@ fn step(operation: &str, outcome: &'static str, execution: Execution) -> StepRec
     }
 }
 
-/// A shadow record: SSHKeySync fails in the control, the candidate runs what it skipped.
+/// A shadow record: `SSHKeySync` fails in the control, the candidate runs what it skipped.
 fn record(i: usize) -> ReconcileRecord {
     let control = vec![
         step("PullSecretSync", "succeeded", Execution::Real),
@@ -103,20 +103,44 @@ fn records_land_in_hive_partitions_whole_and_redacted() {
         sink.record(&record(i));
     }
     let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
-    assert_eq!((stats.accepted, stats.written, stats.dropped), (100, 100, 0));
+    assert_eq!(
+        (stats.accepted, stats.written, stats.dropped),
+        (100, 100, 0)
+    );
     assert_eq!(count(dir.path(), Table::Reconciles), 100);
     assert_eq!(count(dir.path(), Table::Steps), 600);
     let files = reader::files(dir.path(), Table::Steps).unwrap();
-    assert_eq!(files.len() as u64 * 2, stats.files, "one file per table per rotation");
+    assert_eq!(
+        files.len() as u64 * 2,
+        stats.files,
+        "one file per table per rotation"
+    );
     assert!(files.len() >= 5, "rotated by rows: {files:?}");
-    let relative = files[0].strip_prefix(dir.path()).unwrap().to_str().unwrap().to_owned();
+    let relative = files[0]
+        .strip_prefix(dir.path())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
     let parts: Vec<&str> = relative.split('/').collect();
     assert_eq!(parts[0], "table=steps");
-    assert!(parts[1].starts_with("date=") && parts[1].len() == "date=2026-11-29".len(), "{relative}");
-    assert!(parts[2].starts_with("hour=") && parts[2].len() == "hour=18".len(), "{relative}");
-    assert!(parts[3].starts_with("part-") && parts[3].ends_with(".parquet"), "{relative}");
+    assert!(
+        parts[1].starts_with("date=") && parts[1].len() == "date=2026-11-29".len(),
+        "{relative}"
+    );
+    assert!(
+        parts[2].starts_with("hour=") && parts[2].len() == "hour=18".len(),
+        "{relative}"
+    );
+    assert!(
+        parts[3].starts_with("part-") && parts[3].ends_with(".parquet"),
+        "{relative}"
+    );
     // No secret value left the process; the message says what was wrong.
-    for (table, column) in [(Table::Steps, "message"), (Table::Reconciles, "control_error")] {
+    for (table, column) in [
+        (Table::Steps, "message"),
+        (Table::Reconciles, "control_error"),
+    ] {
         for batch in rows(dir.path(), table, column) {
             let text = format!("{:?}", batch.column(0));
             assert!(!text.contains(SECRET), "{text}");
@@ -130,7 +154,11 @@ fn records_land_in_hive_partitions_whole_and_redacted() {
         Err(ShutdownError::AlreadyShutDown)
     ));
     sink.record(&record(0));
-    assert_eq!(sink.stats().dropped, 1, "after shutdown a record is dropped and counted");
+    assert_eq!(
+        sink.stats().dropped,
+        1,
+        "after shutdown a record is dropped and counted"
+    );
 }
 
 #[test]
@@ -158,10 +186,16 @@ fn a_stalled_writer_never_blocks_a_reconcile_and_drops_are_counted() {
         slowest = slowest.max(started.elapsed());
     }
     // The calls return at once whatever the writer does (generous bound for a shared machine).
-    assert!(slowest < Duration::from_millis(200), "a record() call took {slowest:?}");
+    assert!(
+        slowest < Duration::from_millis(200),
+        "a record() call took {slowest:?}"
+    );
     let stats = sink.stats();
     assert_eq!(stats.accepted + stats.dropped, 2000);
-    assert!(stats.accepted <= 65, "the channel holds 64 (plus one in the writer's hands): {stats:?}");
+    assert!(
+        stats.accepted <= 65,
+        "the channel holds 64 (plus one in the writer's hands): {stats:?}"
+    );
     assert_eq!(dropped.get(), stats.dropped, "the metric matches");
     sink.resume();
     let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
@@ -184,12 +218,18 @@ fn an_unwritable_directory_is_reported_and_retried_until_it_heals() {
     for i in 0..10 {
         sink.record(&record(i));
     }
-    assert!(!sink.flush(Duration::from_millis(500)), "the flush cannot succeed yet");
+    assert!(
+        !sink.flush(Duration::from_millis(500)),
+        "the flush cannot succeed yet"
+    );
     let stats = sink.stats();
     assert!(stats.errors >= 2, "reported and retried: {stats:?}");
     assert_eq!(stats.written, 0);
     std::fs::remove_file(&blocker).unwrap();
-    assert!(sink.flush(Duration::from_secs(10)), "the retry succeeds once the disk heals");
+    assert!(
+        sink.flush(Duration::from_secs(10)),
+        "the retry succeeds once the disk heals"
+    );
     let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
     assert_eq!((stats.written, stats.lost), (10, 0), "{stats:?}");
     assert_eq!(count(&blocker.join("data"), Table::Reconciles), 10);
@@ -206,7 +246,10 @@ fn a_failing_disk_at_shutdown_gives_up_at_the_deadline_and_counts_the_loss() {
     }
     let started = Instant::now();
     let result = sink.shutdown(Duration::from_millis(600));
-    assert!(started.elapsed() < Duration::from_secs(5), "bounded by the grace period");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded by the grace period"
+    );
     match result {
         Ok(stats) => assert_eq!(stats.lost, 5, "{stats:?}"),
         Err(ShutdownError::GraceExpired { pending, .. }) => assert!(pending <= 5),
@@ -225,14 +268,23 @@ fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
     let plan = shadow_reconciler::plan::embedded::load("hostedcluster").unwrap();
     // The records carry a made-up plan hash: analyse them as that plan's other version first.
     let settings = shadow_reconciler::analyze::Settings::default();
-    let err = shadow_reconciler::analyze::analyze(dir.path(), std::slice::from_ref(&plan), &settings)
-        .unwrap_err();
-    assert!(err.to_string().contains("another version of plan hostedcluster"), "{err}");
+    let err =
+        shadow_reconciler::analyze::analyze(dir.path(), std::slice::from_ref(&plan), &settings)
+            .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("another version of plan hostedcluster"),
+        "{err}"
+    );
 
     let files = reader::files(dir.path(), Table::Steps).unwrap();
     let good = std::fs::read(&files[0]).unwrap();
     let partition = files[0].parent().unwrap();
-    std::fs::write(partition.join("part-truncated.parquet"), &good[..good.len() / 2]).unwrap();
+    std::fs::write(
+        partition.join("part-truncated.parquet"),
+        &good[..good.len() / 2],
+    )
+    .unwrap();
     std::fs::write(partition.join("part-garbage.parquet"), b"PAR1 not really").unwrap();
     // A writer's temporary file is not a committed file: never read.
     std::fs::write(partition.join(".part-x.parquet.tmp"), b"partial").unwrap();
@@ -242,7 +294,12 @@ fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
         .iter()
         .map(|s| s.path.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(skipped, ["part-garbage.parquet", "part-truncated.parquet"], "{:?}", scanned.skipped);
+    assert_eq!(
+        skipped,
+        ["part-garbage.parquet", "part-truncated.parquet"],
+        "{:?}",
+        scanned.skipped
+    );
     assert!(scanned.skipped.iter().all(|s| !s.error.is_empty()));
     assert_eq!(
         scanned.other_versions[0],
@@ -261,7 +318,10 @@ fn documented(doc: &str, table: Table) -> Vec<(String, bool)> {
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-            (cells[1].trim_matches('`').to_owned(), cells[2].contains("nullable"))
+            (
+                cells[1].trim_matches('`').to_owned(),
+                cells[2].contains("nullable"),
+            )
         })
         .collect()
 }
@@ -277,13 +337,25 @@ fn schema_columns(table: Table) -> Vec<(String, bool)> {
 
 #[test]
 fn docs_parquet_md_lists_exactly_the_columns_written() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/parquet.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/parquet.md")).unwrap();
     for table in Table::ALL {
-        assert_eq!(documented(&doc, table), schema_columns(table), "docs/parquet.md, table {}", table.as_str());
+        assert_eq!(
+            documented(&doc, table),
+            schema_columns(table),
+            "docs/parquet.md, table {}",
+            table.as_str()
+        );
     }
     // The comparison can fail: a doc missing a column, or calling a required column nullable.
     let broken = doc.replacen("| `seq` | uint32 |", "| `sequence` | uint32 |", 1);
-    assert_ne!(documented(&broken, Table::Steps), schema_columns(Table::Steps));
+    assert_ne!(
+        documented(&broken, Table::Steps),
+        schema_columns(Table::Steps)
+    );
     let broken = doc.replacen("| `plan` | string |", "| `plan` | string, nullable |", 1);
-    assert_ne!(documented(&broken, Table::Reconciles), schema_columns(Table::Reconciles));
+    assert_ne!(
+        documented(&broken, Table::Reconciles),
+        schema_columns(Table::Reconciles)
+    );
 }

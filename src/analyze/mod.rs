@@ -3,6 +3,7 @@
 //! whether each rollout group is ready to enforce. Output formats: [`render`]; the JSON is
 //! documented in `docs/analyze.md`.
 
+mod judge;
 pub mod render;
 pub mod scan;
 pub mod stats;
@@ -12,10 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::outcome::{Category, ErrorClass};
-use crate::plan::{OpId, ReconcilePlan};
-use scan::{PlanCounts, Skipped};
-use stats::{Interval, separated, wilson};
+use crate::plan::ReconcilePlan;
+use scan::Skipped;
+use stats::Interval;
 
 /// The JSON document's schema identifier; bumped on any incompatible change.
 pub const SCHEMA: &str = "shadow-reconciler.io/analysis/v1";
@@ -288,7 +288,7 @@ pub fn analyze(
         .zip(&counts.plans)
         .zip(&counts.other_versions)
         .filter(|((_, c), _)| c.reconciles > 0 || c.step_reconciles > 0)
-        .map(|((plan, c), &other)| judge(plan, c, other, settings.min_samples, z))
+        .map(|((plan, c), &other)| judge::judge(plan, c, other, settings.min_samples, z))
         .collect();
     if reports.is_empty() {
         let mut found: Vec<String> = counts
@@ -298,7 +298,10 @@ pub fn analyze(
             .collect();
         for (plan, other) in plans.iter().zip(&counts.other_versions) {
             if *other > 0 {
-                found.push(format!("{other} rows of another version of plan {}", plan.name()));
+                found.push(format!(
+                    "{other} rows of another version of plan {}",
+                    plan.name()
+                ));
             }
         }
         if found.is_empty() {
@@ -327,295 +330,4 @@ pub fn analyze(
         plans: reports,
         readiness,
     })
-}
-
-/// Whether `later` depends on `failed` in `plan`, directly or through other dependencies.
-fn declared(plan: &ReconcilePlan, failed: OpId, later: OpId) -> bool {
-    let mut stack = vec![later];
-    let mut seen = vec![false; plan.len()];
-    while let Some(op) = stack.pop() {
-        for &d in plan.operation(op).depends_on().as_slice() {
-            if d == failed {
-                return true;
-            }
-            if !std::mem::replace(&mut seen[d.index()], true) {
-                stack.push(d);
-            }
-        }
-    }
-    false
-}
-
-fn operation_report(plan: &ReconcilePlan, op: OpId, c: &scan::OpCounts) -> OperationReport {
-    let executions = c.executions_real + c.executions_dry_run;
-    let failures = c.failures_real + c.failures_dry_run;
-    #[allow(clippy::cast_precision_loss)] // counts far below 2^52
-    let failure_rate = if executions == 0 {
-        0.0
-    } else {
-        failures as f64 / executions as f64
-    };
-    OperationReport {
-        operation: plan.name_of(op).to_owned(),
-        phase: plan.operation(op).phase(),
-        category: plan.operation(op).category().as_str(),
-        executions,
-        executions_real: c.executions_real,
-        executions_dry_run: c.executions_dry_run,
-        failures,
-        failure_rate,
-        failures_by_class: ErrorClass::ALL
-            .iter()
-            .zip(c.by_class)
-            .filter(|(_, n)| *n > 0)
-            .map(|(class, n)| (class.as_str(), n))
-            .collect(),
-        first_failure: c.first_failure,
-        blocked_in_control: c.blocked_in_control,
-        blocked_then_run_by_candidate: c.blocked_then_run,
-        blocked_then_succeeded_in_candidate: c.blocked_then_succeeded,
-        newly_blocked: c.newly_blocked,
-    }
-}
-
-fn pairs(plan: &ReconcilePlan, c: &PlanCounts, min_samples: u64, z: f64) -> Vec<Pair> {
-    let n = plan.len();
-    let mut pairs = Vec::new();
-    for &x in plan.phased_order() {
-        for &y in plan.phased_order() {
-            let (xi, yi) = (x.index(), y.index());
-            let after = c.after[xi * n + yi];
-            if after.runs == 0 {
-                continue;
-            }
-            let after_i = wilson(after.failures, after.runs, z);
-            let base = c.baseline[yi];
-            let baseline = wilson(base.failures, base.runs, z);
-            let is_separated = separated(&after_i, &baseline);
-            let is_declared = declared(plan, x, y);
-            pairs.push(Pair {
-                failed: plan.name_of(x).to_owned(),
-                later: plan.name_of(y).to_owned(),
-                after: after_i,
-                baseline,
-                separated: is_separated,
-                declared: is_declared,
-                dependency: is_separated
-                    && !is_declared
-                    && after.runs >= min_samples
-                    && baseline.runs >= min_samples,
-            });
-        }
-    }
-    pairs
-}
-
-fn verdict(
-    plan: &ReconcilePlan,
-    op: OpId,
-    c: &PlanCounts,
-    dependencies: &[Pair],
-    min_samples: u64,
-) -> VerdictReport {
-    let name = plan.name_of(op);
-    let category = plan.operation(op).category();
-    let counts = &c.ops[op.index()];
-    let executions = counts.executions_real + counts.executions_dry_run;
-    let (verdict, samples, evidence) = match category {
-        Category::NonCritical => {
-            let harmed: Vec<String> = dependencies
-                .iter()
-                .filter(|d| d.failed == name)
-                .map(|d| {
-                    format!(
-                        "{} failed {:.0}% of {} runs after {name} failed (baseline {:.1}% of {})",
-                        d.later,
-                        d.after.rate * 100.0,
-                        d.after.runs,
-                        d.baseline.rate * 100.0,
-                        d.baseline.runs
-                    )
-                })
-                .collect();
-            // With no later operation free to run after it, every failure counts as evidence.
-            let exposed = plan.phased_order().iter().skip_while(|&&o| o != op).skip(1).any(|&later| !declared(plan, op, later));
-            let samples = if exposed { counts.failed_with_later } else { counts.failed_first };
-            if !harmed.is_empty() {
-                (
-                    Verdict::Contradicted,
-                    samples,
-                    format!("non-critical, yet its failure makes later operations fail: {}", harmed.join("; ")),
-                )
-            } else if samples < min_samples {
-                (
-                    Verdict::Inconclusive,
-                    samples,
-                    format!("failed first with later operations run {samples} times; {min_samples} needed"),
-                )
-            } else {
-                (
-                    Verdict::Supported,
-                    samples,
-                    format!("failed first {samples} times; no later operation failed more often than its baseline"),
-                )
-            }
-        }
-        Category::Critical => {
-            let exposed: Vec<String> = dependencies
-                .iter()
-                .filter(|d| d.later == name)
-                .map(|d| format!("runs after {} failed and then fails {:.0}% of {} times", d.failed, d.after.rate * 100.0, d.after.runs))
-                .collect();
-            if !exposed.is_empty() {
-                (
-                    Verdict::Contradicted,
-                    executions,
-                    format!("critical but not gated on what it needs: {}", exposed.join("; ")),
-                )
-            } else if executions < min_samples {
-                (
-                    Verdict::Inconclusive,
-                    executions,
-                    format!("executed {executions} times; {min_samples} needed"),
-                )
-            } else {
-                (
-                    Verdict::Supported,
-                    executions,
-                    format!("executed {executions} times, failed {} times; as critical it blocks the gated operations, as the legacy loop did", counts.failures_real + counts.failures_dry_run),
-                )
-            }
-        }
-    };
-    // A non-critical operation that runs after a failure it depends on is misclassified on the
-    // other side too: its gate or dependsOn is missing.
-    let (verdict, evidence) = match (verdict, category) {
-        (Verdict::Supported | Verdict::Inconclusive, Category::NonCritical)
-            if dependencies.iter().any(|d| d.later == name) =>
-        {
-            let from: Vec<&str> = dependencies
-                .iter()
-                .filter(|d| d.later == name)
-                .map(|d| d.failed.as_str())
-                .collect();
-            (
-                Verdict::Contradicted,
-                format!("{evidence}; and it fails after {} failed, which it does not depend on in the plan", from.join(", ")),
-            )
-        }
-        other => (other.0, evidence),
-    };
-    VerdictReport {
-        operation: name.to_owned(),
-        claim: category.as_str(),
-        verdict,
-        samples,
-        evidence,
-    }
-}
-
-fn readiness(
-    plan: &ReconcilePlan,
-    c: &PlanCounts,
-    verdicts: &[VerdictReport],
-    dependencies: &[Pair],
-    min_samples: u64,
-) -> Vec<GroupReport> {
-    let mut groups: Vec<(String, Vec<OpId>)> = plan
-        .groups()
-        .iter()
-        .map(|g| (g.name().to_owned(), g.operations().as_slice().to_vec()))
-        .collect();
-    if !groups.iter().any(|(g, _)| g == "all") {
-        groups.push(("all".to_owned(), plan.phased_order().to_vec()));
-    }
-    groups
-        .into_iter()
-        .map(|(group, ops)| {
-            let names: Vec<&str> = ops.iter().map(|&o| plan.name_of(o)).collect();
-            let mut not_ready = Vec::new();
-            let mut inconclusive = Vec::new();
-            if c.guard_refusals > 0 {
-                not_ready.push(format!("{} shadow guard refusals: the candidate tried to persist a write", c.guard_refusals));
-            }
-            for v in verdicts.iter().filter(|v| names.contains(&v.operation.as_str())) {
-                match v.verdict {
-                    Verdict::Contradicted => not_ready.push(format!("{} {}: {}", v.operation, v.verdict.as_str(), v.evidence)),
-                    Verdict::Inconclusive => inconclusive.push(format!("{} {}: {}", v.operation, v.verdict.as_str(), v.evidence)),
-                    Verdict::Supported => {}
-                }
-            }
-            for d in dependencies.iter().filter(|d| names.contains(&d.failed.as_str()) || names.contains(&d.later.as_str())) {
-                not_ready.push(format!("undeclared ordering dependency: {} fails after {} failed ({:.0}% vs {:.1}%)", d.later, d.failed, d.after.rate * 100.0, d.baseline.rate * 100.0));
-            }
-            for &op in &ops {
-                let counts = &c.ops[op.index()];
-                if counts.newly_blocked > 0 {
-                    not_ready.push(format!("{} newly blocked {} times (it ran in the control)", plan.name_of(op), counts.newly_blocked));
-                }
-                if counts.newly_blocked_by > 0 {
-                    not_ready.push(format!("{}'s failure newly blocked operations the control ran {} times", plan.name_of(op), counts.newly_blocked_by));
-                }
-            }
-            if c.reconciles.max(c.step_reconciles) < min_samples {
-                inconclusive.push(format!("{} reconciles; {min_samples} needed", c.reconciles.max(c.step_reconciles)));
-            }
-            let (readiness, reasons) = if !not_ready.is_empty() {
-                (Readiness::NotReady, not_ready)
-            } else if !inconclusive.is_empty() {
-                (Readiness::Inconclusive, inconclusive)
-            } else {
-                (Readiness::Ready, Vec::new())
-            };
-            GroupReport {
-                group,
-                operations: names.into_iter().map(str::to_owned).collect(),
-                readiness,
-                reasons,
-            }
-        })
-        .collect()
-}
-
-fn judge(plan: &ReconcilePlan, c: &PlanCounts, other: u64, min_samples: u64, z: f64) -> PlanReport {
-    let n = plan.len();
-    let all_pairs = pairs(plan, c, min_samples, z);
-    let dependencies: Vec<Pair> = all_pairs.iter().filter(|p| p.dependency).cloned().collect();
-    let verdicts: Vec<VerdictReport> = plan
-        .phased_order()
-        .iter()
-        .map(|&op| verdict(plan, op, c, &dependencies, min_samples))
-        .collect();
-    let mut unblocked = Vec::new();
-    for &x in plan.phased_order() {
-        for &y in plan.phased_order() {
-            let r = c.unblocked[x.index() * n + y.index()];
-            if r.runs > 0 {
-                unblocked.push(Unblocked {
-                    first_failure: plan.name_of(x).to_owned(),
-                    operation: plan.name_of(y).to_owned(),
-                    unblocked: r.runs,
-                    succeeded: r.runs - r.failures,
-                });
-            }
-        }
-    }
-    PlanReport {
-        plan: plan.name().to_owned(),
-        plan_hash: plan.hash().to_hex(),
-        reconciles: c.reconciles.max(c.step_reconciles),
-        other_version_rows: other,
-        guard_refusals: c.guard_refusals,
-        unknown_operations: c.unknown_operations.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        operations: plan
-            .phased_order()
-            .iter()
-            .map(|&op| operation_report(plan, op, &c.ops[op.index()]))
-            .collect(),
-        readiness: readiness(plan, c, &verdicts, &dependencies, min_samples),
-        pairs: all_pairs,
-        dependencies,
-        unblocked,
-        verdicts,
-    }
 }

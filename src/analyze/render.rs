@@ -137,15 +137,34 @@ fn table(a: &Analysis) -> String {
                 let _ = writeln!(
                     out,
                     "  {} -> {}: {} failed {} of {} runs after {} failed [{}, {}], baseline {} of {} [{}, {}]",
-                    d.failed, d.later, d.later, d.after.failures, d.after.runs, d.failed,
-                    pct(d.after.low), pct(d.after.high), d.baseline.failures, d.baseline.runs,
-                    pct(d.baseline.low), pct(d.baseline.high)
+                    d.failed,
+                    d.later,
+                    d.later,
+                    d.after.failures,
+                    d.after.runs,
+                    d.failed,
+                    pct(d.after.low),
+                    pct(d.after.high),
+                    d.baseline.failures,
+                    d.baseline.runs,
+                    pct(d.baseline.low),
+                    pct(d.baseline.high)
                 );
             }
         }
         out.push('\n');
-        for v in plan.verdicts.iter().filter(|v| v.verdict != super::Verdict::Supported) {
-            let _ = writeln!(out, "{} {}: {}", v.operation, v.verdict.as_str(), v.evidence);
+        for v in plan
+            .verdicts
+            .iter()
+            .filter(|v| v.verdict != super::Verdict::Supported)
+        {
+            let _ = writeln!(
+                out,
+                "{} {}: {}",
+                v.operation,
+                v.verdict.as_str(),
+                v.evidence
+            );
         }
         out.push_str("\nreadiness to enforce:\n");
         for g in &plan.readiness {
@@ -199,9 +218,18 @@ fn markdown(a: &Analysis) -> String {
             let _ = writeln!(
                 out,
                 "- **{} → {}**: {} failed {}/{} runs after {} failed ({}–{}), baseline {}/{} ({}–{}).",
-                d.failed, d.later, d.later, d.after.failures, d.after.runs, d.failed,
-                pct(d.after.low), pct(d.after.high), d.baseline.failures, d.baseline.runs,
-                pct(d.baseline.low), pct(d.baseline.high)
+                d.failed,
+                d.later,
+                d.later,
+                d.after.failures,
+                d.after.runs,
+                d.failed,
+                pct(d.after.low),
+                pct(d.after.high),
+                d.baseline.failures,
+                d.baseline.runs,
+                pct(d.baseline.low),
+                pct(d.baseline.high)
             );
         }
         out.push_str("\n### Verdicts\n\n| operation | claim | verdict | evidence |\n| --- | --- | --- | --- |\n");

@@ -209,6 +209,9 @@ impl Counts {
 }
 
 /// Counts every file of `dir` against `plans` on `threads` threads.
+///
+/// # Panics
+/// If a counting thread panicked (a bug), rather than return partial counts.
 pub fn scan(
     dir: &Path,
     plans: &[ReconcilePlan],
@@ -307,7 +310,10 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
                 }
                 Resolved::OtherVersion(p) => counts.other_versions[p] += 1,
                 Resolved::Unknown => {
-                    *counts.unknown_plans.entry(plan.value(i).to_owned()).or_default() += 1;
+                    *counts
+                        .unknown_plans
+                        .entry(plan.value(i).to_owned())
+                        .or_default() += 1;
                 }
             }
         }
@@ -332,13 +338,26 @@ struct Row {
     control: bool,
     seq: u32,
     op: usize,
-    /// real or dry-run.
-    executed: bool,
-    real: bool,
-    reused: bool,
+    exec: Exec,
     outcome: Outcome,
     class: Option<usize>,
     blocked_by: Vec<usize>,
+}
+
+/// How a row's result was obtained, as far as counting goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exec {
+    Real,
+    DryRun,
+    Reused,
+    NotExecuted,
+}
+
+impl Row {
+    /// Executed now (really or in dry-run), not reused.
+    fn executed(&self) -> bool {
+        matches!(self.exec, Exec::Real | Exec::DryRun)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -356,6 +375,94 @@ struct Pending {
     rows: Vec<Row>,
 }
 
+/// The columns of one `steps` batch.
+struct StepBatch<'a> {
+    id: &'a arrow_array::StringArray,
+    plan: &'a arrow_array::StringArray,
+    hash: &'a arrow_array::StringArray,
+    policy: &'a arrow_array::StringArray,
+    operation: &'a arrow_array::StringArray,
+    execution: &'a arrow_array::StringArray,
+    outcome: &'a arrow_array::StringArray,
+    class: &'a arrow_array::StringArray,
+    seq: &'a arrow_array::UInt32Array,
+    blocked_by: &'a arrow_array::ListArray,
+    blocked_names: &'a arrow_array::StringArray,
+}
+
+impl<'a> StepBatch<'a> {
+    fn new(path: &Path, batch: &'a RecordBatch) -> Result<Self, reader::ReadError> {
+        let col = |name| string_column(path, batch, name);
+        let blocked_by = batch
+            .column_by_name(BLOCKED_BY)
+            .and_then(|c| c.as_list_opt::<i32>())
+            .ok_or_else(|| invalid(path, "column blocked_by is not a list".into()))?;
+        Ok(Self {
+            id: col("reconcile_id")?,
+            plan: col("plan")?,
+            hash: col("plan_hash")?,
+            policy: col("policy")?,
+            operation: col("operation")?,
+            execution: col("execution")?,
+            outcome: col("outcome")?,
+            class: col("error_class")?,
+            seq: batch
+                .column_by_name("seq")
+                .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+                .ok_or_else(|| invalid(path, "column seq is not uint32".into()))?,
+            blocked_names: blocked_by.values().as_string_opt::<i32>().ok_or_else(|| {
+                invalid(path, "column blocked_by is not a list of strings".into())
+            })?,
+            blocked_by,
+        })
+    }
+
+    /// Row `i` against `plan`; `Err(name)` when the plan has no such operation.
+    fn row<'b>(
+        &'b self,
+        i: usize,
+        plan: &ReconcilePlan,
+        classes: &HashMap<&str, usize>,
+    ) -> Result<Row, &'b str> {
+        let op = plan
+            .lookup(self.operation.value(i))
+            .ok_or(self.operation.value(i))?;
+        let outcome = match self.outcome.value(i) {
+            "succeeded" => Outcome::Succeeded,
+            "failed" => Outcome::Failed,
+            "blocked" | "skipped" => Outcome::Blocked,
+            _ => Outcome::Other,
+        };
+        let blocked_by = if outcome == Outcome::Blocked {
+            let offsets = self.blocked_by.value_offsets();
+            let start = usize::try_from(offsets[i]).unwrap_or(0);
+            let end = usize::try_from(offsets[i + 1]).unwrap_or(start);
+            (start..end)
+                .filter_map(|j| plan.lookup(self.blocked_names.value(j)))
+                .map(crate::plan::OpId::index)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Row {
+            control: self.policy.value(i) == crate::dataset::schema::policy::CONTROL,
+            seq: self.seq.value(i),
+            op: op.index(),
+            exec: match self.execution.value(i) {
+                "real" => Exec::Real,
+                "dry-run" => Exec::DryRun,
+                "reused" => Exec::Reused,
+                _ => Exec::NotExecuted,
+            },
+            outcome,
+            class: (self.class.is_valid(i))
+                .then(|| classes.get(self.class.value(i)).copied())
+                .flatten(),
+            blocked_by,
+        })
+    }
+}
+
 fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader::ReadError> {
     let mut columns: Vec<&str> = STEP_COLUMNS.to_vec();
     columns.push(BLOCKED_BY);
@@ -368,47 +475,22 @@ fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader
     for batch in reader::open(path, &columns)? {
         let batch = batch?;
         counts.rows += batch.num_rows() as u64;
-        let col = |name| string_column(path, &batch, name);
-        let (id, plan, hash, policy) = (
-            col("reconcile_id")?,
-            col("plan")?,
-            col("plan_hash")?,
-            col("policy")?,
-        );
-        let (operation, execution, outcome, class) = (
-            col("operation")?,
-            col("execution")?,
-            col("outcome")?,
-            col("error_class")?,
-        );
-        let seq = batch
-            .column_by_name("seq")
-            .and_then(|c| c.as_primitive_opt::<UInt32Type>())
-            .ok_or_else(|| invalid(path, "column seq is not uint32".into()))?;
-        let blocked_by = batch
-            .column_by_name(BLOCKED_BY)
-            .and_then(|c| c.as_list_opt::<i32>())
-            .ok_or_else(|| invalid(path, "column blocked_by is not a list".into()))?;
-        let blocked_names = blocked_by.values().as_string_opt::<i32>().ok_or_else(|| {
-            invalid(path, "column blocked_by is not a list of strings".into())
-        })?;
-        let offsets = blocked_by.value_offsets();
-        let mut last = (usize::MAX, Resolved::Unknown);
+        let b = StepBatch::new(path, &batch)?;
+        let mut previous = Resolved::Unknown;
         for i in 0..batch.num_rows() {
-            if pending.as_ref().is_some_and(|p| p.id != id.value(i)) {
+            if pending.as_ref().is_some_and(|p| p.id != b.id.value(i)) {
                 finish(pending.take(), ctx, counts);
             }
             // Plan lookups are cached: consecutive rows nearly always share the plan.
-            let resolved = if last.0 != usize::MAX
-                && i > 0
-                && plan.value(i) == plan.value(i - 1)
-                && hash.value(i) == hash.value(i - 1)
-            {
-                last.1
+            let same = i > 0
+                && b.plan.value(i) == b.plan.value(i - 1)
+                && b.hash.value(i) == b.hash.value(i - 1);
+            let resolved = if same {
+                previous
             } else {
-                ctx.resolve(plan.value(i), hash.value(i))
+                ctx.resolve(b.plan.value(i), b.hash.value(i))
             };
-            last = (i, resolved);
+            previous = resolved;
             let p = match resolved {
                 Resolved::Plan(p) => p,
                 Resolved::OtherVersion(p) => {
@@ -416,54 +498,29 @@ fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader
                     continue;
                 }
                 Resolved::Unknown => {
-                    *counts.unknown_plans.entry(plan.value(i).to_owned()).or_default() += 1;
+                    *counts
+                        .unknown_plans
+                        .entry(b.plan.value(i).to_owned())
+                        .or_default() += 1;
                     continue;
                 }
             };
-            let the_plan = &ctx.plans[p];
-            let Some(op) = the_plan.lookup(operation.value(i)) else {
-                *counts.plans[p]
-                    .unknown_operations
-                    .entry(operation.value(i).to_owned())
-                    .or_default() += 1;
-                continue;
-            };
-            let exec = execution.value(i);
-            let outcome = match outcome.value(i) {
-                "succeeded" => Outcome::Succeeded,
-                "failed" => Outcome::Failed,
-                "blocked" | "skipped" => Outcome::Blocked,
-                _ => Outcome::Other,
-            };
-            let blocked = if outcome == Outcome::Blocked {
-                let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
-                (start..end)
-                    .filter_map(|j| the_plan.lookup(blocked_names.value(j)))
-                    .map(crate::plan::OpId::index)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let row = Row {
-                control: policy.value(i) == crate::dataset::schema::policy::CONTROL,
-                seq: seq.value(i),
-                op: op.index(),
-                executed: exec == "real" || exec == "dry-run",
-                real: exec == "real",
-                reused: exec == "reused",
-                outcome,
-                class: class
-                    .is_valid(i)
-                    .then(|| classes.get(class.value(i)).copied())
-                    .flatten(),
-                blocked_by: blocked,
-            };
-            let pending = pending.get_or_insert_with(|| Pending {
-                id: id.value(i).to_owned(),
-                plan: p,
-                rows: Vec::with_capacity(48),
-            });
-            pending.rows.push(row);
+            match b.row(i, &ctx.plans[p], &classes) {
+                Ok(row) => pending
+                    .get_or_insert_with(|| Pending {
+                        id: b.id.value(i).to_owned(),
+                        plan: p,
+                        rows: Vec::with_capacity(48),
+                    })
+                    .rows
+                    .push(row),
+                Err(unknown) => {
+                    *counts.plans[p]
+                        .unknown_operations
+                        .entry(unknown.to_owned())
+                        .or_default() += 1;
+                }
+            }
         }
     }
     finish(pending, ctx, counts);
@@ -477,25 +534,35 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     let c = &mut counts.plans[p.plan];
     c.step_reconciles += 1;
     p.rows.sort_by_key(|r| (!r.control, r.seq));
-    let split = p.rows.iter().position(|r| !r.control).unwrap_or(p.rows.len());
+    let split = p
+        .rows
+        .iter()
+        .position(|r| !r.control)
+        .unwrap_or(p.rows.len());
     let (control, candidate) = p.rows.split_at(split);
     for run in [control, candidate] {
         count_run(run, n, c);
     }
     // The control's first failure, what it blocked there, and what the candidate made of it.
-    let first = control.iter().find(|r| r.outcome == Outcome::Failed).map(|r| r.op);
+    let first = control
+        .iter()
+        .find(|r| r.outcome == Outcome::Failed)
+        .map(|r| r.op);
     let in_candidate = |op: usize| candidate.iter().find(|r| r.op == op);
     if let Some(x) = first {
         c.ops[x].first_failure += 1;
-        for y in control.iter().filter(|r| r.outcome == Outcome::Blocked && r.blocked_by.contains(&x)) {
+        for y in control
+            .iter()
+            .filter(|r| r.outcome == Outcome::Blocked && r.blocked_by.contains(&x))
+        {
             c.ops[x].blocked_in_control += 1;
-            if let Some(theirs) = in_candidate(y.op).filter(|r| r.executed || r.reused) {
+            if let Some(theirs) = in_candidate(y.op).filter(|r| r.exec != Exec::NotExecuted) {
                 c.ops[x].blocked_then_run += 1;
                 c.ops[x].blocked_then_succeeded += u64::from(theirs.outcome == Outcome::Succeeded);
             }
         }
-        for y in candidate.iter().filter(|r| r.executed && !r.real) {
-            let ran_in_control = control.iter().any(|r| r.op == y.op && r.executed);
+        for y in candidate.iter().filter(|r| r.exec == Exec::DryRun) {
+            let ran_in_control = control.iter().any(|r| r.op == y.op && r.executed());
             if !ran_in_control {
                 c.unblocked[x * n + y.op].add(y.outcome == Outcome::Failed);
             }
@@ -503,7 +570,7 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     }
     // Newly blocked: ran in the control, blocked in the candidate.
     for y in candidate.iter().filter(|r| r.outcome == Outcome::Blocked) {
-        if control.iter().any(|r| r.op == y.op && r.executed) {
+        if control.iter().any(|r| r.op == y.op && r.executed()) {
             c.ops[y.op].newly_blocked += 1;
             for &x in &y.blocked_by {
                 c.ops[x].newly_blocked_by += 1;
@@ -523,10 +590,10 @@ fn count_run(run: &[Row], n: usize, c: &mut PlanCounts) {
     let mut failures_before = 0u32;
     let mut exposed = vec![false; 0];
     for r in run {
-        if r.executed {
+        if r.executed() {
             let failed = r.outcome == Outcome::Failed;
             let op = &mut c.ops[r.op];
-            if r.real {
+            if r.exec == Exec::Real {
                 op.executions_real += 1;
                 op.failures_real += u64::from(failed);
             } else {

@@ -75,12 +75,18 @@ mod tests {
     fn wilson_matches_the_textbook() {
         // 10 failures in 100 runs at 95%: [0.0552, 0.1744].
         let i = wilson(10, 100, 1.96);
-        assert!((i.low - 0.0552).abs() < 1e-3 && (i.high - 0.1744).abs() < 1e-3, "{i:?}");
+        assert!(
+            (i.low - 0.0552).abs() < 1e-3 && (i.high - 0.1744).abs() < 1e-3,
+            "{i:?}"
+        );
         // No failures: the interval still admits some.
         let i = wilson(0, 30, 1.96);
-        assert!(i.low == 0.0 && (i.high - 0.1135).abs() < 1e-3, "{i:?}");
+        assert!(
+            i.low.abs() < 1e-12 && (i.high - 0.1135).abs() < 1e-3,
+            "{i:?}"
+        );
         let i = wilson(0, 0, 1.96);
-        assert!(i.low == 0.0 && i.high == 1.0);
+        assert!(i.low.abs() < 1e-12 && (i.high - 1.0).abs() < 1e-12);
     }
 
     #[test]

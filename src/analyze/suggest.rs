@@ -11,7 +11,9 @@ use crate::plan::ReconcilePlan;
 #[derive(Debug, thiserror::Error)]
 pub enum SuggestError {
     /// The plan text has an operation entry the editor cannot find.
-    #[error("{source_name}: cannot find the entry of operation {operation} (expected a line `- name: {operation}`)")]
+    #[error(
+        "{source_name}: cannot find the entry of operation {operation} (expected a line `- name: {operation}`)"
+    )]
     NoEntry {
         /// The plan's source.
         source_name: String,
@@ -73,65 +75,63 @@ fn comment(indent: usize, text: &str) -> String {
 
 fn set_critical(lines: &mut Vec<String>, op: &str, why: &str) -> Option<()> {
     let (start, end, key) = entry(lines, op)?;
-    let at = (start..end).find(|&i| {
-        indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("category:")
-    });
-    match at {
-        Some(i) => {
-            lines[i] = format!("{}category: critical", " ".repeat(key));
-            lines.insert(i, comment(key, why));
-        }
-        None => {
-            lines.insert(end, format!("{}category: critical", " ".repeat(key)));
-            lines.insert(end, comment(key, why));
-        }
+    let at = (start..end)
+        .find(|&i| indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("category:"));
+    if let Some(i) = at {
+        lines[i] = format!("{}category: critical", " ".repeat(key));
+        lines.insert(i, comment(key, why));
+    } else {
+        lines.insert(end, format!("{}category: critical", " ".repeat(key)));
+        lines.insert(end, comment(key, why));
     }
     Some(())
 }
 
 fn add_dependency(lines: &mut Vec<String>, op: &str, on: &str, why: &str) -> Option<()> {
     let (start, end, key) = entry(lines, op)?;
-    let at = (start..end).find(|&i| {
-        indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("dependsOn:")
-    });
+    let at = (start..end)
+        .find(|&i| indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("dependsOn:"));
     let pad = " ".repeat(key);
-    match at {
-        Some(i) => {
-            let value = lines[i].trim_start()["dependsOn:".len()..].trim().to_owned();
-            if let Some(inner) = value.strip_prefix('[').and_then(|v| v.split(']').next()) {
-                let mut names: Vec<String> = inner
-                    .split(',')
-                    .map(|s| unquote(s).to_owned())
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                names.push(on.to_owned());
-                lines[i] = format!("{pad}dependsOn: [{}]", names.join(", "));
-                lines.insert(i, comment(key, why));
-            } else {
-                // A block sequence: append an item after the last one.
-                let mut last = i;
-                while last + 1 < end && lines[last + 1].trim_start().starts_with("- ") {
-                    last += 1;
-                }
-                let item_pad = if last > i {
-                    " ".repeat(indent_of(&lines[last]))
-                } else {
-                    format!("{pad}  ")
-                };
-                lines.insert(last + 1, format!("{item_pad}- {on}"));
-                lines.insert(last + 1, format!("{item_pad}# analyze: {why}"));
-            }
+    let Some(i) = at else {
+        lines.insert(end, format!("{pad}dependsOn: [{on}]"));
+        lines.insert(end, comment(key, why));
+        return Some(());
+    };
+    let value = lines[i].trim_start()["dependsOn:".len()..]
+        .trim()
+        .to_owned();
+    if let Some(inner) = value.strip_prefix('[').and_then(|v| v.split(']').next()) {
+        let mut names: Vec<String> = inner
+            .split(',')
+            .map(|s| unquote(s).to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        names.push(on.to_owned());
+        lines[i] = format!("{pad}dependsOn: [{}]", names.join(", "));
+        lines.insert(i, comment(key, why));
+    } else {
+        // A block sequence: append an item after the last one.
+        let mut last = i;
+        while last + 1 < end && lines[last + 1].trim_start().starts_with("- ") {
+            last += 1;
         }
-        None => {
-            lines.insert(end, format!("{pad}dependsOn: [{on}]"));
-            lines.insert(end, comment(key, why));
-        }
+        let item_pad = if last > i {
+            " ".repeat(indent_of(&lines[last]))
+        } else {
+            format!("{pad}  ")
+        };
+        lines.insert(last + 1, format!("{item_pad}- {on}"));
+        lines.insert(last + 1, format!("{item_pad}# analyze: {why}"));
     }
     Some(())
 }
 
 /// Applies the report's findings to the plan's text (`text` is what `plan` was parsed from).
-pub fn suggest(plan: &ReconcilePlan, text: &str, report: &PlanReport) -> Result<Suggestion, SuggestError> {
+pub fn suggest(
+    plan: &ReconcilePlan,
+    text: &str,
+    report: &PlanReport,
+) -> Result<Suggestion, SuggestError> {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     let mut changes = Vec::new();
     let missing = |operation: &str| SuggestError::NoEntry {
@@ -143,7 +143,10 @@ pub fn suggest(plan: &ReconcilePlan, text: &str, report: &PlanReport) -> Result<
         if v.verdict == Verdict::Contradicted && v.claim == "non-critical" && harms_others {
             let why = format!("was non-critical; contradicted: {}", v.evidence);
             set_critical(&mut lines, &v.operation, &why).ok_or_else(|| missing(&v.operation))?;
-            changes.push(format!("{}: category non-critical -> critical", v.operation));
+            changes.push(format!(
+                "{}: category non-critical -> critical",
+                v.operation
+            ));
         }
     }
     for d in &report.dependencies {

@@ -138,10 +138,12 @@ impl std::fmt::Debug for ParquetSink {
 impl ParquetSink {
     /// Starts the writer thread. Temporary files that writers which died left behind (older than
     /// ten minutes) are removed first.
+    ///
+    /// # Panics
+    /// If the operating system cannot start a thread.
     #[must_use]
     pub fn start(config: SinkConfig, health: Option<HealthCounters>) -> Self {
-        let removed =
-            remove_stale_temporaries(&config.writer.dir, Duration::from_mins(10));
+        let removed = remove_stale_temporaries(&config.writer.dir, Duration::from_mins(10));
         if removed > 0 {
             tracing::warn!(dir = %config.writer.dir.display(), removed, "removed temporary Parquet files a previous writer left");
         }
@@ -195,12 +197,20 @@ impl ParquetSink {
     /// Stops the writer before its next record, as a stalled disk would (for tests and benchmarks
     /// of backpressure); [`resume`](Self::resume) lets it go on.
     pub fn pause(&self) {
-        *self.shared.paused.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *self
+            .shared
+            .paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
     }
 
     /// Lets a paused writer go on.
     pub fn resume(&self) {
-        *self.shared.paused.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        *self
+            .shared
+            .paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = false;
         self.shared.resumed.notify_all();
     }
 
@@ -236,7 +246,11 @@ impl ParquetSink {
         self.shared.stopping.store(true, Ordering::SeqCst);
         self.resume();
         drop(sender);
-        let done = self.done.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let done = self
+            .done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let finished = done.is_some_and(|d| d.recv_timeout(grace).is_ok());
         let stats = self.stats();
         if finished {
@@ -271,7 +285,10 @@ impl Sink for ParquetSink {
         };
         match sender.try_send(Message::Record(Box::new(record.clone()))) {
             Ok(()) => {
-                self.shared.counters.accepted.fetch_add(1, Ordering::Relaxed);
+                self.shared
+                    .counters
+                    .accepted
+                    .fetch_add(1, Ordering::Relaxed);
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 drop(guard);
@@ -316,7 +333,10 @@ fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
     retrying(config, shared, &mut writer, DatasetWriter::rotate);
     let lost = writer.discard();
     if lost > 0 {
-        shared.counters.lost.fetch_add(lost as u64, Ordering::Relaxed);
+        shared
+            .counters
+            .lost
+            .fetch_add(lost as u64, Ordering::Relaxed);
         tracing::error!(lost, dir = %config.writer.dir.display(), "Parquet sink gave up: accepted records were not written before the shutdown deadline");
     }
 }
@@ -350,7 +370,10 @@ fn retrying(
         if let Some(h) = &shared.health {
             h.errors.inc();
         }
-        let deadline = *shared.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        let deadline = *shared
+            .deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let wait = match deadline {
             Some(d) if shared.stopping.load(Ordering::SeqCst) => {
                 let left = d.saturating_duration_since(Instant::now());

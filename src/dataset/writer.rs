@@ -182,7 +182,8 @@ impl DatasetWriter {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let mut rng = crate::simulate::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
+        let mut rng =
+            crate::simulate::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
         Self {
             properties: [
                 properties(Table::Reconciles, config.row_group_rows),
@@ -397,9 +398,15 @@ mod tests {
     fn partitions_are_utc_dates_and_hours() {
         assert_eq!(partition_of(0), "date=1970-01-01/hour=00");
         // 2026-11-29T18:06:06Z
-        assert_eq!(partition_of(1_795_975_566_000_000), "date=2026-11-29/hour=18");
+        assert_eq!(
+            partition_of(1_795_975_566_000_000),
+            "date=2026-11-29/hour=18"
+        );
         // 2024-02-29T23:59:59Z, a leap day
-        assert_eq!(partition_of(1_709_251_199_000_000), "date=2024-02-29/hour=23");
+        assert_eq!(
+            partition_of(1_709_251_199_000_000),
+            "date=2024-02-29/hour=23"
+        );
         assert_eq!(partition_of(-1), "date=1969-12-31/hour=23");
     }
 }

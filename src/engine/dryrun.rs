@@ -224,7 +224,7 @@ impl tower::Service<Request<Body>> for DryRunService {
                     .cloned();
                 if let Some(entry) = hit {
                     this.stats.overlay_reads.fetch_add(1, Ordering::Relaxed);
-                this.local.overlay_reads.fetch_add(1, Ordering::Relaxed);
+                    this.local.overlay_reads.fetch_add(1, Ordering::Relaxed);
                     return Ok(entry.map_or_else(|| not_found(object_path(&path)), found));
                 }
             }

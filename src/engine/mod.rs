@@ -356,12 +356,7 @@ impl<R: Reconciler> Engine<R> {
         state: R::State,
     ) -> (crate::model::Report, Trace, Arc<dryrun::GuardStats>) {
         let (client, guard) = self.dry.for_reconcile_counted();
-        let mut ctx = OpContext::new(
-            client,
-            object.clone(),
-            state,
-            Execution::DryRun,
-        );
+        let mut ctx = OpContext::new(client, object.clone(), state, Execution::DryRun);
         let mut trace = Trace::new(self.plan.len(), origin);
         let mut run = policy.start();
         while let Some(decision) = run.next() {

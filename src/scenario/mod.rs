@@ -212,24 +212,16 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
 
     // The restart: both controllers start and replay every object at once.
     let sink = MemorySink::new();
-    let plan_or = |shipped: Arc<crate::plan::ReconcilePlan>| {
-        settings
-            .plans
-            .iter()
-            .find(|p| p.name() == shipped.name())
-            .cloned()
-            .unwrap_or(shipped)
-    };
     let hc_engine = Arc::new(engine(
         HostedClusterReconciler,
-        plan_or(HostedClusterReconciler::plan()),
+        plan_or(settings, HostedClusterReconciler::plan()),
         &client,
         settings,
         &sink,
     )?);
     let addon_engine = Arc::new(engine(
         AddOnReconciler,
-        plan_or(AddOnReconciler::plan()),
+        plan_or(settings, AddOnReconciler::plan()),
         &client,
         settings,
         &sink,
@@ -301,6 +293,19 @@ fn record_audit(summary: &mut Summary, sim: &Simulator, before: u64) {
         summary.requests = audit.len() - before;
         summary.faulted = audit.totals().values().map(|t| t.faulted).sum();
     });
+}
+
+/// The plan of `settings.plans` named like `shipped`, or `shipped`.
+fn plan_or(
+    settings: &Settings,
+    shipped: Arc<crate::plan::ReconcilePlan>,
+) -> Arc<crate::plan::ReconcilePlan> {
+    settings
+        .plans
+        .iter()
+        .find(|p| p.name() == shipped.name())
+        .cloned()
+        .unwrap_or(shipped)
 }
 
 fn engine<R: crate::engine::Reconciler>(

@@ -30,7 +30,7 @@ pub struct Planted {
     pub missing_audit_webhook: usize,
     /// Whose pull secret does not exist.
     pub missing_pull_secret: usize,
-    /// Whose release image carries no parseable version (ReleaseImageVersion fails, and every
+    /// Whose release image carries no parseable version (`ReleaseImageVersion` fails, and every
     /// operation that uses the version cannot run).
     pub bad_release_image: usize,
     /// ClusterManagementAddOns created.
@@ -128,7 +128,7 @@ pub async fn create(
             release: Release {
                 image: if bad_release {
                     // A digest instead of a version tag: nothing to parse a version from.
-                    format!("quay.io/openshift-release-dev/ocp-release@sha256:{:064x}", i)
+                    format!("quay.io/openshift-release-dev/ocp-release@sha256:{i:064x}")
                 } else {
                     format!(
                         "quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64",

@@ -49,11 +49,18 @@ fn failure_rates(plan: &PlanReport) -> Result<String, String> {
     {
         let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let names: Vec<String> = plan.operations.iter().map(|o| o.operation.clone()).collect();
+        let names: Vec<String> = plan
+            .operations
+            .iter()
+            .map(|o| o.operation.clone())
+            .collect();
         #[allow(clippy::cast_precision_loss)] // a few dozen operations
         let rows = n as f64;
         let mut chart = ChartBuilder::on(&root)
-            .caption("failure rate per operation (colour: verdict)", ("sans-serif", 16))
+            .caption(
+                "failure rate per operation (colour: verdict)",
+                ("sans-serif", 16),
+            )
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(230)
@@ -91,7 +98,11 @@ fn failure_rates(plan: &PlanReport) -> Result<String, String> {
 /// The matrix of the control's first failure (rows) x operations the candidate unblocked
 /// (columns): cell shade is how often, the label how often it would have succeeded.
 fn unblocked_matrix(plan: &PlanReport) -> Result<String, String> {
-    let mut rows: Vec<&str> = plan.unblocked.iter().map(|u| u.first_failure.as_str()).collect();
+    let mut rows: Vec<&str> = plan
+        .unblocked
+        .iter()
+        .map(|u| u.first_failure.as_str())
+        .collect();
     rows.dedup();
     let mut cols: Vec<&str> = Vec::new();
     for o in &plan.operations {
@@ -106,7 +117,13 @@ fn unblocked_matrix(plan: &PlanReport) -> Result<String, String> {
     let (left, top) = (230, 200);
     let width = u32::try_from(left + cell * cols.len() + 20).unwrap_or(u32::MAX);
     let height = u32::try_from(top + cell * rows.len() + 20).unwrap_or(u32::MAX);
-    let most = plan.unblocked.iter().map(|u| u.unblocked).max().unwrap_or(1).max(1);
+    let most = plan
+        .unblocked
+        .iter()
+        .map(|u| u.unblocked)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
