@@ -106,11 +106,12 @@ pub fn time_micros(record: &ReconcileRecord) -> i64 {
     }
 }
 
-/// The columns both tables start with.
+/// The columns both tables start with (`trace_id` only in `reconciles`: in `steps` the
+/// reconcile id, which is the trace id whenever there is one, joins them).
 struct Common {
     time: TimestampMicrosecondBuilder,
     reconcile_id: StringBuilder,
-    trace_id: StringBuilder,
+    trace_id: Option<StringBuilder>,
     plan: StringBuilder,
     plan_hash: StringBuilder,
     mode: StringBuilder,
@@ -120,24 +121,26 @@ struct Common {
 }
 
 impl Common {
-    fn new() -> Self {
+    fn new(with_trace_id: bool, rows: usize) -> Self {
         Self {
-            time: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
-            reconcile_id: StringBuilder::new(),
-            trace_id: StringBuilder::new(),
-            plan: StringBuilder::new(),
-            plan_hash: StringBuilder::new(),
-            mode: StringBuilder::new(),
-            kind: StringBuilder::new(),
-            namespace: StringBuilder::new(),
-            name: StringBuilder::new(),
+            time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
+            reconcile_id: strings(rows, 32),
+            trace_id: with_trace_id.then(|| strings(rows, 32)),
+            plan: strings(rows, 16),
+            plan_hash: strings(rows, 64),
+            mode: strings(rows, 8),
+            kind: strings(rows, 16),
+            namespace: strings(rows, 16),
+            name: strings(rows, 16),
         }
     }
 
-    fn append(&mut self, r: &ReconcileRecord, id: &str) {
-        self.time.append_value(time_micros(r));
+    fn append(&mut self, r: &ReconcileRecord, time: i64, id: &str) {
+        self.time.append_value(time);
         self.reconcile_id.append_value(id);
-        self.trace_id.append_option(r.trace_id.as_deref());
+        if let Some(trace_id) = &mut self.trace_id {
+            trace_id.append_option(r.trace_id.as_deref());
+        }
         self.plan.append_value(&r.plan);
         self.plan_hash.append_value(&r.plan_hash);
         self.mode.append_value(r.mode.as_str());
@@ -147,18 +150,29 @@ impl Common {
     }
 
     fn finish(&mut self) -> Vec<ArrayRef> {
-        vec![
+        let mut columns: Vec<ArrayRef> = vec![
             Arc::new(self.time.finish()),
             Arc::new(self.reconcile_id.finish()),
-            Arc::new(self.trace_id.finish()),
-            Arc::new(self.plan.finish()),
+        ];
+        if let Some(trace_id) = &mut self.trace_id {
+            columns.push(Arc::new(trace_id.finish()));
+        }
+        columns.extend([
+            Arc::new(self.plan.finish()) as ArrayRef,
             Arc::new(self.plan_hash.finish()),
             Arc::new(self.mode.finish()),
             Arc::new(self.kind.finish()),
             Arc::new(self.namespace.finish()),
             Arc::new(self.name.finish()),
-        ]
+        ]);
+        columns
     }
+}
+
+/// A string builder sized for `rows` values of about `bytes` bytes: the builders are filled to a
+/// row group each time, and growing them by doubling would copy every value again.
+fn strings(rows: usize, bytes: usize) -> StringBuilder {
+    StringBuilder::with_capacity(rows, rows * bytes)
 }
 
 fn append_names(builder: &mut ListBuilder<StringBuilder>, names: &[String]) {
@@ -186,27 +200,33 @@ pub struct ReconcileRows {
 
 impl Default for ReconcileRows {
     fn default() -> Self {
-        Self {
-            common: Common::new(),
-            uid: StringBuilder::new(),
-            duration_us: Int64Builder::new(),
-            control_first_failure: StringBuilder::new(),
-            control_error: StringBuilder::new(),
-            candidate_error: StringBuilder::new(),
-            unblocked: ListBuilder::new(StringBuilder::new()),
-            newly_blocked: ListBuilder::new(StringBuilder::new()),
-            changed: ListBuilder::new(StringBuilder::new()),
-            guard_refusals: UInt32Builder::new(),
-            dry_run_requests: UInt32Builder::new(),
-            rows: 0,
-        }
+        Self::with_capacity(1024)
     }
 }
 
 impl ReconcileRows {
+    /// Builders sized for `rows` rows.
+    #[must_use]
+    pub fn with_capacity(rows: usize) -> Self {
+        Self {
+            common: Common::new(true, rows),
+            uid: strings(rows, 36),
+            duration_us: Int64Builder::with_capacity(rows),
+            control_first_failure: strings(rows, 8),
+            control_error: strings(rows, 16),
+            candidate_error: strings(rows, 16),
+            unblocked: ListBuilder::new(strings(rows, 64)),
+            newly_blocked: ListBuilder::new(StringBuilder::new()),
+            changed: ListBuilder::new(StringBuilder::new()),
+            guard_refusals: UInt32Builder::with_capacity(rows),
+            dry_run_requests: UInt32Builder::with_capacity(rows),
+            rows: 0,
+        }
+    }
+
     /// Appends the record's row; `id` is its reconcile id.
     pub fn append(&mut self, r: &ReconcileRecord, id: &str) {
-        self.common.append(r, id);
+        self.common.append(r, time_micros(r), id);
         self.uid.append_option(r.object.uid.as_deref());
         self.duration_us.append_value(micros(r.duration));
         self.control_first_failure
@@ -271,49 +291,49 @@ pub struct StepRows {
 
 impl Default for StepRows {
     fn default() -> Self {
-        Self {
-            common: Common::new(),
-            policy: StringBuilder::new(),
-            seq: UInt32Builder::new(),
-            operation: StringBuilder::new(),
-            phase: UInt32Builder::new(),
-            category: StringBuilder::new(),
-            execution: StringBuilder::new(),
-            outcome: StringBuilder::new(),
-            error_class: StringBuilder::new(),
-            message: StringBuilder::new(),
-            blocked_by: ListBuilder::new(StringBuilder::new()),
-            offset_us: Int64Builder::new(),
-            duration_us: Int64Builder::new(),
-            conflicts: UInt32Builder::new(),
-            conflict_resolution: StringBuilder::new(),
-            rows: 0,
-        }
+        Self::with_capacity(1024)
     }
 }
 
 impl StepRows {
+    /// Builders sized for `rows` rows.
+    #[must_use]
+    pub fn with_capacity(rows: usize) -> Self {
+        Self {
+            common: Common::new(false, rows),
+            policy: strings(rows, 9),
+            seq: UInt32Builder::with_capacity(rows),
+            operation: strings(rows, 20),
+            phase: UInt32Builder::with_capacity(rows),
+            category: strings(rows, 12),
+            execution: strings(rows, 7),
+            outcome: strings(rows, 9),
+            error_class: strings(rows, 2),
+            message: strings(rows, 4),
+            blocked_by: ListBuilder::with_capacity(strings(rows / 2, 20), rows),
+            offset_us: Int64Builder::with_capacity(rows),
+            duration_us: Int64Builder::with_capacity(rows),
+            conflicts: UInt32Builder::with_capacity(rows),
+            conflict_resolution: strings(rows, 1),
+            rows: 0,
+        }
+    }
+
     /// Appends one row per control and candidate step of the record.
     pub fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        let time = time_micros(r);
         for (policy, steps) in [
             (policy::CONTROL, &r.control),
             (policy::CANDIDATE, &r.candidate),
         ] {
             for (seq, step) in steps.iter().enumerate() {
-                self.append_step(r, id, policy, seq, step);
+                self.common.append(r, time, id);
+                self.append_step(policy, seq, step);
             }
         }
     }
 
-    fn append_step(
-        &mut self,
-        r: &ReconcileRecord,
-        id: &str,
-        policy: &str,
-        seq: usize,
-        s: &StepRecord,
-    ) {
-        self.common.append(r, id);
+    fn append_step(&mut self, policy: &str, seq: usize, s: &StepRecord) {
         self.policy.append_value(policy);
         self.seq
             .append_value(u32::try_from(seq).unwrap_or(u32::MAX));

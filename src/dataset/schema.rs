@@ -48,7 +48,7 @@ impl Table {
                 "control_error",
                 "candidate_error",
             ],
-            Self::Steps => &["reconcile_id", "trace_id", "message"],
+            Self::Steps => &["reconcile_id", "message"],
         }
     }
 }
@@ -61,22 +61,27 @@ fn names() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
 }
 
-fn common() -> Vec<Field> {
-    vec![
+fn common(table: Table) -> Vec<Field> {
+    let mut fields = vec![
         Field::new("time", utc_micros(), false),
         Field::new("reconcile_id", DataType::Utf8, false),
-        Field::new("trace_id", DataType::Utf8, true),
+    ];
+    if table == Table::Reconciles {
+        fields.push(Field::new("trace_id", DataType::Utf8, true));
+    }
+    fields.extend([
         Field::new("plan", DataType::Utf8, false),
         Field::new("plan_hash", DataType::Utf8, false),
         Field::new("mode", DataType::Utf8, false),
         Field::new("kind", DataType::Utf8, false),
         Field::new("namespace", DataType::Utf8, true),
         Field::new("name", DataType::Utf8, false),
-    ]
+    ]);
+    fields
 }
 
 fn reconciles() -> SchemaRef {
-    let mut fields = common();
+    let mut fields = common(Table::Reconciles);
     fields.extend([
         Field::new("uid", DataType::Utf8, true),
         Field::new("duration_us", DataType::Int64, false),
@@ -93,7 +98,7 @@ fn reconciles() -> SchemaRef {
 }
 
 fn steps() -> SchemaRef {
-    let mut fields = common();
+    let mut fields = common(Table::Steps);
     fields.extend([
         Field::new("policy", DataType::Utf8, false),
         Field::new("seq", DataType::UInt32, false),

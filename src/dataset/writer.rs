@@ -89,15 +89,15 @@ struct Part {
 }
 
 impl Part {
-    fn new(partition: String) -> Self {
+    fn new(partition: String, rows: usize) -> Self {
         Self {
             partition,
             opened: Instant::now(),
             opened_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            reconciles: ReconcileRows::default(),
-            steps: StepRows::default(),
+            reconciles: ReconcileRows::with_capacity(rows / 32),
+            steps: StepRows::with_capacity(rows),
             batches: [Vec::new(), Vec::new()],
             committed: [false; 2],
             step_rows: 0,
@@ -106,14 +106,19 @@ impl Part {
         }
     }
 
-    fn seal_batch(&mut self) -> Result<(), WriteError> {
+    fn seal_batch(&mut self, rows: usize) -> Result<(), WriteError> {
         if self.reconciles.rows() > 0 {
-            let batch = self.reconciles.finish()?;
+            let mut full = std::mem::replace(
+                &mut self.reconciles,
+                ReconcileRows::with_capacity(rows / 32),
+            );
+            let batch = full.finish()?;
             self.bytes += batch.get_array_memory_size();
             self.batches[0].push(batch);
         }
         if self.steps.rows() > 0 {
-            let batch = self.steps.finish()?;
+            let mut full = std::mem::replace(&mut self.steps, StepRows::with_capacity(rows));
+            let batch = full.finish()?;
             self.bytes += batch.get_array_memory_size();
             self.batches[1].push(batch);
         }
@@ -147,7 +152,10 @@ fn properties(table: Table, row_group_rows: usize) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_dictionary_enabled(true)
-        .set_statistics_enabled(EnabledStatistics::Chunk)
+        // Min/max statistics prune row groups by time; on the other columns every row group holds
+        // nearly every value, so they would cost a comparison per value and prune nothing.
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_column_statistics_enabled(ColumnPath::from("time"), EnabledStatistics::Chunk)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
         .set_created_by(concat!("shadow-reconciler ", env!("CARGO_PKG_VERSION")).to_owned());
     for column in table.plain_columns() {
@@ -235,9 +243,12 @@ impl DatasetWriter {
 
     /// Buffers the record's rows (no I/O).
     pub fn append(&mut self, record: &ReconcileRecord, id: &str) {
-        let part = self
-            .part
-            .get_or_insert_with(|| Part::new(partition_of(time_micros(record))));
+        let part = self.part.get_or_insert_with(|| {
+            Part::new(
+                partition_of(time_micros(record)),
+                self.config.row_group_rows,
+            )
+        });
         part.reconciles.append(record, id);
         let before = part.steps.rows();
         part.steps.append(record, id);
@@ -252,7 +263,7 @@ impl DatasetWriter {
             return Ok(());
         };
         if part.steps.rows() >= self.config.row_group_rows {
-            part.seal_batch()?;
+            part.seal_batch(self.config.row_group_rows)?;
         }
         if part.step_rows >= self.config.max_file_rows || part.bytes >= self.config.max_file_bytes {
             self.rotate()?;
@@ -278,7 +289,7 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        part.seal_batch()?;
+        part.seal_batch(self.config.row_group_rows)?;
         if part.records == 0 {
             self.part = None;
             return Ok(());

@@ -1,0 +1,258 @@
+//! Parquet throughput: step rows written per second on one core (the writer thread's work:
+//! encoding, compression, files), and step rows analysed per second, side by side with DuckDB
+//! running the equivalent aggregation over the same files. `docs/performance.md` records results.
+//!
+//! DuckDB runs from the venv `scripts/test.sh` installs (`SHADOW_RECONCILER_PYTHON`, default
+//! `.venv/bin/python`); without it the comparison is reported as not run, and why.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use shadow_reconciler::dataset::{DatasetWriter, WriterConfig};
+use shadow_reconciler::engine::{Mode, ObjectKey, ReconcileRecord, StepRecord};
+use shadow_reconciler::outcome::{Category, ErrorClass, Execution};
+use shadow_reconciler::plan::{ReconcilePlan, embedded};
+use shadow_reconciler::simulate::Rng;
+
+/// A shadow reconcile of `plan`: the control stops at a random operation (or succeeds), the
+/// candidate reuses what the control ran and dry-runs the rest, 5% of which fail.
+fn record(plan: &ReconcilePlan, i: usize, rng: &mut Rng) -> ReconcileRecord {
+    let n = plan.len();
+    let stop_at = if rng.next_f64() < 0.3 {
+        usize::try_from(rng.next_u64() % n as u64).unwrap_or(0)
+    } else {
+        n
+    };
+    let mut step = |seq: usize, op: shadow_reconciler::plan::OpId, candidate: bool| {
+        let o = plan.operation(op);
+        let (execution, outcome, class) = match (candidate, seq.cmp(&stop_at)) {
+            (false, std::cmp::Ordering::Less) => (Execution::Real, "succeeded", None),
+            (true, std::cmp::Ordering::Less) => (Execution::Reused, "succeeded", None),
+            (false, std::cmp::Ordering::Equal) => {
+                (Execution::Real, "failed", Some(ErrorClass::NotFound))
+            }
+            (true, std::cmp::Ordering::Equal) => {
+                (Execution::Reused, "failed", Some(ErrorClass::NotFound))
+            }
+            (false, std::cmp::Ordering::Greater) => (Execution::NotRun, "skipped", None),
+            (true, std::cmp::Ordering::Greater) if rng.next_f64() < 0.05 => {
+                (Execution::DryRun, "failed", Some(ErrorClass::Conflict))
+            }
+            (true, std::cmp::Ordering::Greater) => (Execution::DryRun, "succeeded", None),
+        };
+        StepRecord {
+            operation: o.name().to_owned(),
+            phase: o.phase(),
+            category: if candidate {
+                o.category()
+            } else {
+                Category::Critical
+            },
+            execution,
+            outcome,
+            error_class: class,
+            message: class.map(|c| format!("{}: secrets \"hc-{i}-ssh-key\" not found", c.as_str())),
+            blocked_by: if outcome == "skipped" {
+                vec![plan.name_of(plan.legacy_order()[stop_at]).to_owned()]
+            } else {
+                Vec::new()
+            },
+            offset: Duration::from_micros(300 * seq as u64),
+            duration: Duration::from_micros(300),
+            conflicts: 0,
+            conflict: None,
+        }
+    };
+    let control: Vec<StepRecord> = plan
+        .legacy_order()
+        .iter()
+        .enumerate()
+        .map(|(seq, &op)| step(seq, op, false))
+        .collect();
+    let candidate: Vec<StepRecord> = plan
+        .legacy_order()
+        .iter()
+        .enumerate()
+        .map(|(seq, &op)| step(seq, op, true))
+        .collect();
+    ReconcileRecord {
+        object: ObjectKey {
+            kind: "HostedCluster".into(),
+            namespace: Some(format!("team-{}", i % 10)),
+            name: format!("hc-{:04}", i % 2000),
+            uid: Some(format!("00000000-0000-0000-0000-{i:012}")),
+        },
+        plan: plan.name().to_owned(),
+        plan_hash: plan.hash().to_hex(),
+        mode: Mode::Shadow,
+        started_at: SystemTime::now(),
+        duration: Duration::from_millis(12),
+        unblocked: candidate
+            .iter()
+            .filter(|s| s.execution == Execution::DryRun)
+            .map(|s| s.operation.clone())
+            .collect(),
+        control_first_failure: (stop_at < n)
+            .then(|| plan.name_of(plan.legacy_order()[stop_at]).to_owned()),
+        control_error: (stop_at < n).then(|| "secrets \"ssh-key\" not found".to_owned()),
+        candidate_error: None,
+        control,
+        candidate,
+        newly_blocked: Vec::new(),
+        changed: Vec::new(),
+        trace_id: Some(format!("{:016x}{:016x}", rng.next_u64(), i)),
+        guard_refusals: 0,
+        dry_run_requests: 3,
+    }
+}
+
+fn records(plan: &ReconcilePlan, n: usize) -> Vec<ReconcileRecord> {
+    let mut rng = Rng::new(7);
+    (0..n).map(|i| record(plan, i, &mut rng)).collect()
+}
+
+fn write(dir: &Path, records: &[ReconcileRecord]) -> u64 {
+    let mut writer = DatasetWriter::new(WriterConfig::new(dir));
+    for r in records {
+        writer
+            .push(r, r.trace_id.as_deref().unwrap_or(""))
+            .expect("write");
+    }
+    writer.rotate().expect("write");
+    writer.stats().step_rows
+}
+
+fn writing(c: &mut Criterion) {
+    let plan = embedded::load("hostedcluster").expect("shipped plan");
+    let full = std::env::args().any(|a| a == "--bench");
+    let batch = records(&plan, if full { 5_000 } else { 100 });
+    let rows: usize = batch
+        .iter()
+        .map(|r| r.control.len() + r.candidate.len())
+        .sum();
+    let mut group = c.benchmark_group("parquet");
+    group.throughput(Throughput::Elements(rows as u64));
+    group.sample_size(10);
+    group.bench_function("write step rows", |b| {
+        b.iter_batched(
+            || {
+                tempfile::tempdir_in(
+                    std::env::var("BENCH_DIR")
+                        .unwrap_or_else(|_| std::env::temp_dir().display().to_string()),
+                )
+                .expect("tempdir")
+            },
+            |dir| black_box(write(dir.path(), &batch)),
+            criterion::BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("encode step rows (no file)", |b| {
+        b.iter(|| {
+            let mut steps = shadow_reconciler::dataset::encode::StepRows::default();
+            let mut reconciles = shadow_reconciler::dataset::encode::ReconcileRows::default();
+            for r in &batch {
+                reconciles.append(r, "x");
+                steps.append(r, "x");
+            }
+            black_box((
+                steps.finish().expect("batch"),
+                reconciles.finish().expect("batch"),
+            ))
+        });
+    });
+    group.finish();
+}
+
+/// DuckDB running the equivalent of the analyzer's scan (`benches/duckdb/analyze.sql`) over
+/// `dir`; returns its best wall time of three, or why it could not run.
+fn duckdb(dir: &Path) -> Result<Duration, String> {
+    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
+        std::path::PathBuf::from,
+    );
+    let out = std::process::Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/duckdb/time_analyze.py"))
+        .arg(dir)
+        .output()
+        .map_err(|e| {
+            format!(
+                "{}: {e} (run scripts/test.sh to install it)",
+                python.display()
+            )
+        })?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let seconds: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|e| format!("unexpected output: {e}"))?;
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn analysing(c: &mut Criterion) {
+    let plan = embedded::load("hostedcluster").expect("shipped plan");
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 25,000 reconciles: 1,000,000 step rows (500 when run as a test by `cargo test`).
+    let full = std::env::args().any(|a| a == "--bench");
+    let rows = write(dir.path(), &records(&plan, if full { 25_000 } else { 500 }));
+    let mut group = c.benchmark_group("parquet");
+    group.throughput(Throughput::Elements(rows));
+    group.sample_size(10);
+    for threads in [1, 2] {
+        group.bench_function(format!("analyze step rows ({threads} threads)"), |b| {
+            b.iter(|| {
+                let settings = shadow_reconciler::analyze::Settings {
+                    threads,
+                    ..Default::default()
+                };
+                black_box(
+                    shadow_reconciler::analyze::analyze(
+                        dir.path(),
+                        std::slice::from_ref(&plan),
+                        &settings,
+                    )
+                    .expect("analysis"),
+                )
+            });
+        });
+    }
+    group.finish();
+    // Our best of three, next to DuckDB's, on the same files.
+    let ours = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let settings = shadow_reconciler::analyze::Settings::default();
+            black_box(
+                shadow_reconciler::analyze::analyze(
+                    dir.path(),
+                    std::slice::from_ref(&plan),
+                    &settings,
+                )
+                .expect("analysis"),
+            );
+            started.elapsed()
+        })
+        .min()
+        .unwrap_or_default();
+    #[allow(clippy::cast_precision_loss)] // row counts far below 2^52
+    let per_second = |d: Duration| rows as f64 / d.as_secs_f64().max(1e-9);
+    println!(
+        "analyze, all cores: {rows} step rows in {:.3} s = {:.2} M rows/s",
+        ours.as_secs_f64(),
+        per_second(ours) / 1e6
+    );
+    match duckdb(dir.path()) {
+        Ok(d) => println!(
+            "DuckDB, equivalent aggregation, all cores: {rows} step rows in {:.3} s = {:.2} M rows/s",
+            d.as_secs_f64(),
+            per_second(d) / 1e6
+        ),
+        Err(why) => println!("DuckDB comparison not run: {why}"),
+    }
+}
+
+criterion_group!(benches, writing, analysing);
+criterion_main!(benches);
