@@ -246,7 +246,10 @@ fn analysing(c: &mut Criterion) {
         per_second(ours) / 1e6
     );
     for (query, what) in [
-        ("full", "the equivalent aggregation (benches/duckdb/analyze.sql)"),
+        (
+            "full",
+            "the equivalent aggregation (benches/duckdb/analyze.sql)",
+        ),
         ("failures", "failures per operation only"),
     ] {
         match duckdb(dir.path(), query) {

@@ -34,6 +34,10 @@ pub struct AnalyzeArgs {
     /// Confidence of the Wilson intervals (0.5 to 0.9999).
     #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
     pub confidence: f64,
+    /// Warnings (skipped files) on stderr: auto (human on a terminal, JSON otherwise), human or
+    /// json.
+    #[arg(long, default_value = "auto")]
+    pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
 }
 
 fn parse_confidence(s: &str) -> Result<f64, String> {
@@ -79,6 +83,7 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
 
 /// Runs the analysis and prints it; the exit code is the readiness (0, 1 or 3).
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    shadow_reconciler::telemetry::logging::init(args.log_format);
     let plans = load_plans(&args.plans)?;
     let settings = analyze::Settings {
         min_samples: args.min_samples,
