@@ -58,36 +58,129 @@ fn operation_report(plan: &ReconcilePlan, op: OpId, c: &scan::OpCounts) -> Opera
     }
 }
 
-fn pairs(plan: &ReconcilePlan, c: &PlanCounts, min_samples: u64, z: f64) -> Vec<Pair> {
-    let n = plan.len();
-    let mut pairs = Vec::new();
-    for &x in plan.phased_order() {
-        for &y in plan.phased_order() {
-            let (xi, yi) = (x.index(), y.index());
-            let after = c.after[xi * n + yi];
-            if after.runs == 0 {
+/// Observations of operations after failures, under an "explains" relation.
+struct Observed {
+    /// `after[x * n + y]`: `y` executed after `x` failed, every other failure before `y`
+    /// explained by `x`.
+    after: Vec<scan::Rate>,
+    /// `exposed[x]`: runs in which some operation was observed after `x` so.
+    exposed: Vec<u64>,
+}
+
+/// Counts, over the distinct runs, each later operation after each failure whose other earlier
+/// failures it explains (`explains[x * n + w]`: `w`'s failure is attributed to `x`'s).
+fn observe(n: usize, c: &PlanCounts, explains: &[bool]) -> Observed {
+    let mut after = vec![scan::Rate::default(); n * n];
+    let mut exposed = vec![0; n];
+    let mut failed: Vec<usize> = Vec::new();
+    let mut exposed_here = vec![false; n];
+    for (signature, &times) in &c.runs {
+        failed.clear();
+        exposed_here.fill(false);
+        for &step in &**signature {
+            let (op, state) = (usize::from(step >> 2), step & 3);
+            if op >= n {
                 continue;
             }
-            let after_i = wilson(after.failures, after.runs, z);
-            let base = c.baseline[yi];
-            let baseline = wilson(base.failures, base.runs, z);
-            let is_separated = separated(&after_i, &baseline);
-            let is_declared = declared(plan, x, y);
-            pairs.push(Pair {
-                failed: plan.name_of(x).to_owned(),
-                later: plan.name_of(y).to_owned(),
-                after: after_i,
-                baseline,
-                separated: is_separated,
-                declared: is_declared,
-                dependency: is_separated
-                    && !is_declared
-                    && after.runs >= min_samples
-                    && baseline.runs >= min_samples,
-            });
+            if state != scan::REUSED_FAILED && !failed.is_empty() {
+                let y_failed = state == scan::EXECUTED_FAILED;
+                for &x in &failed {
+                    if failed.iter().all(|&w| w == x || explains[x * n + w]) {
+                        after[x * n + op].add_times(y_failed, times);
+                        exposed_here[x] = true;
+                    }
+                }
+            }
+            if state != scan::EXECUTED_OK {
+                failed.push(op);
+            }
+        }
+        for (x, _) in exposed_here.iter().enumerate().filter(|(_, e)| **e) {
+            exposed[x] += times;
         }
     }
-    pairs
+    Observed { after, exposed }
+}
+
+/// `explains[x * n + y]`: `y` depends on `x` through declared or detected dependencies.
+fn closure(plan: &ReconcilePlan, detected: &[(usize, usize)]) -> Vec<bool> {
+    let n = plan.len();
+    let mut m = vec![false; n * n];
+    for op in plan.operations() {
+        for &d in op.depends_on().as_slice() {
+            m[d.index() * n + op.id().index()] = true;
+        }
+    }
+    for &(x, y) in detected {
+        m[x * n + y] = true;
+    }
+    for k in 0..n {
+        for i in 0..n {
+            if m[i * n + k] {
+                for j in 0..n {
+                    if m[k * n + j] {
+                        m[i * n + j] = true;
+                    }
+                }
+            }
+        }
+    }
+    m
+}
+
+/// The ordering pairs, and per operation the runs that exposed it (evidence for its verdict).
+///
+/// A later operation's failure counts after `x` only when every other failure before it is
+/// explained by `x` (declared dependents of `x`, or dependents detected in an earlier round):
+/// an unrelated failure in between, or a common earlier cause, is not blamed on `x`. Detections
+/// feed the next round until nothing new is found, so a chain (the namespace missing makes
+/// every later write fail) is found in one analysis.
+fn pairs(plan: &ReconcilePlan, c: &PlanCounts, min_samples: u64, z: f64) -> (Vec<Pair>, Vec<u64>) {
+    let n = plan.len();
+    let mut detected: Vec<(usize, usize)> = Vec::new();
+    loop {
+        let observed = observe(n, c, &closure(plan, &detected));
+        let mut pairs = Vec::new();
+        for &x in plan.phased_order() {
+            for &y in plan.phased_order() {
+                let (xi, yi) = (x.index(), y.index());
+                let after = observed.after[xi * n + yi];
+                if after.runs == 0 {
+                    continue;
+                }
+                let after_i = wilson(after.failures, after.runs, z);
+                let base = c.baseline[yi];
+                let baseline = wilson(base.failures, base.runs, z);
+                let is_separated = separated(&after_i, &baseline);
+                let is_declared = declared(plan, x, y);
+                pairs.push(Pair {
+                    failed: plan.name_of(x).to_owned(),
+                    later: plan.name_of(y).to_owned(),
+                    after: after_i,
+                    baseline,
+                    separated: is_separated,
+                    declared: is_declared,
+                    dependency: is_separated
+                        && !is_declared
+                        && after.runs >= min_samples
+                        && baseline.runs >= min_samples,
+                });
+            }
+        }
+        let before = detected.len();
+        for p in pairs.iter().filter(|p| p.dependency) {
+            let edge = (
+                plan.lookup(&p.failed).map_or(0, OpId::index),
+                plan.lookup(&p.later).map_or(0, OpId::index),
+            );
+            if !detected.contains(&edge) {
+                detected.push(edge);
+            }
+        }
+        if detected.len() == before || detected.len() >= n * n {
+            return (pairs, observed.exposed);
+        }
+    }
 }
 
 /// Evidence about a non-critical operation: does its failure make later operations fail?
@@ -95,6 +188,7 @@ fn non_critical(
     plan: &ReconcilePlan,
     op: OpId,
     counts: &scan::OpCounts,
+    exposed_runs: u64,
     dependencies: &[Pair],
     min_samples: u64,
 ) -> (Verdict, u64, String) {
@@ -121,7 +215,7 @@ fn non_critical(
         .skip(1)
         .any(|&later| !declared(plan, op, later));
     let samples = if exposed {
-        counts.failed_with_later
+        exposed_runs
     } else {
         counts.failed_first
     };
@@ -132,12 +226,13 @@ fn non_critical(
         );
         (Verdict::Contradicted, samples, evidence)
     } else if samples < min_samples {
-        let evidence =
-            format!("failed first with later operations run {samples} times; {min_samples} needed");
+        let evidence = format!(
+            "its failure was followed by later operations in {samples} runs; {min_samples} needed"
+        );
         (Verdict::Inconclusive, samples, evidence)
     } else {
         let evidence = format!(
-            "failed first {samples} times; no later operation failed more often than its baseline"
+            "its failure was followed by later operations in {samples} runs; none failed more often than its baseline"
         );
         (Verdict::Supported, samples, evidence)
     }
@@ -186,6 +281,7 @@ fn verdict(
     plan: &ReconcilePlan,
     op: OpId,
     c: &PlanCounts,
+    exposed: &[u64],
     dependencies: &[Pair],
     min_samples: u64,
 ) -> VerdictReport {
@@ -193,7 +289,14 @@ fn verdict(
     let category = plan.operation(op).category();
     let counts = &c.ops[op.index()];
     let (verdict, samples, evidence) = match category {
-        Category::NonCritical => non_critical(plan, op, counts, dependencies, min_samples),
+        Category::NonCritical => non_critical(
+            plan,
+            op,
+            counts,
+            exposed[op.index()],
+            dependencies,
+            min_samples,
+        ),
         Category::Critical => critical(name, counts, dependencies, min_samples),
     };
     // A non-critical operation that fails after a failure it does not depend on is misclassified
@@ -333,12 +436,12 @@ pub(super) fn judge(
     z: f64,
 ) -> PlanReport {
     let n = plan.len();
-    let all_pairs = pairs(plan, c, min_samples, z);
+    let (all_pairs, exposed) = pairs(plan, c, min_samples, z);
     let dependencies: Vec<Pair> = all_pairs.iter().filter(|p| p.dependency).cloned().collect();
     let verdicts: Vec<VerdictReport> = plan
         .phased_order()
         .iter()
-        .map(|&op| verdict(plan, op, c, &dependencies, min_samples))
+        .map(|&op| verdict(plan, op, c, &exposed, &dependencies, min_samples))
         .collect();
     let mut unblocked = Vec::new();
     for &x in plan.phased_order() {

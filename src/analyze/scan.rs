@@ -53,9 +53,6 @@ pub struct OpCounts {
     pub blocked_then_succeeded: u64,
     /// Runs in which it was the first failure.
     pub failed_first: u64,
-    /// Runs in which a later operation executed with it the only failure before (evidence about
-    /// its category).
-    pub failed_with_later: u64,
     /// Times it ran in the control and was blocked in the candidate.
     pub newly_blocked: u64,
     /// Times its failure blocked, in the candidate, an operation the control ran.
@@ -73,8 +70,12 @@ pub struct Rate {
 
 impl Rate {
     fn add(&mut self, failed: bool) {
-        self.runs += 1;
-        self.failures += u64::from(failed);
+        self.add_times(failed, 1);
+    }
+    /// Adds `times` observations, all failed or all not.
+    pub fn add_times(&mut self, failed: bool, times: u64) {
+        self.runs += times;
+        self.failures += if failed { times } else { 0 };
     }
     fn merge(&mut self, other: Self) {
         self.runs += other.runs;
@@ -93,10 +94,13 @@ pub struct PlanCounts {
     pub step_reconciles: u64,
     /// Shadow guard refusals.
     pub guard_refusals: u64,
-    /// `after[x * n + y]`: y executed after x failed, x being the only failure before it.
-    pub after: Vec<Rate>,
     /// `baseline[y]`: y executed with nothing failed before it in the run.
     pub baseline: Vec<Rate>,
+    /// Every distinct run that had a failure, as its [signature](Signature), with how often it
+    /// occurred: the ordering pairs are judged from these.
+    pub runs: HashMap<Signature, u64>,
+    /// Runs with a failure not kept in `runs` because [`MAX_SIGNATURES`] distinct ones were.
+    pub runs_not_kept: u64,
     /// `unblocked[x * n + y]`: the control failed first at x, the candidate ran y (which the
     /// control did not), and how often y succeeded there.
     pub unblocked: Vec<Rate>,
@@ -104,15 +108,40 @@ pub struct PlanCounts {
     pub unknown_operations: HashMap<String, u64>,
 }
 
+/// The distinct runs kept per plan; real data repeats a few failure patterns, so this bounds
+/// memory without losing any in practice (what is not kept is counted).
+pub const MAX_SIGNATURES: usize = 200_000;
+
+/// A run reduced to what ordering needs: in decision order, each step that executed (real or
+/// dry-run) or failed, as `op << 2 | state` with state 0 executed and succeeded, 1 executed and
+/// failed, 2 failed without executing (the candidate reusing the control's failure).
+pub type Signature = Box<[u16]>;
+
+/// A step of a signature.
+pub const EXECUTED_OK: u16 = 0;
+/// A step of a signature.
+pub const EXECUTED_FAILED: u16 = 1;
+/// A step of a signature.
+pub const REUSED_FAILED: u16 = 2;
+
 impl PlanCounts {
+    fn keep(&mut self, signature: Signature, n: u64) {
+        if self.runs.len() < MAX_SIGNATURES || self.runs.contains_key(&signature) {
+            *self.runs.entry(signature).or_default() += n;
+        } else {
+            self.runs_not_kept += n;
+        }
+    }
+
     fn new(n: usize) -> Self {
         Self {
             ops: vec![OpCounts::default(); n],
             reconciles: 0,
             step_reconciles: 0,
             guard_refusals: 0,
-            after: vec![Rate::default(); n * n],
             baseline: vec![Rate::default(); n],
+            runs: HashMap::new(),
+            runs_not_kept: 0,
             unblocked: vec![Rate::default(); n * n],
             unknown_operations: HashMap::new(),
         }
@@ -132,7 +161,6 @@ impl PlanCounts {
             a.blocked_then_run += b.blocked_then_run;
             a.blocked_then_succeeded += b.blocked_then_succeeded;
             a.failed_first += b.failed_first;
-            a.failed_with_later += b.failed_with_later;
             a.newly_blocked += b.newly_blocked;
             a.newly_blocked_by += b.newly_blocked_by;
         }
@@ -140,7 +168,6 @@ impl PlanCounts {
         self.step_reconciles += other.step_reconciles;
         self.guard_refusals += other.guard_refusals;
         for (dst, src) in [
-            (&mut self.after, other.after),
             (&mut self.baseline, other.baseline),
             (&mut self.unblocked, other.unblocked),
         ] {
@@ -148,6 +175,10 @@ impl PlanCounts {
                 a.merge(b);
             }
         }
+        for (signature, n) in other.runs {
+            self.keep(signature, n);
+        }
+        self.runs_not_kept += other.runs_not_kept;
         for (k, v) in other.unknown_operations {
             *self.unknown_operations.entry(k).or_default() += v;
         }
@@ -541,7 +572,7 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
         .unwrap_or(p.rows.len());
     let (control, candidate) = p.rows.split_at(split);
     for run in [control, candidate] {
-        count_run(run, n, c);
+        count_run(run, c);
     }
     // The control's first failure, what it blocked there, and what the candidate made of it.
     let first = control
@@ -579,19 +610,14 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     }
 }
 
-/// Per-run counts: executions and failures, and the ordering pairs.
-///
-/// An operation's failure rate after `x` failed counts only runs where `x` was the *only* failure
-/// before it: an operation that failed because an earlier one did (the same missing namespace),
-/// or a failure in between, would otherwise be blamed on `x`. Its baseline is its failure rate in
-/// runs where nothing failed before it.
-fn count_run(run: &[Row], n: usize, c: &mut PlanCounts) {
-    let mut failed_before: Option<usize> = None;
+/// Per-run counts: executions, failures, baselines; and the run's signature when it had a
+/// failure (the ordering pairs are judged from the signatures).
+fn count_run(run: &[Row], c: &mut PlanCounts) {
     let mut failures_before = 0u32;
-    let mut exposed = vec![false; 0];
+    let mut signature: Vec<u16> = Vec::new();
     for r in run {
+        let failed = r.outcome == Outcome::Failed;
         if r.executed() {
-            let failed = r.outcome == Outcome::Failed;
             let op = &mut c.ops[r.op];
             if r.exec == Exec::Real {
                 op.executions_real += 1;
@@ -603,27 +629,27 @@ fn count_run(run: &[Row], n: usize, c: &mut PlanCounts) {
             if let Some(class) = r.class.filter(|_| failed) {
                 op.by_class[class] += 1;
             }
-            match (failures_before, failed_before) {
-                (0, _) => c.baseline[r.op].add(failed),
-                (1, Some(x)) => {
-                    c.after[x * n + r.op].add(failed);
-                    if exposed.is_empty() {
-                        exposed = vec![false; n];
-                    }
-                    exposed[x] = true;
-                }
-                _ => {}
+            if failures_before == 0 {
+                c.baseline[r.op].add(failed);
             }
         }
-        if r.outcome == Outcome::Failed {
+        if r.executed() || failed {
+            let state = match (r.executed(), failed) {
+                (true, false) => EXECUTED_OK,
+                (true, true) => EXECUTED_FAILED,
+                (false, _) => REUSED_FAILED,
+            };
+            let op = u16::try_from(r.op).unwrap_or(u16::MAX >> 2);
+            signature.push(op << 2 | state);
+        }
+        if failed {
             if failures_before == 0 {
                 c.ops[r.op].failed_first += 1;
             }
             failures_before += 1;
-            failed_before = Some(r.op);
         }
     }
-    for (x, _) in exposed.iter().enumerate().filter(|(_, e)| **e) {
-        c.ops[x].failed_with_later += 1;
+    if failures_before > 0 {
+        c.keep(signature.into_boxed_slice(), 1);
     }
 }

@@ -38,7 +38,7 @@ const fn readiness_color(r: Readiness) -> RGBColor {
 /// Horizontal bars: one per operation, its failure rate, coloured by its verdict.
 fn failure_rates(plan: &PlanReport) -> Result<String, String> {
     let n = plan.operations.len();
-    let height = u32::try_from(60 + 22 * n).unwrap_or(u32::MAX);
+    let height = u32::try_from(70 + 24 * n).unwrap_or(u32::MAX);
     let max = plan
         .operations
         .iter()
@@ -49,13 +49,6 @@ fn failure_rates(plan: &PlanReport) -> Result<String, String> {
     {
         let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let names: Vec<String> = plan
-            .operations
-            .iter()
-            .map(|o| o.operation.clone())
-            .collect();
-        #[allow(clippy::cast_precision_loss)] // a few dozen operations
-        let rows = n as f64;
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 "failure rate per operation (colour: verdict)",
@@ -64,16 +57,20 @@ fn failure_rates(plan: &PlanReport) -> Result<String, String> {
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(230)
-            .build_cartesian_2d(0.0..max * 1.05, 0.0..rows)
+            .build_cartesian_2d(0.0..max * 1.05, (0..n).into_segmented())
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
             .disable_y_mesh()
             .y_labels(n.max(1))
-            .y_label_formatter(&|y| {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let i = (rows - y - 0.5).round() as usize;
-                names.get(i).cloned().unwrap_or_default()
+            .y_label_formatter(&|y| match y {
+                // Top to bottom in phased order.
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) if *i < n => {
+                    plan.operations[n - 1 - *i].operation.clone()
+                }
+                SegmentValue::CenterOf(_) | SegmentValue::Exact(_) | SegmentValue::Last => {
+                    String::new()
+                }
             })
             .x_label_formatter(&|x| format!("{:.0}%", x * 100.0))
             .draw()
@@ -81,12 +78,16 @@ fn failure_rates(plan: &PlanReport) -> Result<String, String> {
         chart
             .draw_series(plan.operations.iter().zip(&plan.verdicts).enumerate().map(
                 |(i, (o, v))| {
-                    #[allow(clippy::cast_precision_loss)]
-                    let top = rows - i as f64;
-                    Rectangle::new(
-                        [(0.0, top - 0.8), (o.failure_rate, top - 0.2)],
+                    let row = n - 1 - i;
+                    let mut bar = Rectangle::new(
+                        [
+                            (0.0, SegmentValue::Exact(row)),
+                            (o.failure_rate, SegmentValue::Exact(row + 1)),
+                        ],
                         verdict_color(v.verdict).filled(),
-                    )
+                    );
+                    bar.set_margin(4, 4, 0, 0);
+                    bar
                 },
             ))
             .map_err(|e| e.to_string())?;
