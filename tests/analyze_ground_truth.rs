@@ -18,6 +18,14 @@ use shadow_reconciler::engine::Mode;
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario::{self, Scenario};
 
+/// The population's seed; `GROUND_TRUTH_SEED` replays the tests on another population.
+fn seed() -> u64 {
+    std::env::var("GROUND_TRUTH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
 const CORRECTED: &str = include_str!("data/hostedcluster-corrected.yaml");
 
 fn corrected() -> ReconcilePlan {
@@ -92,7 +100,7 @@ fn verdict<'a>(report: &'a analyze::PlanReport, op: &str) -> &'a analyze::Verdic
 async fn a_misclassified_operation_is_contradicted_and_its_dependency_found() {
     let dir = tempfile::tempdir().unwrap();
     let plan = misclassified();
-    record(dir.path(), &plan, 200, 5).await;
+    record(dir.path(), &plan, 200, seed()).await;
     let report = analyse(dir.path(), &plan);
     let pairs: Vec<(&str, &str)> = report
         .dependencies
@@ -152,7 +160,7 @@ async fn a_misclassified_operation_is_contradicted_and_its_dependency_found() {
 async fn a_correct_plan_under_the_same_faults_raises_no_alarm() {
     let dir = tempfile::tempdir().unwrap();
     let plan = corrected();
-    record(dir.path(), &plan, 200, 5).await;
+    record(dir.path(), &plan, 200, seed()).await;
     let report = analyse(dir.path(), &plan);
     assert!(
         report.dependencies.is_empty(),
@@ -175,7 +183,7 @@ async fn a_correct_plan_under_the_same_faults_raises_no_alarm() {
 async fn too_little_data_is_inconclusive_not_a_guess() {
     let dir = tempfile::tempdir().unwrap();
     let plan = misclassified();
-    record(dir.path(), &plan, 6, 5).await;
+    record(dir.path(), &plan, 6, seed()).await;
     let report = analyse(dir.path(), &plan);
     assert!(report.dependencies.is_empty(), "{:#?}", report.dependencies);
     for v in &report.verdicts {
