@@ -35,6 +35,7 @@
 //! ```
 
 pub mod analyze;
+mod civil;
 pub mod controller;
 pub mod dataset;
 pub mod engine;

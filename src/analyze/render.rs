@@ -45,6 +45,23 @@ fn pct(rate: f64) -> String {
     format!("{:.1}%", rate * 100.0)
 }
 
+/// The numbers behind a detected dependency, in words.
+fn evidence(d: &super::Pair) -> String {
+    format!(
+        "{} failed {} of {} runs after {} failed [{}, {}], baseline {} of {} [{}, {}]",
+        d.later,
+        d.after.failures,
+        d.after.runs,
+        d.failed,
+        pct(d.after.low),
+        pct(d.after.high),
+        d.baseline.failures,
+        d.baseline.runs,
+        pct(d.baseline.low),
+        pct(d.baseline.high)
+    )
+}
+
 /// Rows of cells as aligned columns.
 fn columns(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -134,22 +151,7 @@ fn table(a: &Analysis) -> String {
         } else {
             out.push_str("\ndetected ordering dependencies (not declared in the plan):\n");
             for d in &plan.dependencies {
-                let _ = writeln!(
-                    out,
-                    "  {} -> {}: {} failed {} of {} runs after {} failed [{}, {}], baseline {} of {} [{}, {}]",
-                    d.failed,
-                    d.later,
-                    d.later,
-                    d.after.failures,
-                    d.after.runs,
-                    d.failed,
-                    pct(d.after.low),
-                    pct(d.after.high),
-                    d.baseline.failures,
-                    d.baseline.runs,
-                    pct(d.baseline.low),
-                    pct(d.baseline.high)
-                );
+                let _ = writeln!(out, "  {} -> {}: {}", d.failed, d.later, evidence(d));
             }
         }
         out.push('\n');
@@ -215,22 +217,7 @@ fn markdown(a: &Analysis) -> String {
             out.push_str("None detected.\n");
         }
         for d in &plan.dependencies {
-            let _ = writeln!(
-                out,
-                "- **{} → {}**: {} failed {}/{} runs after {} failed ({}–{}), baseline {}/{} ({}–{}).",
-                d.failed,
-                d.later,
-                d.later,
-                d.after.failures,
-                d.after.runs,
-                d.failed,
-                pct(d.after.low),
-                pct(d.after.high),
-                d.baseline.failures,
-                d.baseline.runs,
-                pct(d.baseline.low),
-                pct(d.baseline.high)
-            );
+            let _ = writeln!(out, "- **{} → {}**: {}.", d.failed, d.later, evidence(d));
         }
         out.push_str("\n### Verdicts\n\n| operation | claim | verdict | evidence |\n| --- | --- | --- | --- |\n");
         for v in &plan.verdicts {
