@@ -14,6 +14,9 @@ mod cli;
 /// How long `run` waits for its controllers to stop after SIGTERM.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Exit code when a signal interrupted the command (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
 /// Exit code for invalid input (a bad plan, an unknown group); clap uses it for usage errors too.
 const EXIT_INVALID: u8 = 2;
 
@@ -274,9 +277,20 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
         eprintln!("metrics at http://{}/metrics", server.addr());
-        let summary = scenario::run(&settings)
-            .await
-            .context("the simulation failed")?;
+        let summary = tokio::select! {
+            summary = scenario::run(&settings) => summary.context("the simulation failed")?,
+            () = shutdown_signal() => {
+                // Interrupted: what the sink accepted so far is still written, then we stop.
+                if let Some(parquet) = parquet {
+                    let grace = args.parquet.grace();
+                    tokio::task::spawn_blocking(move || cli::finish(&parquet, grace))
+                        .await
+                        .context("the Parquet writer failed")??;
+                }
+                eprintln!("interrupted before the simulation finished");
+                return anyhow::Ok(None);
+            }
+        };
         print!("{summary}");
         if let Some(parquet) = &parquet {
             let (parquet, grace) = (parquet.clone(), args.parquet.grace());
@@ -299,8 +313,11 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             .shutdown()
             .await
             .context("the metrics endpoint failed")?;
-        anyhow::Ok(summary)
+        anyhow::Ok(Some(summary))
     })?;
+    let Some(summary) = summary else {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    };
     if summary.shadow_persisted > 0 || summary.guard_refusals > 0 {
         anyhow::bail!(
             "the shadow persisted {} mutations and the guard refused {}: both must be 0",

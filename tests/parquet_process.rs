@@ -305,3 +305,75 @@ fn run_loses_no_accepted_record_on_sigterm() {
         .status();
     let _ = server.wait();
 }
+
+/// The metrics endpoint's address, from the `metrics at http://ADDR/metrics` line in `log`.
+fn metrics_address(log: &Path) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(rest) = text.split("metrics at http://").nth(1) {
+            return rest.split('/').next().unwrap().to_owned();
+        }
+        assert!(
+            started.elapsed() < Duration::from_mins(1),
+            "no metrics line: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The sum of `shadow_reconciler_reconciles_total` scraped from `address`.
+fn reconciles_so_far(address: &str) -> f64 {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return 0.0;
+    };
+    let _ = write!(stream, "GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    body.lines()
+        .filter(|l| l.starts_with("shadow_reconciler_reconciles_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn simulate_interrupted_by_sigterm_still_writes_what_it_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log_path = dir.path().join("simulate.log");
+    // Files rotate only after a minute: whatever is on disk was flushed by the interruption.
+    let mut child = simulate(&data, &["--parquet-max-age", "60"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let address = metrics_address(&log_path);
+    let started = std::time::Instant::now();
+    while reconciles_so_far(&address) < 20.0 {
+        assert!(started.elapsed() < Duration::from_mins(1), "no reconcile");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let code = child.wait().unwrap().code();
+    let logs = std::fs::read_to_string(&log_path).unwrap();
+    assert_eq!(code, Some(130), "{logs}");
+    let line = logs
+        .lines()
+        .find(|l| l.starts_with("parquet: "))
+        .unwrap_or_else(|| panic!("no summary line: {logs}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let (accepted, written, lost) = (numbers[0], numbers[1], *numbers.last().unwrap());
+    assert!(accepted >= 20, "{line}");
+    assert_eq!((written, lost), (accepted, 0), "{line}");
+    assert_eq!(read_all(&data)[0], written, "{line}");
+}
