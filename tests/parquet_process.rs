@@ -271,27 +271,7 @@ fn run_loses_no_accepted_record_on_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &controller.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let code = controller.wait().unwrap().code();
-    let logs = std::fs::read_to_string(&log_path).unwrap();
-    assert_eq!(code, Some(0), "{logs}");
-    let line = logs
-        .lines()
-        .find(|l| l.starts_with("parquet: "))
-        .unwrap_or_else(|| panic!("no summary line: {logs}"));
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse().ok())
-        .collect();
-    // parquet: A records accepted, W written to DIR in F files (D dropped, E write errors, L lost)
-    let (accepted, written) = (numbers[0], numbers[1]);
-    let lost = *numbers.last().unwrap();
+    let (line, accepted, written, lost) = terminate(&mut controller, &log_path, 0);
     assert!(accepted > 0, "{line}");
     assert_eq!(accepted, written, "{line}");
     assert_eq!(lost, 0, "{line}");
@@ -304,6 +284,36 @@ fn run_loses_no_accepted_record_on_sigterm() {
         .args(["-TERM", &server.id().to_string()])
         .status();
     let _ = server.wait();
+}
+
+/// Sends SIGTERM to `child`, checks its exit code, and returns the `parquet: A records accepted,
+/// W written to DIR in F files (D dropped, E write errors, L lost)` line of its log with A, W, L.
+fn terminate(
+    child: &mut std::process::Child,
+    log: &Path,
+    expected_code: i32,
+) -> (String, u64, u64, u64) {
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let code = child.wait().unwrap().code();
+    let logs = std::fs::read_to_string(log).unwrap();
+    assert_eq!(code, Some(expected_code), "{logs}");
+    let line = logs
+        .lines()
+        .find(|l| l.starts_with("parquet: "))
+        .unwrap_or_else(|| panic!("no summary line: {logs}"))
+        .to_owned();
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let (accepted, written, lost) = (numbers[0], numbers[1], *numbers.last().unwrap());
+    (line, accepted, written, lost)
 }
 
 /// The metrics endpoint's address, from the `metrics at http://ADDR/metrics` line in `log`.
@@ -354,25 +364,7 @@ fn simulate_interrupted_by_sigterm_still_writes_what_it_accepted() {
         assert!(started.elapsed() < Duration::from_mins(1), "no reconcile");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let code = child.wait().unwrap().code();
-    let logs = std::fs::read_to_string(&log_path).unwrap();
-    assert_eq!(code, Some(130), "{logs}");
-    let line = logs
-        .lines()
-        .find(|l| l.starts_with("parquet: "))
-        .unwrap_or_else(|| panic!("no summary line: {logs}"));
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse().ok())
-        .collect();
-    let (accepted, written, lost) = (numbers[0], numbers[1], *numbers.last().unwrap());
+    let (line, accepted, written, lost) = terminate(&mut child, &log_path, 130);
     assert!(accepted >= 20, "{line}");
     assert_eq!((written, lost), (accepted, 0), "{line}");
     assert_eq!(read_all(&data)[0], written, "{line}");

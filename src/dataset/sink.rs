@@ -258,7 +258,7 @@ impl ParquetSink {
         } else {
             Err(ShutdownError::GraceExpired {
                 grace,
-                pending: stats.accepted - stats.written - stats.lost,
+                pending: stats.accepted.saturating_sub(stats.written + stats.lost),
             })
         }
     }
@@ -277,23 +277,24 @@ impl ParquetSink {
 
 impl Sink for ParquetSink {
     fn record(&self, record: &ReconcileRecord) {
-        let guard = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(sender) = guard.as_ref() else {
-            drop(guard);
+        // Copied before taking the lock, so concurrent reconciles hold it only to enqueue.
+        let message = Message::Record(Box::new(record.clone()));
+        let sent = self
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|sender| match sender.try_send(message) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            });
+        if sent {
+            self.shared
+                .counters
+                .accepted
+                .fetch_add(1, Ordering::Relaxed);
+        } else {
             self.drop_one();
-            return;
-        };
-        match sender.try_send(Message::Record(Box::new(record.clone()))) {
-            Ok(()) => {
-                self.shared
-                    .counters
-                    .accepted
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                drop(guard);
-                self.drop_one();
-            }
         }
     }
 }

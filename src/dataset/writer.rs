@@ -196,12 +196,6 @@ impl DatasetWriter {
         }
     }
 
-    /// The configuration.
-    #[must_use]
-    pub const fn config(&self) -> &WriterConfig {
-        &self.config
-    }
-
     /// What was committed so far.
     #[must_use]
     pub const fn stats(&self) -> WriterStats {
