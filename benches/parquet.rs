@@ -87,6 +87,7 @@ fn record(plan: &ReconcilePlan, i: usize, rng: &mut Rng) -> ReconcileRecord {
         plan: plan.name().to_owned(),
         plan_hash: plan.hash().to_hex(),
         mode: Mode::Shadow,
+        flag: None,
         started_at: SystemTime::now(),
         duration: Duration::from_millis(12),
         unblocked: candidate

@@ -90,6 +90,7 @@ fn record() -> ReconcileRecord {
         plan: plan.name().to_owned(),
         plan_hash: plan.hash().to_hex(),
         mode: Mode::Shadow,
+        flag: None,
         started_at: SystemTime::now(),
         duration: Duration::from_millis(12),
         control,

@@ -1,4 +1,5 @@
-//! The `analyze` command and the Parquet options shared by `simulate` and `run` (binary only).
+//! The `analyze` command, and the Parquet and flag options shared by `simulate` and `run` (binary
+//! only).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,7 +9,85 @@ use anyhow::Context;
 use clap::Args;
 use shadow_reconciler::analyze::{self, render::Format};
 use shadow_reconciler::dataset::{HealthCounters, ParquetSink, SinkConfig};
+use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag, Ramp};
+use shadow_reconciler::flag::watch::Target;
 use shadow_reconciler::plan::{self, ReconcilePlan};
+
+/// The flag's options: its defaults and the ConfigMap that overrides them.
+#[derive(Args)]
+pub struct FlagArgs {
+    /// Namespace of the flag ConfigMap [default: `POD_NAMESPACE` from the environment, else
+    /// shadow-reconciler].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub flag_namespace: Option<String>,
+    /// Name of the flag ConfigMap.
+    #[arg(long, value_name = "NAME", default_value = "shadow-reconciler-flag")]
+    pub flag_name: String,
+    /// Watch no flag ConfigMap: the command line decides alone.
+    #[arg(long)]
+    pub no_flag_watch: bool,
+    /// Share of objects (percent, 0 to 100) that get --mode; the others get the mode below it
+    /// (enforce -> shadow -> off). An object's UID decides, so it stays on one side.
+    #[arg(long, value_name = "PERCENT", default_value = "100", value_parser = parse_ramp)]
+    pub ramp_percent: Ramp,
+    /// Let an object's `shadow-reconciler.io/mode` annotation choose its mode.
+    #[arg(long)]
+    pub allow_object_override: bool,
+}
+
+impl FlagArgs {
+    /// The ConfigMap to watch, unless --no-flag-watch.
+    pub fn target(&self) -> Option<Target> {
+        (!self.no_flag_watch).then(|| Target {
+            namespace: self.flag_namespace.clone().unwrap_or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|ns| !ns.is_empty())
+                    .unwrap_or_else(|| "shadow-reconciler".to_owned())
+            }),
+            name: self.flag_name.clone(),
+        })
+    }
+}
+
+/// The command line's flag for `run`: --mode, --enforce, --candidate, --ramp-percent and
+/// --allow-object-override, with every group checked against `plans`.
+pub fn flag_defaults(
+    args: &crate::RunArgs,
+    plans: Vec<std::sync::Arc<ReconcilePlan>>,
+) -> anyhow::Result<LiveFlag> {
+    let groups = |option: &str, names: &[String]| -> anyhow::Result<Vec<GroupRef>> {
+        names
+            .iter()
+            .map(|n| {
+                GroupRef::parse(n)
+                    .with_context(|| format!("--{option} {n:?}: expected GROUP or PLAN/GROUP"))
+            })
+            .collect()
+    };
+    let candidate = groups("candidate", &args.candidate)?;
+    let spec = FlagSpec {
+        mode: args.mode,
+        enforced_groups: groups("enforce", &args.enforce)?,
+        candidate_groups: (!candidate.is_empty()).then_some(candidate),
+        ramp: args.flag.ramp_percent,
+        allow_object_override: args.flag.allow_object_override,
+    };
+    LiveFlag::new(spec, plans).map_err(|error| {
+        let option = match error.field() {
+            shadow_reconciler::flag::Field::CandidateGroups => "--candidate",
+            _ => "--enforce",
+        };
+        anyhow::anyhow!("{option} {:?}: {}", error.value(), error.message())
+    })
+}
+
+fn parse_ramp(s: &str) -> Result<Ramp, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(Ramp::from_percent)
+        .ok_or_else(|| format!("{s:?} is not a percentage from 0 to 100 with at most two decimals"))
+}
 
 /// Options of `analyze`.
 #[derive(Args)]

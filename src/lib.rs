@@ -39,6 +39,7 @@ mod civil;
 pub mod controller;
 pub mod dataset;
 pub mod engine;
+pub mod flag;
 pub mod model;
 pub mod outcome;
 pub mod plan;

@@ -45,7 +45,7 @@ enum Command {
 }
 
 #[derive(Args)]
-struct RunArgs {
+pub(crate) struct RunArgs {
     /// Which reconcilers: hostedcluster, addon-install-progression or all.
     #[arg(long, default_value = "all")]
     reconciler: String,
@@ -72,6 +72,8 @@ struct RunArgs {
     parquet_dir: Option<PathBuf>,
     #[command(flatten)]
     parquet: cli::ParquetArgs,
+    #[command(flatten)]
+    flag: cli::FlagArgs,
 }
 
 #[derive(Subcommand)]
@@ -165,6 +167,8 @@ struct SimulateArgs {
     no_parquet: bool,
     #[command(flatten)]
     parquet: cli::ParquetArgs,
+    #[command(flatten)]
+    flag: cli::FlagArgs,
 }
 
 fn parse_plan_group(s: &str) -> Result<(String, String), String> {
@@ -262,6 +266,9 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         mode: args.mode,
         duration: std::time::Duration::from_secs(args.duration),
+        ramp: args.flag.ramp_percent,
+        allow_object_override: args.flag.allow_object_override,
+        flag: args.flag.target(),
         ..scenario::Settings::default()
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -412,11 +419,19 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     shadow_reconciler::telemetry::logging::init(args.log_format);
+    let mut plans = Vec::new();
+    if hostedcluster {
+        plans.push(HostedClusterReconciler::plan());
+    }
+    if addon {
+        plans.push(AddOnReconciler::plan());
+    }
+    let flag = Arc::new(cli::flag_defaults(args, plans)?);
+    // The groups come from the shared flag (checked against every plan that runs).
     let settings = EngineSettings {
         mode: args.mode,
-        enforced_groups: args.enforce.clone(),
-        candidate_groups: (!args.candidate.is_empty()).then(|| args.candidate.clone()),
         reexecute_sample_rate: args.sample_rate,
+        ..EngineSettings::default()
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
@@ -438,18 +453,30 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let _ = rx.wait_for(|s| *s).await;
         };
         let mut tasks = Vec::new();
+        if let Some(target) = args.flag.target() {
+            let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+            tracing::info!(flag = %target, "waiting for the flag ConfigMap to be listed before starting the controllers");
+            tasks.push(tokio::spawn(shadow_reconciler::flag::watch::run(client.clone(), target, flag.clone(), Some(telemetry.flag().clone()), move || { let _ = synced_tx.send(()); }, until_stopped(stopped.clone()))));
+            tokio::select! {
+                _ = synced_rx => {}
+                () = shutdown_signal() => anyhow::bail!("interrupted while waiting for the flag ConfigMap"),
+            }
+        } else {
+            telemetry.flag().synced(true);
+            telemetry.flag().in_force(&flag.current());
+        }
         let mut synced = telemetry.ready_when_synced(usize::from(hostedcluster) + usize::from(addon));
         if hostedcluster {
-            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref(), parquet.as_ref());
+            let engine = observed(Engine::new(Arc::new(HostedClusterReconciler), HostedClusterReconciler::plan(), client.clone(), &settings)?.with_flag(flag.clone()), &telemetry, traces.as_ref(), parquet.as_ref());
             let api = kube::Api::<HostedCluster>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()), synced.remove(0))));
         }
         if addon {
-            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?, &telemetry, traces.as_ref(), parquet.as_ref());
+            let engine = observed(Engine::new(Arc::new(AddOnReconciler), AddOnReconciler::plan(), client.clone(), &settings)?.with_flag(flag.clone()), &telemetry, traces.as_ref(), parquet.as_ref());
             let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
             tasks.push(tokio::spawn(shadow_reconciler::controller::run(Arc::new(engine), api, until_stopped(stopped.clone()), synced.remove(0))));
         }
-        tracing::info!(mode = args.mode.as_str(), reconciler = %args.reconciler, "controllers started");
+        tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
         shutdown_signal().await;
         let _ = stop.send(true);
         // Reconciles in flight finish; a controller that cannot stop (kube-runtime waits for a
@@ -484,7 +511,6 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
     metrics.engine(
         plan.name(),
         &plan.hash().short(),
-        engine.mode().as_str(),
         engine.guard().clone(),
     );
     let engine = engine

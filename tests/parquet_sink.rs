@@ -55,6 +55,7 @@ fn record(i: usize) -> ReconcileRecord {
         plan: "hostedcluster".into(),
         plan_hash: "ab".repeat(32),
         mode: Mode::Shadow,
+        flag: None,
         started_at: SystemTime::now(),
         duration: Duration::from_millis(3),
         control,

@@ -168,6 +168,13 @@ fn check_tree(spans: &[Span], trace_id: Option<&str>) {
     assert_eq!(text(root, "k8s.object.name"), "gamma");
     assert_eq!(text(root, "shadow_reconciler.plan"), "hostedcluster");
     assert_eq!(text(root, "shadow_reconciler.mode"), "shadow");
+    assert_eq!(text(root, "feature_flag.key"), "shadow-reconciler.mode");
+    assert_eq!(text(root, "feature_flag.result.variant"), "shadow");
+    assert_eq!(
+        text(root, "feature_flag.result.reason"),
+        "default",
+        "no ConfigMap: the command line's flag"
+    );
     assert_eq!(
         root.status.as_ref().map(|s| s.code),
         Some(2),

@@ -24,6 +24,7 @@ pub use record::{
     ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
 };
 
+use crate::flag::{Evaluation, FlagSpec, FlagState, GroupRef, LiveFlag, PlanFlag};
 use crate::model::{Decision, Diff, Policy, StepResult};
 use crate::outcome::{Execution, Outcome, ShadowPolicy};
 use crate::plan::{LookupError, ReconcilePlan};
@@ -83,6 +84,10 @@ pub struct EngineSettings {
     /// Fraction of the steps the candidate would reuse that it re-executes through the dry-run
     /// client instead, to measure whether the phased order changes their outcome (0 to 1).
     pub reexecute_sample_rate: f64,
+    /// The share of objects that get `mode`; the others get the mode below it.
+    pub ramp: crate::flag::Ramp,
+    /// Whether an object's `shadow-reconciler.io/mode` annotation chooses its mode.
+    pub allow_object_override: bool,
 }
 
 impl Default for EngineSettings {
@@ -92,6 +97,8 @@ impl Default for EngineSettings {
             enforced_groups: Vec::new(),
             candidate_groups: None,
             reexecute_sample_rate: 0.0,
+            ramp: crate::flag::Ramp::ALL,
+            allow_object_override: false,
         }
     }
 }
@@ -116,6 +123,9 @@ pub enum EngineError {
     /// A rollout group named in the settings does not exist.
     #[error(transparent)]
     Group(#[from] LookupError),
+    /// The settings do not make a valid flag.
+    #[error(transparent)]
+    Flag(#[from] crate::flag::FieldError),
 }
 
 /// What the controller gets back from one reconcile: the control's verdict.
@@ -133,9 +143,8 @@ pub struct ReconcileOutcome {
 pub struct Engine<R: Reconciler> {
     reconciler: Arc<R>,
     plan: Arc<ReconcilePlan>,
-    mode: Mode,
-    control: Policy,
-    candidate: Option<Policy>,
+    flag: Arc<LiveFlag>,
+    policies: std::sync::Mutex<Arc<Policies>>,
     real: kube::Client,
     dry: dryrun::DryRunClient,
     sinks: Vec<Arc<dyn Sink>>,
@@ -149,7 +158,7 @@ impl<R: Reconciler> fmt::Debug for Engine<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
             .field("plan", &self.plan.name())
-            .field("mode", &self.mode)
+            .field("flag", &self.flag.current().spec.summary())
             .finish_non_exhaustive()
     }
 }
@@ -182,29 +191,31 @@ impl<R: Reconciler> Engine<R> {
                 missing_in_plan,
             });
         }
-        let candidate_policy = || match &settings.candidate_groups {
-            Some(groups) => Policy::phased(plan.clone(), groups),
-            None => Ok(Policy::phased_all_groups(plan.clone())),
-        };
         // Every named group must exist, whatever the mode: a typo is an error, not a no-op.
         plan.group_members(&settings.enforced_groups)?;
         if let Some(groups) = &settings.candidate_groups {
             plan.group_members(groups)?;
         }
-        let (control, candidate) = match settings.mode {
-            Mode::Off => (Policy::sequential(plan.clone()), None),
-            Mode::Shadow => (Policy::sequential(plan.clone()), Some(candidate_policy()?)),
-            Mode::Enforce => (
-                Policy::phased(plan.clone(), &settings.enforced_groups)?,
-                Some(candidate_policy()?),
-            ),
+        let qualified = |groups: &[String]| -> Vec<GroupRef> {
+            groups
+                .iter()
+                .map(|g| GroupRef::qualified(plan.name(), g))
+                .collect()
         };
+        let spec = FlagSpec {
+            mode: settings.mode,
+            enforced_groups: qualified(&settings.enforced_groups),
+            candidate_groups: settings.candidate_groups.as_deref().map(qualified),
+            ramp: settings.ramp,
+            allow_object_override: settings.allow_object_override,
+        };
+        let flag = Arc::new(LiveFlag::new(spec, vec![plan.clone()])?);
+        let policies = Policies::build(&plan, &flag.current())?;
         Ok(Self {
             reconciler,
             plan,
-            mode: settings.mode,
-            control,
-            candidate,
+            flag,
+            policies: std::sync::Mutex::new(Arc::new(policies)),
             dry: dryrun::DryRunClient::new(client.clone()),
             real: client,
             sinks: Vec::new(),
@@ -232,10 +243,34 @@ impl<R: Reconciler> Engine<R> {
         &self.plan
     }
 
-    /// The mode.
+    /// Decides every reconcile's mode from `flag` (shared with a watcher and other engines)
+    /// instead of the settings given to [`Engine::new`].
     #[must_use]
-    pub const fn mode(&self) -> Mode {
-        self.mode
+    pub fn with_flag(mut self, flag: Arc<LiveFlag>) -> Self {
+        self.flag = flag;
+        self
+    }
+
+    /// The flag deciding each reconcile's mode.
+    #[must_use]
+    pub fn flag(&self) -> &Arc<LiveFlag> {
+        &self.flag
+    }
+
+    /// The policies for the flag in force, rebuilt when it changed.
+    fn policies(&self, state: &FlagState) -> Arc<Policies> {
+        let mut cached = self
+            .policies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cached.generation != state.generation || !Arc::ptr_eq(&cached.spec, &state.spec) {
+            match Policies::build(&self.plan, state) {
+                Ok(built) => *cached = Arc::new(built),
+                // Unreachable: a flag names only groups the plan has (`FlagSpec::for_plan`).
+                Err(error) => tracing::error!(%error, "cannot build the policies of the flag; keeping the previous ones"),
+            }
+        }
+        cached.clone()
     }
 
     /// The dry-run client's counters (guard refusals must stay 0).
@@ -253,8 +288,13 @@ impl<R: Reconciler> Engine<R> {
     pub async fn reconcile(&self, object: Arc<R::Object>) -> ReconcileOutcome {
         let started_at = SystemTime::now();
         let started = Instant::now();
-        let (control_report, control, state) = self.run_control(&object, started).await;
-        let candidate = match &self.candidate {
+        let flag = self.flag.current();
+        let policies = self.policies(&flag);
+        let evaluation = evaluate(&flag, &policies.flag, object.as_ref());
+        let (control_policy, candidate_policy) = policies.for_mode(evaluation.mode);
+        let (control_report, control, state) =
+            self.run_control(control_policy, &object, started).await;
+        let candidate = match candidate_policy {
             Some(policy) => Some(
                 self.run_candidate(policy, started, &object, &control_report, &control, state)
                     .await,
@@ -266,7 +306,8 @@ impl<R: Reconciler> Engine<R> {
             object: key_of(object.as_ref()),
             plan: self.plan.name().to_owned(),
             plan_hash: self.plan.hash().to_hex(),
-            mode: self.mode,
+            mode: evaluation.mode,
+            flag: Some(evaluation),
             started_at,
             duration: Duration::ZERO,
             control: ReconcileRecord::steps(&control_report, &control),
@@ -314,6 +355,7 @@ impl<R: Reconciler> Engine<R> {
 
     async fn run_control(
         &self,
+        policy: &Policy,
         object: &Arc<R::Object>,
         origin: Instant,
     ) -> (crate::model::Report, Trace, R::State) {
@@ -324,12 +366,12 @@ impl<R: Reconciler> Engine<R> {
             Execution::Real,
         );
         let mut trace = Trace::new(self.plan.len(), origin);
-        let mut run = self.control.start();
+        let mut run = policy.start();
         while let Some(decision) = run.next() {
             let Decision::Run(op) = decision else {
                 continue;
             };
-            let retry = self.retries(op, &self.control);
+            let retry = self.retries(op, policy);
             ctx.prepare(retry);
             trace.retried[op.index()] = retry;
             trace.executions[op.index()] = Execution::Real;
@@ -449,6 +491,65 @@ impl<R: Reconciler> Engine<R> {
             Err(error) => StepResult::failed(error.class(), error.message().to_owned()),
         }
     }
+}
+
+/// The policies of one flag for this engine's plan, built once per flag change.
+struct Policies {
+    spec: Arc<FlagSpec>,
+    generation: u64,
+    flag: PlanFlag,
+    sequential: Policy,
+    enforce: Policy,
+    candidate: Policy,
+}
+
+impl Policies {
+    fn build(plan: &Arc<ReconcilePlan>, state: &FlagState) -> Result<Self, LookupError> {
+        let flag = state.spec.for_plan(plan);
+        let candidate = match &flag.candidate_groups {
+            Some(groups) => Policy::phased(plan.clone(), groups)?,
+            None => Policy::phased_all_groups(plan.clone()),
+        };
+        Ok(Self {
+            spec: state.spec.clone(),
+            generation: state.generation,
+            sequential: Policy::sequential(plan.clone()),
+            enforce: Policy::phased(plan.clone(), &flag.enforced_groups)?,
+            candidate,
+            flag,
+        })
+    }
+
+    /// The control and the candidate of `mode`.
+    const fn for_mode(&self, mode: Mode) -> (&Policy, Option<&Policy>) {
+        match mode {
+            Mode::Off => (&self.sequential, None),
+            Mode::Shadow => (&self.sequential, Some(&self.candidate)),
+            Mode::Enforce => (&self.enforce, Some(&self.candidate)),
+        }
+    }
+}
+
+/// The object's mode under the flag: by its UID's bucket, or its annotation when allowed.
+fn evaluate<K: Resource>(state: &FlagState, flag: &PlanFlag, object: &K) -> Evaluation {
+    let meta = object.meta();
+    let fallback;
+    let uid = if let Some(uid) = &meta.uid {
+        uid.as_str()
+    } else {
+        fallback = format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        );
+        &fallback
+    };
+    let annotation = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::flag::ANNOTATION))
+        .map(String::as_str);
+    state.evaluate(flag, uid, annotation)
 }
 
 /// Per-operation facts of one run that the model does not keep.

@@ -101,6 +101,9 @@ pub struct ReconcileRecord {
     pub plan_hash: String,
     /// The mode the reconcile ran in.
     pub mode: Mode,
+    /// How the flag decided that mode (`None` when no flag decided, e.g. a record rebuilt from
+    /// another process's data).
+    pub flag: Option<crate::flag::Evaluation>,
     /// When it started.
     pub started_at: SystemTime,
     /// How long the whole reconcile took (control, candidate and condition write).

@@ -119,6 +119,21 @@ pub struct Settings {
     pub parquet: Option<Arc<crate::dataset::ParquetSink>>,
     /// Plans to run instead of the shipped ones (matched by name), e.g. a hypothesis under test.
     pub plans: Vec<Arc<crate::plan::ReconcilePlan>>,
+    /// The share of objects that get `mode` (the others get the mode below it).
+    pub ramp: crate::flag::Ramp,
+    /// Whether an object's `shadow-reconciler.io/mode` annotation chooses its mode.
+    pub allow_object_override: bool,
+    /// The flag ConfigMap watched in the simulated cluster; `None`: the settings decide alone.
+    pub flag: Option<crate::flag::watch::Target>,
+}
+
+/// The flag ConfigMap `simulate` watches in its simulated cluster.
+#[must_use]
+pub fn default_flag_target() -> crate::flag::watch::Target {
+    crate::flag::watch::Target {
+        namespace: "shadow-reconciler".into(),
+        name: "shadow-reconciler-flag".into(),
+    }
 }
 
 impl Default for Settings {
@@ -139,6 +154,9 @@ impl Default for Settings {
             candidate_groups: std::collections::BTreeMap::new(),
             parquet: None,
             plans: Vec::new(),
+            ramp: crate::flag::Ramp::ALL,
+            allow_object_override: false,
+            flag: Some(default_flag_target()),
         }
     }
 }
@@ -163,6 +181,9 @@ pub enum ScenarioError {
     /// The kube client could not be built.
     #[error("cannot build the kube client")]
     Client(#[source] kube::Error),
+    /// The flag settings are invalid.
+    #[error(transparent)]
+    Flag(#[from] crate::flag::FieldError),
 }
 
 /// Runs a simulation and returns its summary.
@@ -184,16 +205,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         ..SimConfig::default()
     })
     .await?;
-    let mut config = kube::Config::new(
-        sim.url()
-            .parse()
-            .expect("the simulator's URL is a valid URI"),
-    );
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(CONTROLLER_USER_AGENT),
-    ));
-    let client = kube::Client::try_from(config).map_err(ScenarioError::Client)?;
+    let client = controller_client(&sim)?;
     let mut rng = Rng::new(settings.seed);
     population::create_crds(&client)
         .await
@@ -212,24 +224,26 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
 
     // The restart: both controllers start and replay every object at once.
     let sink = MemorySink::new();
-    let hc_engine = Arc::new(engine(
-        HostedClusterReconciler,
+    let (hc_plan, addon_plan) = (
         plan_or(settings, HostedClusterReconciler::plan()),
-        &client,
-        settings,
-        &sink,
-    )?);
-    let addon_engine = Arc::new(engine(
-        AddOnReconciler,
         plan_or(settings, AddOnReconciler::plan()),
-        &client,
-        settings,
-        &sink,
+    );
+    let flag = Arc::new(crate::flag::LiveFlag::new(
+        flag_defaults(settings),
+        vec![hc_plan.clone(), addon_plan.clone()],
     )?);
+    let hc_engine = Arc::new(
+        engine(HostedClusterReconciler, hc_plan, &client, settings, &sink)?
+            .with_flag(flag.clone()),
+    );
+    let addon_engine = Arc::new(
+        engine(AddOnReconciler, addon_plan, &client, settings, &sink)?.with_flag(flag.clone()),
+    );
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let flag_watch = watch_flag(settings, &client, flag, until_stopped(stopped.clone())).await;
     let mut synced = sync_callbacks(settings);
     let started = Instant::now();
     let controllers = [
@@ -257,6 +271,9 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     for controller in controllers {
         let _ = controller.await;
     }
+    if let Some(watch) = flag_watch {
+        let _ = watch.await;
+    }
     let mut summary = Summary {
         planted,
         elapsed: started.elapsed(),
@@ -270,6 +287,44 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     record_audit(&mut summary, &sim, before);
     sim.shutdown().await?;
     Ok(summary)
+}
+
+/// A client of the simulator with the controllers' user agent.
+fn controller_client(sim: &Simulator) -> Result<kube::Client, ScenarioError> {
+    let mut config = kube::Config::new(
+        sim.url()
+            .parse()
+            .expect("the simulator's URL is a valid URI"),
+    );
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(CONTROLLER_USER_AGENT),
+    ));
+    kube::Client::try_from(config).map_err(ScenarioError::Client)
+}
+
+/// Starts the flag's watcher (when the settings name a ConfigMap) and waits for its first list,
+/// so no reconcile runs on a stale mode.
+async fn watch_flag(
+    settings: &Settings,
+    client: &kube::Client,
+    flag: Arc<crate::flag::LiveFlag>,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let target = settings.flag.clone()?;
+    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+    let watch = tokio::spawn(crate::flag::watch::run(
+        client.clone(),
+        target,
+        flag,
+        settings.telemetry.as_ref().map(|t| t.flag().clone()),
+        move || {
+            let _ = synced_tx.send(());
+        },
+        stopped,
+    ));
+    let _ = synced_rx.await;
+    Some(watch)
 }
 
 /// One callback per controller, making `/readyz` answer 200 once both kinds can be listed.
@@ -308,6 +363,28 @@ fn plan_or(
         .unwrap_or(shipped)
 }
 
+/// The command line's flag: the settings' mode, ramp and groups (as `plan/group`).
+fn flag_defaults(settings: &Settings) -> crate::flag::FlagSpec {
+    let qualified = |by_plan: &std::collections::BTreeMap<String, Vec<String>>| {
+        by_plan
+            .iter()
+            .flat_map(|(plan, groups)| {
+                groups
+                    .iter()
+                    .map(|g| crate::flag::GroupRef::qualified(plan, g))
+            })
+            .collect::<Vec<_>>()
+    };
+    let candidate = qualified(&settings.candidate_groups);
+    crate::flag::FlagSpec {
+        mode: settings.mode,
+        enforced_groups: qualified(&settings.enforced_groups),
+        candidate_groups: (!candidate.is_empty()).then_some(candidate),
+        ramp: settings.ramp,
+        allow_object_override: settings.allow_object_override,
+    }
+}
+
 fn engine<R: crate::engine::Reconciler>(
     reconciler: R,
     plan: Arc<crate::plan::ReconcilePlan>,
@@ -341,7 +418,6 @@ fn engine<R: crate::engine::Reconciler>(
         metrics.engine(
             plan.name(),
             &plan.hash().short(),
-            settings.mode.as_str(),
             engine.guard().clone(),
         );
         engine = engine.with_sink(Arc::new(metrics));

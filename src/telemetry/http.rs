@@ -21,6 +21,7 @@ use super::metrics::EngineMetrics;
 pub struct Telemetry {
     registry: Registry,
     metrics: EngineMetrics,
+    flag: crate::flag::FlagMetrics,
     ready: AtomicBool,
 }
 
@@ -34,9 +35,12 @@ impl Telemetry {
         let registry = Registry::new();
         let metrics =
             EngineMetrics::register(&registry).expect("distinct families in a fresh registry");
+        let flag = crate::flag::FlagMetrics::register(&registry)
+            .expect("distinct families in a fresh registry");
         Self {
             registry,
             metrics,
+            flag,
             ready: AtomicBool::new(false),
         }
     }
@@ -45,6 +49,26 @@ impl Telemetry {
     #[must_use]
     pub fn metrics(&self) -> &EngineMetrics {
         &self.metrics
+    }
+
+    /// The flag's metrics (for the flag watcher).
+    #[must_use]
+    pub fn flag(&self) -> &crate::flag::FlagMetrics {
+        &self.flag
+    }
+
+    /// The name of every family registered, whether or not it has a series yet.
+    #[must_use]
+    pub fn family_names(&self) -> Vec<String> {
+        let mut names = crate::telemetry::metrics::family_names(&self.metrics);
+        names.extend(
+            self.flag
+                .collectors()
+                .iter()
+                .flat_map(|c| c.desc())
+                .map(|d| d.fq_name.clone()),
+        );
+        names
     }
 
     /// The registry.

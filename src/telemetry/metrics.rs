@@ -36,6 +36,7 @@ pub struct EngineMetrics {
     newly_blocked: IntCounterVec,
     changed: IntCounterVec,
     conflicts: IntCounterVec,
+    flag_evaluations: IntCounterVec,
     guard_refusals: IntCounter,
     dry_run_requests: IntCounter,
     info: IntGaugeVec,
@@ -94,9 +95,9 @@ impl EngineMetrics {
         let info = IntGaugeVec::new(
             Opts::new(
                 name("info"),
-                "Always 1: the plan, its content hash (12 hex digits) and the mode of each engine.",
+                "Always 1: the plan and its content hash (12 hex digits) of each engine.",
             ),
-            &["plan", "hash", "mode"],
+            &["plan", "hash"],
         )?;
         registry.register(Box::new(info.clone()))?;
         let build = IntGaugeVec::new(
@@ -168,6 +169,12 @@ impl EngineMetrics {
                 "Steps that met 409 Conflict, by how the conflicts ended.",
                 &["plan", "operation", "resolution"],
             )?,
+            flag_evaluations: counter(
+                registry,
+                "flag_evaluations_total",
+                "Reconciles by the mode the flag gave them and why (static, default, split, targeting_match, stale, error).",
+                &["plan", "mode", "reason"],
+            )?,
             records_exported: counter(
                 registry,
                 "records_exported_total",
@@ -201,8 +208,8 @@ impl EngineMetrics {
     }
 
     /// Declares an engine: its info series, and its guard counters exported at every scrape.
-    pub fn engine(&self, plan: &str, hash: &str, mode: &str, guard: Arc<GuardStats>) {
-        self.info.with_label_values(&[plan, hash, mode]).set(1);
+    pub fn engine(&self, plan: &str, hash: &str, guard: Arc<GuardStats>) {
+        self.info.with_label_values(&[plan, hash]).set(1);
         self.guards
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -282,7 +289,7 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 16] = [
+    let collectors: [&dyn Collector; 17] = [
         &metrics.operations,
         &metrics.operation_duration,
         &metrics.reconciles,
@@ -291,6 +298,7 @@ pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
         &metrics.newly_blocked,
         &metrics.changed,
         &metrics.conflicts,
+        &metrics.flag_evaluations,
         &metrics.guard_refusals,
         &metrics.dry_run_requests,
         &metrics.info,
@@ -333,6 +341,11 @@ impl Sink for EngineMetrics {
             .observe(r.duration.as_secs_f64());
         self.steps(plan, "control", &r.control);
         self.steps(plan, "candidate", &r.candidate);
+        if let Some(flag) = &r.flag {
+            self.flag_evaluations
+                .with_label_values(&[plan, mode, flag.reason.as_str()])
+                .inc();
+        }
         let first = r.control_first_failure.as_deref().unwrap_or("none");
         for op in &r.unblocked {
             let outcome = r.candidate_step(op).map_or("unknown", |s| s.outcome);

@@ -208,6 +208,23 @@ impl TraceSink {
     }
 }
 
+/// The OpenTelemetry feature-flag attributes of the flag's evaluation for this reconcile.
+fn flag_attributes(r: &ReconcileRecord, flag: &crate::flag::Evaluation) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("feature_flag.key", crate::flag::FLAG_KEY),
+        KeyValue::new("feature_flag.provider.name", "shadow-reconciler"),
+        KeyValue::new("feature_flag.result.variant", flag.mode.as_str()),
+        KeyValue::new("feature_flag.result.reason", flag.reason.as_str()),
+    ];
+    if let Some(uid) = &r.object.uid {
+        attributes.push(KeyValue::new("feature_flag.context.id", uid.clone()));
+    }
+    if let Some(version) = &flag.version {
+        attributes.push(KeyValue::new("feature_flag.version", version.clone()));
+    }
+    attributes
+}
+
 impl Sink for TraceSink {
     fn record(&self, r: &ReconcileRecord) {
         if let Some(id) = r
@@ -230,6 +247,9 @@ impl Sink for TraceSink {
         ];
         if let Some(ns) = &r.object.namespace {
             attributes.push(KeyValue::new("k8s.namespace.name", ns.clone()));
+        }
+        if let Some(flag) = &r.flag {
+            attributes.extend(flag_attributes(r, flag));
         }
         let mut root = self.tracer.build_with_context(
             self.tracer
