@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::Args;
 use shadow_reconciler::analyze::{self, render::Format};
 use shadow_reconciler::dataset::{HealthCounters, ParquetSink, SinkConfig};
-use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag, Ramp};
 use shadow_reconciler::flag::watch::Target;
+use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag, Ramp};
 use shadow_reconciler::plan::{self, ReconcilePlan};
 
 /// The flag's options: its defaults and the ConfigMap that overrides them.

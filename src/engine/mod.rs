@@ -29,8 +29,8 @@ use crate::model::{Decision, Diff, Policy, StepResult};
 use crate::outcome::{Execution, Outcome, ShadowPolicy};
 use crate::plan::{LookupError, ReconcilePlan};
 
-/// Which policies run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which policies run, ordered from the most cautious (`off`) to `enforce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Mode {
     /// The control only (legacy sequential).
     Off,
@@ -267,7 +267,9 @@ impl<R: Reconciler> Engine<R> {
             match Policies::build(&self.plan, state) {
                 Ok(built) => *cached = Arc::new(built),
                 // Unreachable: a flag names only groups the plan has (`FlagSpec::for_plan`).
-                Err(error) => tracing::error!(%error, "cannot build the policies of the flag; keeping the previous ones"),
+                Err(error) => {
+                    tracing::error!(%error, "cannot build the policies of the flag; keeping the previous ones");
+                }
             }
         }
         cached.clone()

@@ -28,7 +28,10 @@ impl FlagMetrics {
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let this = Self {
             info: IntGaugeVec::new(
-                opts("flag_info", "Always 1: the mode of the flag in force and where it came from (configmap or command-line)."),
+                opts(
+                    "flag_info",
+                    "Always 1: the mode of the flag in force and where it came from (configmap or command-line).",
+                ),
                 &["mode", "source"],
             )?,
             ramp: Gauge::with_opts(opts(
@@ -44,11 +47,17 @@ impl FlagMetrics {
                 "1 while the watch of the flag ConfigMap is listed and running; 0 before its first list and after a watch error until it recovers.",
             ))?,
             changes: IntCounterVec::new(
-                opts("flag_changes_total", "Changes of the flag in force, by mode before and after."),
+                opts(
+                    "flag_changes_total",
+                    "Changes of the flag in force, by mode before and after.",
+                ),
                 &["from", "to"],
             )?,
             errors: IntCounterVec::new(
-                opts("flag_errors_total", "Flag ConfigMaps refused, by the first invalid field (unknown: a key the flag does not know)."),
+                opts(
+                    "flag_errors_total",
+                    "Flag ConfigMaps refused, by the first invalid field (unknown: a key the flag does not know).",
+                ),
                 &["field"],
             )?,
             last_change: Gauge::with_opts(opts(

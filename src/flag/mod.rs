@@ -41,7 +41,9 @@ impl GroupRef {
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.trim();
         match s.split_once('/') {
-            Some((plan, group)) if !plan.is_empty() && !group.is_empty() && !group.contains('/') => {
+            Some((plan, group))
+                if !plan.is_empty() && !group.is_empty() && !group.contains('/') =>
+            {
                 Some(Self {
                     plan: Some(plan.to_owned()),
                     group: group.to_owned(),
@@ -244,7 +246,11 @@ impl FlagSpec {
 fn known(plans: &[Arc<ReconcilePlan>]) -> String {
     plans
         .iter()
-        .flat_map(|p| p.groups().iter().map(move |g| format!("{}/{}", p.name(), g.name())))
+        .flat_map(|p| {
+            p.groups()
+                .iter()
+                .map(move |g| format!("{}/{}", p.name(), g.name()))
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -375,11 +381,7 @@ impl FlagState {
             };
         }
         let inside = flag.ramp == Ramp::ALL || flag.ramp.includes(bucket(uid));
-        let mode = if inside {
-            flag.mode
-        } else {
-            below(flag.mode)
-        };
+        let mode = if inside { flag.mode } else { below(flag.mode) };
         let reason = if chosen.is_some() {
             Reason::Error
         } else if self.stale {
@@ -517,7 +519,8 @@ impl LiveFlag {
     fn replace(&self, f: impl FnOnce(&FlagState) -> FlagState) {
         let mut guard = self.state.write().unwrap_or_else(PoisonError::into_inner);
         let mut next = f(&guard);
-        let same = next.spec == guard.spec && next.source == guard.source && next.stale == guard.stale;
+        let same =
+            next.spec == guard.spec && next.source == guard.source && next.stale == guard.stale;
         if !same {
             next.generation = guard.generation + 1;
             *guard = Arc::new(next);

@@ -194,8 +194,8 @@ fn groups(value: &str) -> Result<Vec<GroupRef>, String> {
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
     {
-        let group = GroupRef::parse(item)
-            .ok_or_else(|| format!("{item:?} is not GROUP or PLAN/GROUP"))?;
+        let group =
+            GroupRef::parse(item).ok_or_else(|| format!("{item:?} is not GROUP or PLAN/GROUP"))?;
         if !out.contains(&group) {
             out.push(group);
         }

@@ -38,7 +38,10 @@ fn keys_override_the_defaults_one_by_one() {
         "7",
         &[
             ("mode", "enforce"),
-            ("enforcedGroups", "non-critical-syncs, addon-install-progression/status-patches"),
+            (
+                "enforcedGroups",
+                "non-critical-syncs, addon-install-progression/status-patches",
+            ),
             ("rampPercent", "5"),
         ],
     );
@@ -46,7 +49,10 @@ fn keys_override_the_defaults_one_by_one() {
     let state = flag.current();
     assert_eq!(state.spec.mode, Mode::Enforce);
     assert_eq!(state.spec.ramp, Ramp::from_percent(5.0).unwrap());
-    assert!(!state.spec.allow_object_override, "absent key keeps the default");
+    assert!(
+        !state.spec.allow_object_override,
+        "absent key keeps the default"
+    );
     assert_eq!(state.spec.candidate_groups, None);
     assert_eq!(state.generation, 1);
     assert_eq!(
@@ -56,16 +62,31 @@ fn keys_override_the_defaults_one_by_one() {
             resource_version: "7".into()
         }
     );
-    let hc = plans().into_iter().find(|p| p.name() == "hostedcluster").unwrap();
-    let addon = plans().into_iter().find(|p| p.name() != "hostedcluster").unwrap();
-    assert_eq!(state.spec.for_plan(&hc).enforced_groups, ["non-critical-syncs"]);
-    assert_eq!(state.spec.for_plan(&addon).enforced_groups, ["status-patches"]);
+    let hc = plans()
+        .into_iter()
+        .find(|p| p.name() == "hostedcluster")
+        .unwrap();
+    let addon = plans()
+        .into_iter()
+        .find(|p| p.name() != "hostedcluster")
+        .unwrap();
+    assert_eq!(
+        state.spec.for_plan(&hc).enforced_groups,
+        ["non-critical-syncs"]
+    );
+    assert_eq!(
+        state.spec.for_plan(&addon).enforced_groups,
+        ["status-patches"]
+    );
     // The same content at a new resourceVersion changes nothing but the source.
     let again = config_map(
         "8",
         &[
             ("mode", "enforce"),
-            ("enforcedGroups", "non-critical-syncs addon-install-progression/status-patches"),
+            (
+                "enforcedGroups",
+                "non-critical-syncs addon-install-progression/status-patches",
+            ),
             ("rampPercent", "5.00"),
         ],
     );
@@ -82,13 +103,41 @@ fn an_invalid_config_map_names_its_field_and_keeps_the_last_valid_flag() {
     flag.apply(Some(&config_map("1", &[("mode", "enforce")])))
         .expect("valid");
     let cases: [Case; 7] = [
-        (&[("mode", "enforced")], Field::Mode, "data.mode: \"enforced\": expected off, shadow or enforce"),
-        (&[("rampPercent", "150")], Field::RampPercent, "data.rampPercent: \"150\""),
-        (&[("rampPercent", "0.001")], Field::RampPercent, "at most two decimals"),
-        (&[("allowObjectOverride", "yes")], Field::AllowObjectOverride, "expected true or false"),
-        (&[("enforcedGroups", "no-such-group")], Field::EnforcedGroups, "data.enforcedGroups: \"no-such-group\": no plan has this rollout group; known: hostedcluster/non-critical-syncs"),
-        (&[("candidateGroups", "hostedcluster/status-patches")], Field::CandidateGroups, "no plan has this rollout group"),
-        (&[("rampPrecent", "5")], Field::Unknown, "data.rampPrecent: \"5\": unknown key"),
+        (
+            &[("mode", "enforced")],
+            Field::Mode,
+            "data.mode: \"enforced\": expected off, shadow or enforce",
+        ),
+        (
+            &[("rampPercent", "150")],
+            Field::RampPercent,
+            "data.rampPercent: \"150\"",
+        ),
+        (
+            &[("rampPercent", "0.001")],
+            Field::RampPercent,
+            "at most two decimals",
+        ),
+        (
+            &[("allowObjectOverride", "yes")],
+            Field::AllowObjectOverride,
+            "expected true or false",
+        ),
+        (
+            &[("enforcedGroups", "no-such-group")],
+            Field::EnforcedGroups,
+            "data.enforcedGroups: \"no-such-group\": no plan has this rollout group; known: hostedcluster/non-critical-syncs",
+        ),
+        (
+            &[("candidateGroups", "hostedcluster/status-patches")],
+            Field::CandidateGroups,
+            "no plan has this rollout group",
+        ),
+        (
+            &[("rampPrecent", "5")],
+            Field::Unknown,
+            "data.rampPrecent: \"5\": unknown key",
+        ),
     ];
     for (data, field, text) in cases {
         let error = flag.apply(Some(&config_map("2", data))).unwrap_err();
@@ -103,7 +152,10 @@ fn an_invalid_config_map_names_its_field_and_keeps_the_last_valid_flag() {
         "mode".to_owned(),
         k8s_openapi::ByteString(b"enforce".to_vec()),
     )]));
-    assert_eq!(flag.apply(Some(&binary)).unwrap_err().field(), Field::BinaryData);
+    assert_eq!(
+        flag.apply(Some(&binary)).unwrap_err().field(),
+        Field::BinaryData
+    );
     // A valid ConfigMap clears the staleness.
     flag.apply(Some(&config_map("4", &[("mode", "shadow")])))
         .expect("valid");
@@ -115,7 +167,10 @@ fn an_invalid_config_map_names_its_field_and_keeps_the_last_valid_flag() {
 fn buckets_are_stable_uniform_and_nested() {
     // Fixed values (computed with Python's hashlib): a change of the hash would move objects
     // across a ramp in production.
-    assert_eq!([bucket("a"), bucket("b"), bucket("uid-1")], [2250, 7946, 5495]);
+    assert_eq!(
+        [bucket("a"), bucket("b"), bucket("uid-1")],
+        [2250, 7946, 5495]
+    );
     assert_eq!(bucket("uid-1"), golden_bucket("uid-1"));
     let n = 20_000;
     let inside = |percent: f64| {
@@ -126,7 +181,10 @@ fn buckets_are_stable_uniform_and_nested() {
     };
     for (percent, expected) in [(5.0, 1000), (50.0, 10_000)] {
         let got = inside(percent);
-        assert!(got.abs_diff(expected) < expected / 10, "{percent}%: {got} of {n}");
+        assert!(
+            got.abs_diff(expected) < expected / 10,
+            "{percent}%: {got} of {n}"
+        );
     }
     assert_eq!(inside(0.0), 0);
     assert_eq!(inside(100.0), n);
@@ -134,29 +192,41 @@ fn buckets_are_stable_uniform_and_nested() {
     let fifty = Ramp::from_percent(50.0).unwrap();
     for i in 0..n {
         let b = bucket(&format!("uid-{i}"));
-        assert!(!five.includes(b) || fifty.includes(b), "inside 5% but not 50%");
+        assert!(
+            !five.includes(b) || fifty.includes(b),
+            "inside 5% but not 50%"
+        );
     }
 }
 
 /// The bucket computed independently of [`bucket`]: SHA-256, first 8 bytes big-endian, mod 10,000.
 fn golden_bucket(uid: &str) -> u16 {
     let d = Sha256::digest(uid.as_bytes());
-    let v = d[..8].iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
+    let v = d[..8]
+        .iter()
+        .fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
     u16::try_from(v % 10_000).unwrap()
 }
 
 #[test]
 fn the_annotation_wins_only_when_allowed() {
-    let hc = plans().into_iter().find(|p| p.name() == "hostedcluster").unwrap();
+    let hc = plans()
+        .into_iter()
+        .find(|p| p.name() == "hostedcluster")
+        .unwrap();
     let flag = live();
-    flag.apply(Some(&config_map("1", &[("mode", "shadow")]))).unwrap();
+    flag.apply(Some(&config_map("1", &[("mode", "shadow")])))
+        .unwrap();
     let state = flag.current();
     let plan_flag = state.spec.for_plan(&hc);
     let e = state.evaluate(&plan_flag, "u", Some("enforce"));
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
     assert_eq!(e.version.as_deref(), Some("1"));
-    flag.apply(Some(&config_map("2", &[("mode", "shadow"), ("allowObjectOverride", "true")])))
-        .unwrap();
+    flag.apply(Some(&config_map(
+        "2",
+        &[("mode", "shadow"), ("allowObjectOverride", "true")],
+    )))
+    .unwrap();
     let state = flag.current();
     let plan_flag = state.spec.for_plan(&hc);
     let e = state.evaluate(&plan_flag, "u", Some("enforce"));
@@ -174,10 +244,16 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
     assert_eq!(below(Mode::Enforce), Mode::Shadow);
     assert_eq!(below(Mode::Shadow), Mode::Off);
     assert_eq!(below(Mode::Off), Mode::Off);
-    let hc = plans().into_iter().find(|p| p.name() == "hostedcluster").unwrap();
-    let flag = live();
-    flag.apply(Some(&config_map("1", &[("mode", "enforce"), ("rampPercent", "50")])))
+    let hc = plans()
+        .into_iter()
+        .find(|p| p.name() == "hostedcluster")
         .unwrap();
+    let flag = live();
+    flag.apply(Some(&config_map(
+        "1",
+        &[("mode", "enforce"), ("rampPercent", "50")],
+    )))
+    .unwrap();
     let state = flag.current();
     let plan_flag = state.spec.for_plan(&hc);
     let (mut enforce, mut shadow) = (0, 0);
@@ -185,7 +261,11 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
         let uid = format!("uid-{i}");
         let e = state.evaluate(&plan_flag, &uid, None);
         assert_eq!(e.reason, Reason::Split);
-        assert_eq!(e, state.evaluate(&plan_flag, &uid, None), "same object, same side");
+        assert_eq!(
+            e,
+            state.evaluate(&plan_flag, &uid, None),
+            "same object, same side"
+        );
         match e.mode {
             Mode::Enforce => enforce += 1,
             Mode::Shadow => shadow += 1,

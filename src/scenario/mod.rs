@@ -233,8 +233,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         vec![hc_plan.clone(), addon_plan.clone()],
     )?);
     let hc_engine = Arc::new(
-        engine(HostedClusterReconciler, hc_plan, &client, settings, &sink)?
-            .with_flag(flag.clone()),
+        engine(HostedClusterReconciler, hc_plan, &client, settings, &sink)?.with_flag(flag.clone()),
     );
     let addon_engine = Arc::new(
         engine(AddOnReconciler, addon_plan, &client, settings, &sink)?.with_flag(flag.clone()),
@@ -415,11 +414,7 @@ fn engine<R: crate::engine::Reconciler>(
     if let Some(telemetry) = &settings.telemetry {
         let metrics = telemetry.metrics().clone();
         let plan = engine.plan().clone();
-        metrics.engine(
-            plan.name(),
-            &plan.hash().short(),
-            engine.guard().clone(),
-        );
+        metrics.engine(plan.name(), &plan.hash().short(), engine.guard().clone());
         engine = engine.with_sink(Arc::new(metrics));
     }
     Ok(engine)
