@@ -42,6 +42,18 @@ enum Command {
     /// Judge the plan from recorded Parquet data: verdicts per operation, ordering dependencies,
     /// readiness per rollout group. Exit 0 ready, 1 not ready, 3 inconclusive, 2 bad input.
     Analyze(cli::AnalyzeArgs),
+    /// Write the generated parts of deploy/ (the CRDs, from the Rust types), or check them.
+    Manifests(ManifestsArgs),
+}
+
+#[derive(Args)]
+struct ManifestsArgs {
+    /// The repository root: files go to DIR/deploy/...
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+    /// Write nothing; exit 1 listing the files that are missing or stale.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Args)]
@@ -209,6 +221,7 @@ fn main() -> ExitCode {
         Command::Sim(SimCommand::Serve(args)) => serve(&args),
         Command::Run(args) => run(&args),
         Command::Analyze(args) => cli::analyze(&args),
+        Command::Manifests(args) => manifests(&args),
     };
     match result {
         Ok(code) => code,
@@ -217,6 +230,25 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_INVALID)
         }
     }
+}
+
+fn manifests(args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
+    use shadow_reconciler::manifests;
+    if args.check {
+        let stale = manifests::stale(&args.dir)?;
+        for path in &stale {
+            eprintln!("stale or missing: {}", path.display());
+        }
+        if !stale.is_empty() {
+            eprintln!("run `shadow-reconciler manifests` to regenerate them");
+            return Ok(ExitCode::FAILURE);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for path in manifests::write(&args.dir)? {
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check_plans(files: &[PathBuf]) -> ExitCode {
