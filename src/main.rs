@@ -540,7 +540,7 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
 ) -> shadow_reconciler::engine::Engine<R> {
     let plan = engine.plan().clone();
     let metrics = telemetry.metrics().clone();
-    metrics.engine(plan.name(), &plan.hash().short(), engine.guard().clone());
+    metrics.engine(&plan, engine.guard().clone());
     let engine = engine
         .with_sink(Arc::new(shadow_reconciler::engine::LogSink))
         .with_sink(Arc::new(metrics));

@@ -1,5 +1,6 @@
 //! The generated parts of `deploy/`: the CustomResourceDefinitions of the reference reconcilers'
-//! kinds, from their Rust types, and the sidecar overlay's copies of the shipped plans. `shadow-reconciler manifests` writes them; `--check` (and a test)
+//! kinds, from their Rust types; the `PrometheusRule` wrapping `exporters/prometheus/rules.yaml`;
+//! and the sidecar overlay's copies of the shipped plans. `shadow-reconciler manifests` writes them; `--check` (and a test)
 //! fails when the committed files are stale.
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,9 @@ pub enum Error {
         #[source]
         source: serde_saphyr::SerializeError,
     },
+    /// `exporters/prometheus/rules.yaml` is not YAML.
+    #[error("exporters/prometheus/rules.yaml: {0}")]
+    Rules(String),
     /// A file could not be written.
     #[error("cannot write {}", path.display())]
     Write {
@@ -62,6 +66,7 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         kustomization.push_str(&format!("  - {name}.yaml\n"));
     }
     files.push(("deploy/crds/kustomization.yaml".to_owned(), kustomization));
+    files.push(prometheus_rule()?);
     // The sidecar overlay mounts the shipped plans; kustomize reads files only inside the overlay.
     for name in crate::plan::embedded::NAMES {
         if let Some((_, text)) = crate::plan::embedded::text(name) {
@@ -72,6 +77,31 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         }
     }
     Ok(files)
+}
+
+/// The rules of `exporters/prometheus/rules.yaml` as a prometheus-operator `PrometheusRule`.
+fn prometheus_rule() -> Result<(String, String), Error> {
+    const RULES: &str = include_str!("../exporters/prometheus/rules.yaml");
+    let path = "deploy/base/prometheusrule.yaml".to_owned();
+    let rules: serde_json::Value =
+        serde_saphyr::from_str(RULES).map_err(|e| Error::Rules(e.to_string()))?;
+    let rule = serde_json::json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": "shadow-reconciler",
+            "labels": {"app.kubernetes.io/component": "monitoring"},
+        },
+        "spec": {"groups": rules["groups"]},
+    });
+    let yaml = serde_saphyr::to_string(&rule).map_err(|source| Error::Serialize {
+        path: path.clone(),
+        source,
+    })?;
+    Ok((
+        path,
+        format!("{HEADER}# The rules of exporters/prometheus/rules.yaml, for prometheus-operator.\n{yaml}"),
+    ))
 }
 
 /// Writes every generated file under `root`.

@@ -72,8 +72,14 @@ impl FlagMetrics {
         registry.register(Box::new(this.changes.clone()))?;
         registry.register(Box::new(this.errors.clone()))?;
         registry.register(Box::new(this.last_change.clone()))?;
+        // Zero series, so dashboards and alerts see the families before the first event.
         for field in Field::ALL {
             this.errors.with_label_values(&[field.as_str()]);
+        }
+        for from in [Mode::Off, Mode::Shadow, Mode::Enforce] {
+            for to in [Mode::Off, Mode::Shadow, Mode::Enforce] {
+                this.changes.with_label_values(&[from.as_str(), to.as_str()]);
+            }
         }
         this.last_change.set(now());
         Ok(this)

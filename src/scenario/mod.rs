@@ -414,7 +414,7 @@ fn engine<R: crate::engine::Reconciler>(
     if let Some(telemetry) = &settings.telemetry {
         let metrics = telemetry.metrics().clone();
         let plan = engine.plan().clone();
-        metrics.engine(plan.name(), &plan.hash().short(), engine.guard().clone());
+        metrics.engine(&plan, engine.guard().clone());
         engine = engine.with_sink(Arc::new(metrics));
     }
     Ok(engine)

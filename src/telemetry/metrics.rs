@@ -207,9 +207,18 @@ impl EngineMetrics {
         })
     }
 
-    /// Declares an engine: its info series, and its guard counters exported at every scrape.
-    pub fn engine(&self, plan: &str, hash: &str, guard: Arc<GuardStats>) {
-        self.info.with_label_values(&[plan, hash]).set(1);
+    /// Declares an engine: its info series, zero series for the per-operation counters a
+    /// dashboard shows even when nothing happened yet (newly blocked, changed outcomes), and its
+    /// guard counters exported at every scrape.
+    pub fn engine(&self, plan: &crate::plan::ReconcilePlan, guard: Arc<GuardStats>) {
+        let name = plan.name();
+        self.info
+            .with_label_values(&[name, &plan.hash().short()])
+            .set(1);
+        for op in plan.operations() {
+            self.newly_blocked.with_label_values(&[name, op.name()]);
+            self.changed.with_label_values(&[name, op.name()]);
+        }
         self.guards
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
