@@ -408,6 +408,37 @@ fn run_without_a_cluster_says_so() {
 }
 
 #[test]
+fn run_rejects_a_bad_flag_default_before_looking_for_a_cluster() {
+    let out = cli(&["run", "--enforce", "no-such-group"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--enforce \"no-such-group\": no plan has this rollout group; known: hostedcluster/non-critical-syncs"),
+        "{stderr}"
+    );
+    let out = cli(&[
+        "run",
+        "--reconciler",
+        "hostedcluster",
+        "--candidate",
+        "status-patches",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--candidate \"status-patches\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(&["run", "--ramp-percent", "150"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("\"150\" is not a percentage from 0 to 100"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn simulate_rejects_unknown_rollout_groups_whatever_the_mode() {
     let out = cli(&[
         "simulate",

@@ -228,16 +228,27 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         plan_or(settings, HostedClusterReconciler::plan()),
         plan_or(settings, AddOnReconciler::plan()),
     );
+    // The engines check the groups against their plans first (the clearer error).
+    let hc_engine = engine(
+        HostedClusterReconciler,
+        hc_plan.clone(),
+        &client,
+        settings,
+        &sink,
+    )?;
+    let addon_engine = engine(
+        AddOnReconciler,
+        addon_plan.clone(),
+        &client,
+        settings,
+        &sink,
+    )?;
     let flag = Arc::new(crate::flag::LiveFlag::new(
         flag_defaults(settings),
-        vec![hc_plan.clone(), addon_plan.clone()],
+        vec![hc_plan, addon_plan],
     )?);
-    let hc_engine = Arc::new(
-        engine(HostedClusterReconciler, hc_plan, &client, settings, &sink)?.with_flag(flag.clone()),
-    );
-    let addon_engine = Arc::new(
-        engine(AddOnReconciler, addon_plan, &client, settings, &sink)?.with_flag(flag.clone()),
-    );
+    let hc_engine = Arc::new(hc_engine.with_flag(flag.clone()));
+    let addon_engine = Arc::new(addon_engine.with_flag(flag.clone()));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
