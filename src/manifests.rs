@@ -1,4 +1,4 @@
-//! The generated parts of `deploy/`: the CustomResourceDefinitions of the reference reconcilers'
+//! The generated parts of `deploy/`: the custom resource definitions of the reference reconcilers'
 //! kinds, from their Rust types; the `PrometheusRule` wrapping `exporters/prometheus/rules.yaml`;
 //! and the sidecar overlay's copies of the shipped plans. `shadow-reconciler manifests` writes them; `--check` (and a test)
 //! fails when the committed files are stale.
@@ -63,7 +63,9 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         "{HEADER}# The reference reconcilers' kinds (group example.shadow-reconciler.io), for the\n# standalone overlay.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
     );
     for name in &names {
-        kustomization.push_str(&format!("  - {name}.yaml\n"));
+        kustomization.push_str("  - ");
+        kustomization.push_str(name);
+        kustomization.push_str(".yaml\n");
     }
     files.push(("deploy/crds/kustomization.yaml".to_owned(), kustomization));
     files.push(prometheus_rule()?);
@@ -100,7 +102,9 @@ fn prometheus_rule() -> Result<(String, String), Error> {
     })?;
     Ok((
         path,
-        format!("{HEADER}# The rules of exporters/prometheus/rules.yaml, for prometheus-operator.\n{yaml}"),
+        format!(
+            "{HEADER}# The rules of exporters/prometheus/rules.yaml, for prometheus-operator.\n{yaml}"
+        ),
     ))
 }
 

@@ -224,31 +224,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
 
     // The restart: both controllers start and replay every object at once.
     let sink = MemorySink::new();
-    let (hc_plan, addon_plan) = (
-        plan_or(settings, HostedClusterReconciler::plan()),
-        plan_or(settings, AddOnReconciler::plan()),
-    );
-    // The engines check the groups against their plans first (the clearer error).
-    let hc_engine = engine(
-        HostedClusterReconciler,
-        hc_plan.clone(),
-        &client,
-        settings,
-        &sink,
-    )?;
-    let addon_engine = engine(
-        AddOnReconciler,
-        addon_plan.clone(),
-        &client,
-        settings,
-        &sink,
-    )?;
-    let flag = Arc::new(crate::flag::LiveFlag::new(
-        flag_defaults(settings),
-        vec![hc_plan, addon_plan],
-    )?);
-    let hc_engine = Arc::new(hc_engine.with_flag(flag.clone()));
-    let addon_engine = Arc::new(addon_engine.with_flag(flag.clone()));
+    let (hc_engine, addon_engine, flag) = engines(settings, &client, &sink)?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -297,6 +273,44 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     record_audit(&mut summary, &sim, before);
     sim.shutdown().await?;
     Ok(summary)
+}
+
+/// Both engines, sharing one flag built from the settings.
+#[allow(clippy::type_complexity)] // a one-off tuple, unpacked at the only call
+fn engines(
+    settings: &Settings,
+    client: &kube::Client,
+    sink: &MemorySink,
+) -> Result<
+    (
+        Arc<Engine<HostedClusterReconciler>>,
+        Arc<Engine<AddOnReconciler>>,
+        Arc<crate::flag::LiveFlag>,
+    ),
+    ScenarioError,
+> {
+    let (hc_plan, addon_plan) = (
+        plan_or(settings, HostedClusterReconciler::plan()),
+        plan_or(settings, AddOnReconciler::plan()),
+    );
+    // The engines check the groups against their plans first (the clearer error).
+    let hc = engine(
+        HostedClusterReconciler,
+        hc_plan.clone(),
+        client,
+        settings,
+        sink,
+    )?;
+    let addon = engine(AddOnReconciler, addon_plan.clone(), client, settings, sink)?;
+    let flag = Arc::new(crate::flag::LiveFlag::new(
+        flag_defaults(settings),
+        vec![hc_plan, addon_plan],
+    )?);
+    Ok((
+        Arc::new(hc.with_flag(flag.clone())),
+        Arc::new(addon.with_flag(flag.clone())),
+        flag,
+    ))
 }
 
 /// A client of the simulator with the controllers' user agent.
