@@ -78,7 +78,8 @@ impl FlagMetrics {
         }
         for from in [Mode::Off, Mode::Shadow, Mode::Enforce] {
             for to in [Mode::Off, Mode::Shadow, Mode::Enforce] {
-                this.changes.with_label_values(&[from.as_str(), to.as_str()]);
+                this.changes
+                    .with_label_values(&[from.as_str(), to.as_str()]);
             }
         }
         this.last_change.set(now());

@@ -1,0 +1,725 @@
+"""Renders and validates the Kubernetes manifests in deploy/.
+
+Usage: check_manifests.py REPO_ROOT [--kubernetes-version 1.37] [--npm-dir DIR]
+
+Renders deploy/base and every deploy/overlays/*/ with `kubectl kustomize` (the kustomize that
+`kubectl apply -k` uses), reads deploy/examples/*.yaml as they are, and validates every document:
+
+- Built-in kinds: against the Kubernetes OpenAPI schemas that kubernetes-validate (PyPI) ships for
+  --kubernetes-version, in its strict flavour (a field the API does not know is an error, as
+  `kubectl apply`'s default server-side field validation makes it). Every error is reported, not
+  only the first.
+- Our own kinds (group example.shadow-reconciler.io): with jsonschema against the CRD's
+  openAPIV3Schema read from deploy/crds/*.yaml, turned into JSON Schema the way the API server
+  reads it (`nullable`, `x-kubernetes-int-or-string`, and unknown fields rejected unless
+  `x-kubernetes-preserve-unknown-fields`), plus `metadata` against ObjectMeta and the CRD's scope.
+- ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1): kubernetes-validate has no CRD
+  schemas, and no PyPI package ships prometheus-operator's. The npm package
+  @kubernetes-models/prometheus-operator does: its validators are generated from
+  prometheus-operator's CRD schemas (types, enums, patterns, required fields), run here with
+  node. Those validators let unknown fields through, so the checker also walks each document
+  along the package's TypeScript declarations (.d.ts, generated from the same schemas) and
+  rejects any field they do not declare; Kubernetes types inside them (ObjectMeta,
+  LabelSelector, ...) are checked strictly against kubernetes-validate's definitions. The
+  package is installed with npm into --npm-dir (default ~/.cache/shadow-reconciler/npm) on first
+  use. node and npm are required: a missing one is an error, not a skip.
+
+Then it checks invariants of our own:
+
+- every container (and native sidecar) has resource requests and limits for cpu and memory,
+  liveness and readiness probes, and a restricted securityContext (runAsNonRoot,
+  readOnlyRootFilesystem, allowPrivilegeEscalation false, capabilities drop ALL, a seccomp
+  profile);
+- a shadow-reconciler container gets POD_NAMESPACE and POD_NAME from the downward API, a writable
+  /tmp and a volume at its --parquet-dir, its ConfigMap and PersistentVolumeClaim volumes exist in
+  the same render, and its pod has terminationGracePeriodSeconds >= 30 (controllers 10 s plus
+  --parquet-grace 10 s plus room);
+- every Role and ClusterRole rule names explicit apiGroups, resources and verbs, none of them `*`,
+  and every binding's roleRef exists in the render;
+- namespaced objects carry a namespace and cluster-scoped ones do not;
+- in a render with workloads: every Service selects pods of the render and its named targetPorts
+  exist on them, every ServiceMonitor endpoint finds a Service port of that name, and every
+  NetworkPolicy selects pods of the render.
+
+Prints one line per render and a summary with the number of documents validated in each; exits
+non-zero listing every failure as `render: source file: Kind namespace/name: field: message`.
+"""
+
+import argparse
+import copy
+import glob
+import importlib.resources
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+import kubernetes_validate
+import kubernetes_validate.utils
+import referencing
+import yaml
+from kubernetes_validate.version import __version__ as KUBERNETES_VALIDATE_VERSION
+
+DEFAULT_KUBERNETES_VERSION = "1.37"
+NPM_PACKAGE = "@kubernetes-models/prometheus-operator"
+NPM_VERSION = "6.0.0"
+MONITORING_GROUP = "monitoring.coreos.com"
+ORIGIN = "config.kubernetes.io/origin"
+DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
+
+# Built-in kinds without a namespace (the ones a deploy/ tree could plausibly hold).
+CLUSTER_SCOPED = {
+    "APIService", "CSIDriver", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "IngressClass", "MutatingWebhookConfiguration", "Namespace", "PersistentVolume",
+    "PriorityClass", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
+}
+WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
+
+
+def fail(message):
+    raise SystemExit(f"check_manifests: {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Documents and failures
+
+
+class Doc:
+    def __init__(self, data, render, origin):
+        self.data = data
+        self.render = render
+        self.origin = origin
+
+    @property
+    def kind(self):
+        return self.data.get("kind", "?")
+
+    @property
+    def namespace(self):
+        return (self.data.get("metadata") or {}).get("namespace")
+
+    @property
+    def name(self):
+        return (self.data.get("metadata") or {}).get("name", "?")
+
+    def label(self):
+        ns = self.namespace
+        return f"{self.kind} {ns}/{self.name}" if ns else f"{self.kind} {self.name}"
+
+
+class Failures:
+    def __init__(self):
+        self.items = []
+
+    def add(self, doc, field, message):
+        field = field or "(document)"
+        self.items.append(f"{doc.render}: {doc.origin}: {doc.label()}: {field}: {message}")
+
+
+def json_path(parts):
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def kubectl():
+    path = shutil.which("kubectl")
+    if not path:
+        fail("kubectl is not installed; it renders the overlays (`kubectl kustomize`, kustomize "
+             "v5). Install kubectl and run again.")
+    return path
+
+
+def run_kustomize(directory):
+    result = subprocess.run([kubectl(), "kustomize", directory], capture_output=True, text=True)
+    if result.returncode != 0:
+        fail(f"`kubectl kustomize {directory}` failed:\n{result.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def render(root, relative):
+    """Renders deploy/<relative> as users get it, and again from a copy whose kustomization asks
+    for origin annotations, to name each document's source file. The two must agree."""
+    plain = run_kustomize(os.path.join(root, relative))
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_root = os.path.join(tmp, "repo")
+        shutil.copytree(os.path.join(root, "deploy"), os.path.join(copy_root, "deploy"))
+        kustomization = os.path.join(copy_root, relative, "kustomization.yaml")
+        with open(kustomization) as f:
+            k = yaml.safe_load(f) or {}
+        k["buildMetadata"] = sorted(set(k.get("buildMetadata") or []) | {"originAnnotations"})
+        with open(kustomization, "w") as f:
+            yaml.safe_dump(k, f)
+        annotated = run_kustomize(os.path.join(copy_root, relative))
+    docs = []
+    for data in annotated:
+        meta = data.setdefault("metadata", {})
+        annotations = meta.get("annotations") or {}
+        origin = yaml.safe_load(annotations.pop(ORIGIN, "") or "") or {}
+        if not annotations:
+            meta.pop("annotations", None)
+        if "path" in origin:
+            source = os.path.normpath(os.path.join(relative, origin["path"]))
+        elif "configuredBy" in origin:
+            by = origin["configuredBy"].get("kind", "generator")
+            source = f"{by} in {os.path.join(relative, origin.get('configuredIn', 'kustomization.yaml'))}"
+        else:
+            source = os.path.join(relative, "kustomization.yaml")
+        docs.append(Doc(data, relative, source))
+    if [d.data for d in docs] != plain:
+        fail(f"rendering {relative} with origin annotations changed the output; cannot name "
+             "source files reliably")
+    return docs
+
+
+def read_examples(root, relative):
+    docs = []
+    for path in sorted(glob.glob(os.path.join(root, relative, "*.yaml"))):
+        with open(path) as f:
+            for data in yaml.safe_load_all(f):
+                if data:
+                    docs.append(Doc(data, relative, os.path.relpath(path, root)))
+    return docs
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in kinds: kubernetes-validate's strict schemas
+
+
+class BuiltinSchemas:
+    def __init__(self, version):
+        supported = kubernetes_validate.utils.all_versions()
+        matching = [v for v in supported if v.rsplit(".", 1)[0] == version or v == version]
+        if not matching:
+            fail(f"kubernetes-validate {KUBERNETES_VALIDATE_VERSION} has no schemas for "
+                 f"Kubernetes {version} (it has {', '.join(supported)})")
+        self.version = matching[-1]
+        self.directory = importlib.resources.files("kubernetes_validate").joinpath(
+            "kubernetes-json-schema", f"v{self.version}-local-strict")
+        definitions = json.loads(self.directory.joinpath("_definitions.json").read_text())
+        self.definitions = definitions["$defs"]
+        self.registry = referencing.Resource.from_contents(definitions) @ referencing.Registry()
+        # TypeScript-style names (IoK8sApimachineryPkgApisMetaV1LabelSelector) to definitions.
+        self.by_flat_name = {n.replace(".", "").replace("-", "").lower(): n
+                             for n in self.definitions}
+
+    def schema_for(self, data):
+        api_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", str(data.get("apiVersion", "")))
+        path = self.directory.joinpath(f"{str(data.get('kind', '')).lower()}-{api_version}.json")
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text())
+
+    def validator(self, schema):
+        return jsonschema.Draft202012Validator(schema, registry=self.registry)
+
+    def definition_validator(self, name):
+        return self.validator({"$ref": f"{DEFINITIONS_ID}#/$defs/{name}"})
+
+
+def report(failures, doc, validator, instance, prefix=()):
+    for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path))):
+        failures.add(doc, json_path(list(prefix) + list(error.absolute_path)), error.message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Our own kinds: the CRDs' openAPIV3Schema
+
+
+def structural_to_json_schema(node, root=False):
+    """An openAPIV3Schema node as JSON Schema, with the API server's reading of it."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in ("properties", "patternProperties"):
+            out[key] = {k: structural_to_json_schema(v) for k, v in value.items()}
+        elif key == "items":
+            out[key] = structural_to_json_schema(value)
+        elif key == "additionalProperties" and isinstance(value, dict):
+            out[key] = structural_to_json_schema(value)
+        elif key in ("allOf", "anyOf", "oneOf"):
+            out[key] = [structural_to_json_schema(v) for v in value]
+        elif key == "not":
+            out[key] = structural_to_json_schema(value)
+        elif key.startswith("x-kubernetes-") or key in ("nullable", "default", "example",
+                                                        "externalDocs"):
+            continue
+        else:
+            out[key] = value
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    preserve = node.get("x-kubernetes-preserve-unknown-fields")
+    if (node.get("type") == "object" and not preserve and "additionalProperties" not in node
+            and "properties" in node):
+        out["additionalProperties"] = False
+    if root:
+        # apiVersion, kind and metadata are the API server's; metadata is checked separately.
+        props = out.setdefault("properties", {})
+        props.setdefault("apiVersion", {"type": "string"})
+        props.setdefault("kind", {"type": "string"})
+        props.setdefault("metadata", {"type": "object"})
+    return out
+
+
+class CrdSchemas:
+    def __init__(self, root):
+        self.kinds = {}  # (apiVersion, kind) -> (validator, scope)
+        self.scopes = {}  # kind -> scope, for every group
+        for path in sorted(glob.glob(os.path.join(root, "deploy", "crds", "*.yaml"))):
+            with open(path) as f:
+                for crd in yaml.safe_load_all(f):
+                    if crd and crd.get("kind") == "CustomResourceDefinition":
+                        self.add(crd)
+
+    def add(self, crd):
+        spec = crd["spec"]
+        self.scopes[spec["names"]["kind"]] = spec["scope"]
+        for version in spec.get("versions", []):
+            schema = ((version.get("schema") or {}).get("openAPIV3Schema"))
+            if not schema or not version.get("served", True):
+                continue
+            converted = structural_to_json_schema(schema, root=True)
+            key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+            self.kinds[key] = (jsonschema.Draft202012Validator(converted), spec["scope"])
+
+    def get(self, data):
+        return self.kinds.get((data.get("apiVersion"), data.get("kind")))
+
+
+# ---------------------------------------------------------------------------------------------
+# ServiceMonitor and PrometheusRule: @kubernetes-models/prometheus-operator under node
+
+NODE_SCRIPT = r"""
+import { readFileSync } from "node:fs";
+const docs = JSON.parse(readFileSync(0, "utf8"));
+const out = [];
+for (const doc of docs) {
+  const [group, version] = doc.apiVersion.split("/");
+  let model;
+  try {
+    model = (await import(`%(package)s/${group}/${version}/${doc.kind}`))[doc.kind];
+  } catch (e) {
+    out.push([{ path: "", message: `%(package)s has no model for ${doc.apiVersion} ${doc.kind}` }]);
+    continue;
+  }
+  try {
+    new model(doc).validate();
+    out.push([]);
+  } catch (e) {
+    const errors = e.errors || [{ instancePath: "", message: e.message }];
+    out.push(errors.map((x) => ({ path: x.instancePath || "", message: x.message })));
+  }
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+class MonitoringSchemas:
+    def __init__(self, npm_dir, builtin):
+        self.builtin = builtin
+        self.npm_dir = npm_dir
+        self.package_dir = os.path.join(npm_dir, "node_modules", *NPM_PACKAGE.split("/"))
+        self.dts_cache = {}
+
+    def ensure_installed(self):
+        for tool in ("node", "npm"):
+            if not shutil.which(tool):
+                fail(f"{tool} is not installed; ServiceMonitor and PrometheusRule are validated "
+                     f"with the npm package {NPM_PACKAGE}@{NPM_VERSION} under node. Install "
+                     "Node.js and npm and run again.")
+        installed = os.path.join(self.package_dir, "package.json")
+        if os.path.exists(installed):
+            with open(installed) as f:
+                if json.load(f).get("version") == NPM_VERSION:
+                    return
+        os.makedirs(self.npm_dir, exist_ok=True)
+        result = subprocess.run(
+            ["npm", "install", "--prefix", self.npm_dir, "--no-audit", "--no-fund",
+             "--no-save", "--loglevel=error", f"{NPM_PACKAGE}@{NPM_VERSION}"],
+            capture_output=True, text=True)
+        if result.returncode != 0 or not os.path.exists(installed):
+            fail(f"`npm install {NPM_PACKAGE}@{NPM_VERSION}` into {self.npm_dir} failed:\n"
+                 f"{result.stderr.strip()}")
+
+    def validate(self, docs, failures):
+        if not docs:
+            return
+        self.ensure_installed()
+        script = os.path.join(self.npm_dir, "validate-monitoring.mjs")
+        with open(script, "w") as f:
+            f.write(NODE_SCRIPT % {"package": NPM_PACKAGE})
+        result = subprocess.run(["node", script], input=json.dumps([d.data for d in docs]),
+                                capture_output=True, text=True, cwd=self.npm_dir)
+        if result.returncode != 0:
+            fail(f"node could not run the {NPM_PACKAGE} validators:\n{result.stderr.strip()}")
+        for doc, errors in zip(docs, json.loads(result.stdout)):
+            for error in errors:
+                field = ".".join(p for p in error["path"].split("/") if p)
+                failures.add(doc, re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", field), error["message"])
+            group, version = doc.data["apiVersion"].split("/")
+            dts = os.path.join(self.package_dir, group, version, f"{doc.kind}.d.ts")
+            if os.path.exists(dts):
+                self.walk(doc, failures, doc.data, ("object", dts), [])
+
+    # -- unknown fields, along the .d.ts declarations ------------------------------------------
+
+    def declarations(self, dts):
+        """The properties of the class a .d.ts declares (inherited ones included) and the
+        imports that resolve their types; None for a type alias."""
+        if dts in self.dts_cache:
+            return self.dts_cache[dts]
+        with open(dts) as f:
+            text = f.read()
+        imports = dict(re.findall(r'import \{ (\w+) \} from "([^"]+)";', text))
+        body = re.search(r"export declare class \w+ extends Model<\w+> implements \w+ \{\n(.*?)\n\}",
+                         text, re.S)
+        props = None
+        if body:
+            props = {}
+            current, depth, buffer = None, 0, ""
+            for line in body.group(1).splitlines():
+                if current is None:
+                    m = re.match(r'    "([^"]+)"\??: (.*)$', line)
+                    if not m:
+                        continue
+                    current, buffer = m.group(1), m.group(2)
+                else:
+                    buffer += " " + line.strip()
+                depth = buffer.count("{") + buffer.count("<") - buffer.count("}") - buffer.count(">")
+                if depth <= 0 and buffer.endswith(";"):
+                    props[current] = buffer[:-1].strip()
+                    current = None
+        self.dts_cache[dts] = (props, imports, os.path.dirname(dts))
+        return self.dts_cache[dts]
+
+    def resolve(self, type_name, imports, directory):
+        type_name = type_name.strip()
+        m = re.fullmatch(r"Array<(.*)>", type_name)
+        if m:
+            return ("array", self.resolve(m.group(1), imports, directory))
+        m = re.fullmatch(r"\{ *\[key: string\]: (.*?);? *\}", type_name)
+        if m:
+            return ("map", self.resolve(m.group(1), imports, directory))
+        source = imports.get(type_name)
+        if source is None:
+            return ("leaf",)
+        if source.startswith("./"):
+            return ("object", os.path.join(directory, source[2:].replace(".js", ".d.ts")))
+        flat = type_name[1:].lower()  # IIoK8s... -> iok8s...
+        definition = self.builtin.by_flat_name.get(flat)
+        return ("k8s", definition) if definition else ("leaf",)
+
+    def walk(self, doc, failures, value, kind, path):
+        if kind[0] == "array" and isinstance(value, list):
+            for i, item in enumerate(value):
+                self.walk(doc, failures, item, kind[1], path + [i])
+        elif kind[0] == "map" and isinstance(value, dict):
+            for key, item in value.items():
+                self.walk(doc, failures, item, kind[1], path + [key])
+        elif kind[0] == "k8s" and value is not None:
+            report(failures, doc, self.builtin.definition_validator(kind[1]), value, path)
+        elif kind[0] == "object" and isinstance(value, dict) and os.path.exists(kind[1]):
+            props, imports, directory = self.declarations(kind[1])
+            if props is None:
+                return
+            for key, item in value.items():
+                if key not in props:
+                    failures.add(doc, json_path(path + [key]),
+                                 f"unknown field (not in {NPM_PACKAGE}'s "
+                                 f"{os.path.basename(kind[1])[:-5]})")
+                    continue
+                self.walk(doc, failures, item, self.resolve(props[key], imports, directory),
+                          path + [key])
+
+
+# ---------------------------------------------------------------------------------------------
+# Invariants
+
+
+def pod_spec(data):
+    kind = data.get("kind")
+    spec = data.get("spec") or {}
+    if kind == "Pod":
+        return spec, ["spec"]
+    if kind == "CronJob":
+        return ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template", {}).get(
+            "spec") or {}, ["spec", "jobTemplate", "spec", "template", "spec"]
+    if kind in WORKLOADS:
+        return (spec.get("template") or {}).get("spec") or {}, ["spec", "template", "spec"]
+    return None, None
+
+
+def pod_labels(data):
+    if data.get("kind") == "Pod":
+        return (data.get("metadata") or {}).get("labels") or {}
+    if data.get("kind") == "CronJob":
+        template = ((data["spec"].get("jobTemplate") or {}).get("spec") or {}).get("template")
+    else:
+        template = (data.get("spec") or {}).get("template")
+    return ((template or {}).get("metadata") or {}).get("labels") or {}
+
+
+def containers(spec, prefix):
+    for field in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(field) or []):
+            sidecar = field == "initContainers" and c.get("restartPolicy") == "Always"
+            yield prefix + [field, i], c, field == "containers" or sidecar
+
+
+def is_shadow_reconciler(container):
+    return bool(re.search(r"(^|/)shadow-reconciler(:|@|$)", str(container.get("image", ""))))
+
+
+def check_containers(doc, failures, by_identity):
+    spec, prefix = pod_spec(doc.data)
+    if spec is None:
+        return
+    pod_security = spec.get("securityContext") or {}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+    for path, c, long_running in containers(spec, prefix):
+        where = json_path(path)
+        resources = c.get("resources") or {}
+        for section in ("requests", "limits"):
+            for resource in ("cpu", "memory"):
+                if not (resources.get(section) or {}).get(resource):
+                    failures.add(doc, f"{where}.resources.{section}.{resource}", "missing")
+        if long_running:
+            for probe in ("livenessProbe", "readinessProbe"):
+                if not c.get(probe):
+                    failures.add(doc, f"{where}.{probe}", "missing")
+        security = c.get("securityContext") or {}
+        if not (security.get("runAsNonRoot") or (pod_security.get("runAsNonRoot")
+                                                 and security.get("runAsNonRoot") is not False)):
+            failures.add(doc, f"{where}.securityContext.runAsNonRoot",
+                         "must be true (on the container or the pod)")
+        if security.get("readOnlyRootFilesystem") is not True:
+            failures.add(doc, f"{where}.securityContext.readOnlyRootFilesystem", "must be true")
+        if security.get("allowPrivilegeEscalation") is not False:
+            failures.add(doc, f"{where}.securityContext.allowPrivilegeEscalation",
+                         "must be false")
+        if "ALL" not in ((security.get("capabilities") or {}).get("drop") or []):
+            failures.add(doc, f"{where}.securityContext.capabilities.drop", "must contain ALL")
+        seccomp = (security.get("seccompProfile") or pod_security.get("seccompProfile") or {})
+        if seccomp.get("type") not in ("RuntimeDefault", "Localhost"):
+            failures.add(doc, f"{where}.securityContext.seccompProfile.type",
+                         "must be RuntimeDefault or Localhost (on the container or the pod)")
+        if is_shadow_reconciler(c):
+            check_shadow_reconciler(doc, failures, where, c, spec, prefix, volumes, by_identity)
+
+
+def check_shadow_reconciler(doc, failures, where, c, spec, prefix, volumes, by_identity):
+    env = {e.get("name"): e for e in c.get("env") or []}
+    for name, field in (("POD_NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")):
+        got = (((env.get(name) or {}).get("valueFrom") or {}).get("fieldRef") or {})
+        if got.get("fieldPath") != field:
+            failures.add(doc, f"{where}.env", f"{name} must come from the downward API "
+                                              f"(fieldRef {field})")
+    mounts = {m.get("mountPath"): m for m in c.get("volumeMounts") or []}
+    if "/tmp" not in mounts:
+        failures.add(doc, f"{where}.volumeMounts", "no writable volume at /tmp (the root "
+                                                   "filesystem is read-only)")
+    args = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+    for i, arg in enumerate(args):
+        directory = None
+        if arg == "--parquet-dir" and i + 1 < len(args):
+            directory = args[i + 1]
+        elif arg.startswith("--parquet-dir="):
+            directory = arg.split("=", 1)[1]
+        if directory and not any(directory == p or directory.startswith(p.rstrip("/") + "/")
+                                 for p in mounts if p):
+            failures.add(doc, f"{where}.volumeMounts",
+                         f"no volume at --parquet-dir {directory}")
+    for path, mount in mounts.items():
+        volume = volumes.get(mount.get("name"))
+        if volume is None:
+            failures.add(doc, f"{where}.volumeMounts", f"volume {mount.get('name')!r} at {path} "
+                                                       "is not in the pod's volumes")
+            continue
+        for source, kind, key in (("configMap", "ConfigMap", "name"),
+                                  ("persistentVolumeClaim", "PersistentVolumeClaim", "claimName")):
+            if source in volume:
+                name = volume[source].get(key)
+                if (kind, doc.namespace, name) not in by_identity:
+                    failures.add(doc, json_path(prefix + ["volumes"]),
+                                 f"{kind} {doc.namespace}/{name} (volume {volume.get('name')!r}) "
+                                 "is not in the render")
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    if grace < 30:
+        failures.add(doc, json_path(prefix + ["terminationGracePeriodSeconds"]),
+                     f"{grace} s leaves no time for the Parquet flush (controllers 10 s + "
+                     "--parquet-grace 10 s); use at least 30")
+
+
+def check_rbac(doc, failures, by_identity):
+    kind = doc.kind
+    if kind in ("Role", "ClusterRole"):
+        for i, rule in enumerate(doc.data.get("rules") or []):
+            for field in ("apiGroups", "resources", "verbs"):
+                values = rule.get(field)
+                if not values:
+                    failures.add(doc, f"rules[{i}].{field}", "must list explicit values")
+                elif any("*" in str(v) for v in values):
+                    failures.add(doc, f"rules[{i}].{field}", f"{values}: no `*`")
+            if rule.get("nonResourceURLs"):
+                failures.add(doc, f"rules[{i}].nonResourceURLs", "not expected")
+    if kind in ("RoleBinding", "ClusterRoleBinding"):
+        ref = doc.data.get("roleRef") or {}
+        namespace = doc.namespace if ref.get("kind") == "Role" else None
+        if (ref.get("kind"), namespace, ref.get("name")) not in by_identity:
+            failures.add(doc, "roleRef", f"{ref.get('kind')} {ref.get('name')} is not in the render")
+        if not doc.data.get("subjects"):
+            failures.add(doc, "subjects", "binds nobody")
+
+
+def check_scope(doc, failures, crds):
+    scope = crds.scopes.get(doc.kind)
+    cluster = doc.kind in CLUSTER_SCOPED or scope == "Cluster"
+    if cluster and doc.namespace:
+        failures.add(doc, "metadata.namespace", "set on a cluster-scoped kind")
+    if not cluster and not doc.namespace:
+        failures.add(doc, "metadata.namespace", "missing: `kubectl apply` would put it in the "
+                                                "current context's namespace")
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_wiring(docs, failures):
+    workloads = [d for d in docs if d.kind in WORKLOADS]
+    if not workloads:
+        return
+    for doc in docs:
+        spec = doc.data.get("spec") or {}
+        if doc.kind == "Service" and spec.get("selector"):
+            pods = [w for w in workloads if w.namespace == doc.namespace
+                    and selects(spec["selector"], pod_labels(w.data))]
+            if not pods:
+                failures.add(doc, "spec.selector", f"{spec['selector']} selects no pod of the render")
+                continue
+            names = {p.get("name") for w in pods for _, c, _ in containers(*pod_spec(w.data))
+                     for p in c.get("ports") or []}
+            for i, port in enumerate(spec.get("ports") or []):
+                target = port.get("targetPort")
+                if isinstance(target, str) and target not in names:
+                    failures.add(doc, f"spec.ports[{i}].targetPort",
+                                 f"no container port named {target!r} in the selected pods")
+        elif doc.kind == "ServiceMonitor":
+            ns_selector = spec.get("namespaceSelector") or {}
+            namespaces = ns_selector.get("matchNames") or [doc.namespace]
+            services = [s for s in docs if s.kind == "Service"
+                        and (ns_selector.get("any") or s.namespace in namespaces)
+                        and all(((s.data.get("metadata") or {}).get("labels") or {}).get(k) == v
+                                for k, v in ((spec.get("selector") or {}).get("matchLabels")
+                                             or {}).items())]
+            if not services:
+                failures.add(doc, "spec.selector", "selects no Service of the render")
+            for i, endpoint in enumerate(spec.get("endpoints") or []):
+                port = endpoint.get("port")
+                if port and not any(p.get("name") == port for s in services
+                                    for p in (s.data.get("spec") or {}).get("ports") or []):
+                    failures.add(doc, f"spec.endpoints[{i}].port",
+                                 f"no selected Service has a port named {port!r}")
+        elif doc.kind == "NetworkPolicy":
+            selector = (spec.get("podSelector") or {}).get("matchLabels") or {}
+            if selector and not any(w.namespace == doc.namespace
+                                    and selects(selector, pod_labels(w.data)) for w in workloads):
+                failures.add(doc, "spec.podSelector", f"{selector} selects no pod of the render")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def validate_render(docs, builtin, crds, monitoring, failures):
+    for doc in docs:
+        if doc.kind == "CustomResourceDefinition":
+            crds.add(doc.data)  # a render may bring CRDs of its own
+    by_identity = {(d.kind, d.namespace, d.name) for d in docs}
+    monitoring_docs = []
+    for doc in docs:
+        data = doc.data
+        if not isinstance(data.get("apiVersion"), str) or not data.get("kind"):
+            failures.add(doc, "apiVersion/kind", "missing")
+            continue
+        schema = builtin.schema_for(data)
+        crd = crds.get(data)
+        if schema is not None:
+            report(failures, doc, builtin.validator(schema), data)
+        elif crd is not None:
+            report(failures, doc, crd[0], data)
+            report(failures, doc,
+                   builtin.definition_validator("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+                   data.get("metadata") or {}, ["metadata"])
+        elif data["apiVersion"].split("/")[0] == MONITORING_GROUP:
+            monitoring_docs.append(doc)
+        else:
+            failures.add(doc, "apiVersion", f"no schema for {data['apiVersion']} {doc.kind}: "
+                                            "neither built in, nor in deploy/crds, nor "
+                                            f"{MONITORING_GROUP}")
+        check_scope(doc, failures, crds)
+        check_containers(doc, failures, by_identity)
+        check_rbac(doc, failures, by_identity)
+    monitoring.validate(monitoring_docs, failures)
+    check_wiring(docs, failures)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", help="the repository root (holding deploy/)")
+    parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION)
+    parser.add_argument("--npm-dir", default=os.environ.get(
+        "SHADOW_RECONCILER_NPM_DIR",
+        os.path.join(os.path.expanduser("~"), ".cache", "shadow-reconciler", "npm")))
+    args = parser.parse_args()
+    root = os.path.abspath(args.root)
+    if not os.path.isdir(os.path.join(root, "deploy", "base")):
+        fail(f"{root} has no deploy/base")
+
+    builtin = BuiltinSchemas(args.kubernetes_version)
+    crds = CrdSchemas(root)
+    monitoring = MonitoringSchemas(os.path.abspath(args.npm_dir), builtin)
+    targets = ["deploy/base"] + sorted(
+        os.path.relpath(os.path.dirname(p), root)
+        for p in glob.glob(os.path.join(root, "deploy", "overlays", "*", "kustomization.yaml")))
+    failures = Failures()
+    counts = []
+    for target in targets:
+        docs = render(root, target)
+        validate_render(docs, builtin, crds, monitoring, failures)
+        counts.append((target, len(docs)))
+    if os.path.isdir(os.path.join(root, "deploy", "examples")):
+        docs = read_examples(root, "deploy/examples")
+        validate_render(docs, builtin, copy.deepcopy(crds), monitoring, failures)
+        counts.append(("deploy/examples", len(docs)))
+
+    for target, n in counts:
+        print(f"{target}: {n} documents")
+    if failures.items:
+        print(f"check_manifests: {len(failures.items)} failures:", file=sys.stderr)
+        for item in failures.items:
+            print(f"  {item}", file=sys.stderr)
+        sys.exit(1)
+    total = sum(n for _, n in counts)
+    print(f"check_manifests: {total} documents valid ("
+          + ", ".join(f"{t.removeprefix('deploy/')} {n}" for t, n in counts)
+          + f"); built-in kinds against Kubernetes {builtin.version} "
+            f"(kubernetes-validate {KUBERNETES_VALIDATE_VERSION}, strict), CRD kinds against "
+            f"deploy/crds, monitoring.coreos.com against {NPM_PACKAGE}@{NPM_VERSION}")
+
+
+if __name__ == "__main__":
+    main()
