@@ -1,0 +1,126 @@
+-- UNTESTED translation of exporters/sql/duckdb/operations.sql (which is tested against the analyzer)
+-- to Spark SQL 3.4 or later: reads the tables shadow_steps and shadow_reconciles declared by
+-- exporters/sql/spark/tables.sql; the file of a row is _metadata.file_path. Placeholders as
+-- there, except {dir}, which only tables.sql uses.
+--
+-- Per operation of one plan version: the numbers of `analyze --format json` under
+-- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`).
+--
+-- Placeholders (replaced as text before running; tests/python/check_sql.py does it):
+--   {dir}              the dataset directory (holds table=steps/ and table=reconciles/)
+--   {plan}             the plan name, e.g. hostedcluster
+--   {plan_hash}        the plan's content hash (`plans[].plan_hash`, `plan check`): only rows
+--                      recorded under this exact version count, as in the analyzer
+--   {plan_operations}  the plan's operations, as VALUES rows ('Operation', 'DependsOn'), one row
+--                      per dependsOn entry and ('Operation', '') for an operation without any.
+--                      Only the names are used here: step rows naming an operation the plan does
+--                      not have are left out, as the analyzer does (see unknown_operations.sql).
+--
+-- Definitions (a "run" is the control's or the candidate's steps of one reconcile, in `seq`
+-- order; a reconcile is one reconcile_id within one file, since the analyzer counts each file on
+-- its own):
+--   executions_real / executions_dry_run   steps with execution 'real' / 'dry-run' (a 'reused'
+--                                          candidate step is the control's result, not counted)
+--   failures             executed steps with outcome 'failed'; failure_rate = failures/executions
+--   first_failure        reconciles whose control run's first failed step is this operation
+--   blocked_in_control   control steps 'blocked' or 'skipped' whose blocked_by names this
+--                        operation, in reconciles where it was the control's first failure
+--   blocked_then_run_by_candidate         of those, the candidate's (first) step of the same
+--                        operation was real, dry-run or reused
+--   blocked_then_succeeded_in_candidate   ... and succeeded
+--   newly_blocked        candidate steps 'blocked' or 'skipped' of an operation the control
+--                        executed (real or dry-run) in the same reconcile
+WITH plan_operations AS (
+    SELECT * FROM VALUES {plan_operations} AS t(operation, depends_on)
+),
+operations AS (
+    SELECT DISTINCT operation FROM plan_operations
+),
+steps AS (
+    SELECT _metadata.file_path AS file, reconcile_id,
+           coalesce(policy = 'control', false) AS control,
+           seq, operation, execution, outcome, blocked_by,
+           execution IN ('real', 'dry-run') AS executed,
+           outcome = 'failed' AS failed,
+           outcome IN ('blocked', 'skipped') AS blocked
+    FROM shadow_steps
+    WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
+      AND operation IN (SELECT operation FROM operations)
+),
+ordered AS (
+    SELECT *,
+           coalesce(sum(CASE WHEN failed THEN 1 ELSE 0 END) OVER (
+               PARTITION BY file, reconcile_id, control ORDER BY seq
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS failures_before
+    FROM steps
+),
+-- The control's first failure, one row per reconcile that has one.
+first_failures AS (
+    SELECT file, reconcile_id, operation AS first_failure
+    FROM ordered
+    WHERE control AND failed AND failures_before = 0
+),
+-- The candidate's first step of each operation (the analyzer looks at that one).
+candidate_first AS (
+    SELECT file, reconcile_id, operation, execution, outcome
+    FROM (SELECT *, row_number() OVER (PARTITION BY file, reconcile_id, operation ORDER BY seq) AS n
+          FROM steps WHERE NOT control)
+    WHERE n = 1
+),
+blocked_by_first AS (
+    SELECT f.first_failure AS operation,
+           count(*) AS blocked_in_control,
+           count_if(c.execution IN ('real', 'dry-run', 'reused')) AS blocked_then_run,
+           count_if(c.execution IN ('real', 'dry-run', 'reused') AND c.outcome = 'succeeded')
+               AS blocked_then_succeeded
+    FROM first_failures f
+    JOIN steps b ON b.file = f.file AND b.reconcile_id = f.reconcile_id
+                AND b.control AND b.blocked AND array_contains(b.blocked_by, f.first_failure)
+    LEFT JOIN candidate_first c ON c.file = b.file AND c.reconcile_id = b.reconcile_id
+                               AND c.operation = b.operation
+    GROUP BY f.first_failure
+),
+control_executed AS (
+    SELECT DISTINCT file, reconcile_id, operation FROM steps WHERE control AND executed
+),
+newly_blocked AS (
+    SELECT s.operation, count(*) AS newly_blocked
+    FROM steps s
+    JOIN control_executed e ON e.file = s.file AND e.reconcile_id = s.reconcile_id
+                           AND e.operation = s.operation
+    WHERE NOT s.control AND s.blocked
+    GROUP BY s.operation
+),
+executions AS (
+    SELECT operation,
+           count_if(execution = 'real') AS executions_real,
+           count_if(execution = 'dry-run') AS executions_dry_run,
+           count_if(executed AND failed) AS failures
+    FROM steps
+    GROUP BY operation
+),
+first_failure_counts AS (
+    SELECT first_failure AS operation, count(*) AS first_failure
+    FROM first_failures
+    GROUP BY first_failure
+)
+SELECT '{plan}' AS plan,
+       o.operation,
+       coalesce(x.executions_real, 0) + coalesce(x.executions_dry_run, 0) AS executions,
+       coalesce(x.executions_real, 0) AS executions_real,
+       coalesce(x.executions_dry_run, 0) AS executions_dry_run,
+       coalesce(x.failures, 0) AS failures,
+       CASE WHEN coalesce(x.executions_real, 0) + coalesce(x.executions_dry_run, 0) = 0 THEN 0.0
+            ELSE CAST(x.failures AS DOUBLE) / CAST(x.executions_real + x.executions_dry_run AS DOUBLE)
+       END AS failure_rate,
+       coalesce(ff.first_failure, 0) AS first_failure,
+       coalesce(b.blocked_in_control, 0) AS blocked_in_control,
+       coalesce(b.blocked_then_run, 0) AS blocked_then_run_by_candidate,
+       coalesce(b.blocked_then_succeeded, 0) AS blocked_then_succeeded_in_candidate,
+       coalesce(nb.newly_blocked, 0) AS newly_blocked
+FROM operations o
+LEFT JOIN executions x ON x.operation = o.operation
+LEFT JOIN first_failure_counts ff ON ff.operation = o.operation
+LEFT JOIN blocked_by_first b ON b.operation = o.operation
+LEFT JOIN newly_blocked nb ON nb.operation = o.operation
+ORDER BY o.operation;

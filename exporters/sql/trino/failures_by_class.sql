@@ -1,0 +1,25 @@
+-- UNTESTED translation of exporters/sql/duckdb/failures_by_class.sql (which is tested against the analyzer)
+-- to Trino: reads the hive tables shadow_steps and shadow_reconciles declared by
+-- exporters/sql/trino/tables.sql (in the session's catalog and schema); the file of a row is
+-- the hidden column "$path". Placeholders as there, except {dir}, which only tables.sql uses.
+--
+-- Failures per operation and error class of one plan version: `plans[].operations[].failures_by_class`
+-- of `analyze --format json` (only classes that occurred are listed there, and here).
+--
+-- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
+--
+-- A failure is an executed step (execution 'real' or 'dry-run') with outcome 'failed'. A failure
+-- whose error_class is null or not one of the eleven classes is counted in `failures`
+-- (operations.sql) but under no class, as in the analyzer.
+WITH plan_operations AS (
+    SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
+)
+SELECT '{plan}' AS plan, operation, error_class, count(*) AS failures
+FROM shadow_steps
+WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
+  AND operation IN (SELECT operation FROM plan_operations)
+  AND execution IN ('real', 'dry-run') AND outcome = 'failed'
+  AND error_class IN ('conflict', 'already-exists', 'not-found', 'forbidden', 'invalid',
+                      'throttled', 'server', 'transport', 'timeout', 'precondition', 'internal')
+GROUP BY operation, error_class
+ORDER BY operation, error_class;

@@ -1,0 +1,42 @@
+-- UNTESTED translation of exporters/sql/duckdb/plan.sql (which is tested against the analyzer)
+-- to Trino: reads the hive tables shadow_steps and shadow_reconciles declared by
+-- exporters/sql/trino/tables.sql (in the session's catalog and schema); the file of a row is
+-- the hidden column "$path". Placeholders as there, except {dir}, which only tables.sql uses.
+--
+-- One row per plan version: `plans[].reconciles`, `guard_refusals` and `other_version_rows` of
+-- `analyze --format json`.
+--
+-- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
+--
+--   reconciles          the larger of the `reconciles` rows of this version and the reconciles
+--                       seen in `steps` (distinct reconcile_id per file, among step rows of
+--                       operations the plan has), as in the analyzer
+--   guard_refusals      sum of `reconciles.guard_refusals` of this version
+--   other_version_rows  rows of both tables with this plan name and another plan_hash
+WITH plan_operations AS (
+    SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
+),
+reconciles AS (
+    SELECT plan, plan_hash, guard_refusals
+    FROM shadow_reconciles
+    WHERE plan = '{plan}'
+),
+steps AS (
+    SELECT "$path" AS file, reconcile_id, plan_hash, operation
+    FROM shadow_steps
+    WHERE plan = '{plan}'
+),
+counts AS (
+    SELECT
+        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}') AS reconcile_rows,
+        (SELECT count(*) FROM (SELECT DISTINCT file, reconcile_id FROM steps
+                               WHERE plan_hash = '{plan_hash}'
+                                 AND operation IN (SELECT operation FROM plan_operations)) AS r) AS step_reconciles,
+        (SELECT coalesce(sum(guard_refusals), 0) FROM reconciles WHERE plan_hash = '{plan_hash}') AS guard_refusals,
+        (SELECT count(*) FROM reconciles WHERE plan_hash <> '{plan_hash}')
+          + (SELECT count(*) FROM steps WHERE plan_hash <> '{plan_hash}') AS other_version_rows
+)
+SELECT '{plan}' AS plan, '{plan_hash}' AS plan_hash,
+       greatest(reconcile_rows, step_reconciles) AS reconciles,
+       reconcile_rows, step_reconciles, guard_refusals, other_version_rows
+FROM counts;

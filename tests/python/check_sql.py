@@ -1,0 +1,290 @@
+"""Checks the DuckDB queries of exporters/sql/duckdb/ against the analyzer's JSON.
+
+Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--plan FILE]...
+
+ANALYSIS_JSON is `shadow-reconciler analyze DATASET_DIR --format json` of the same directory. For
+each plan in it, runs every exporters/sql/duckdb/*.sql file with its placeholders replaced ({dir},
+{plan}, {plan_hash}, {plan_operations} from the plan file, {confidence}, {min_samples} from the
+JSON) and compares every number the query returns with the JSON's: per operation, failures by
+class, the unblocked matrix, the ordering pairs (counts exactly, rates and Wilson bounds within
+1e-9, the separated/declared/dependency flags) and the plan's counts. Plan files: each --plan
+FILE, else the shipped plan of that name in deploy/plans/.
+
+Prints one summary line with the number of values compared; exits 1 with the list of differences
+on any mismatch, and when nothing was compared.
+"""
+
+import glob
+import json
+import math
+import os
+import sys
+
+import duckdb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SQL_DIR = os.path.join(ROOT, "exporters", "sql")
+TOLERANCE = 1e-9
+INTERVAL = ("runs", "failures", "rate", "low", "high")
+PAIR_FIELDS = ([f"after.{k}" for k in INTERVAL] + [f"baseline.{k}" for k in INTERVAL]
+               + ["separated", "declared", "dependency"])
+
+
+def strip_comment(line):
+    """The line without a YAML comment (plan names and dependsOn entries hold no '#')."""
+    if line.lstrip().startswith("#"):
+        return ""
+    cut = line.find(" #")
+    return line if cut < 0 else line[:cut]
+
+
+def parse_plan(path):
+    """(name, [(operation, [depends_on, ...])]) from a ReconcilePlan file.
+
+    A reader of the few keys needed (metadata.name, spec.operations[].name and .dependsOn, in flow
+    `[A, B]` or block `- A` style), so the check needs no YAML library.
+    """
+    name = None
+    operations = []
+    in_operations = None  # indent of the `operations:` key while inside it
+    in_depends = None  # indent of the `dependsOn:` key while reading its block list
+    in_metadata = False
+    with open(path) as f:
+        lines = [strip_comment(line.rstrip("\n")) for line in f]
+    for line in lines:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        text = line.strip()
+        if indent == 0:
+            in_metadata = text == "metadata:"
+            in_operations = None
+        if in_metadata and indent > 0 and text.startswith("name:") and name is None:
+            name = text.split(":", 1)[1].strip().strip("'\"")
+        if text == "operations:" and in_operations is None and indent == 2:
+            in_operations = indent
+            continue
+        if in_operations is None:
+            continue
+        if indent <= in_operations and not text.startswith("- "):
+            in_operations = None
+            in_depends = None
+            continue
+        if in_depends is not None:
+            if indent > in_depends and text.startswith("- ") and ":" not in text:
+                operations[-1][1].append(text[2:].strip().strip("'\""))
+                continue
+            in_depends = None
+        item = text[2:].strip() if text.startswith("- ") else text
+        if text.startswith("- ") and item.startswith("name:"):
+            operations.append((item.split(":", 1)[1].strip().strip("'\""), []))
+        elif item.startswith("dependsOn:") and operations:
+            value = item.split(":", 1)[1].strip()
+            if value.startswith("["):
+                operations[-1][1].extend(
+                    v.strip().strip("'\"") for v in value.strip("[]").split(",") if v.strip())
+            elif value:
+                raise SystemExit(f"{path}: cannot read dependsOn: {value}")
+            else:
+                in_depends = indent
+    if not name or not operations:
+        raise SystemExit(f"{path}: no plan name or no operations found")
+    return name, operations
+
+
+def plan_files(extra):
+    plans = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "plans", "*.yaml"))) + extra:
+        name, operations = parse_plan(path)
+        plans[name] = (path, operations)
+    return plans
+
+
+def quote(s):
+    return "'" + s.replace("'", "''") + "'"
+
+
+def values_list(operations):
+    rows = []
+    for op, deps in operations:
+        for dep in deps or [""]:
+            rows.append(f"({quote(op)}, {quote(dep)})")
+    return ", ".join(rows)
+
+
+def run(path, substitutions):
+    with open(path) as f:
+        text = f.read()
+    for key, value in substitutions.items():
+        text = text.replace("{" + key + "}", value)
+    con = duckdb.connect()
+    try:
+        cursor = con.execute(text)
+        columns = [d[0] for d in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+    finally:
+        con.close()
+
+
+class Comparison:
+    def __init__(self):
+        self.compared = 0
+        self.by_plan = {}
+        self.mismatches = []
+        self.rounds = {}
+
+    def value(self, plan, where, sql, expected):
+        self.compared += 1
+        self.by_plan[plan] = self.by_plan.get(plan, 0) + 1
+        if isinstance(expected, bool) or isinstance(sql, bool) or expected is None or sql is None:
+            same = sql == expected
+        elif isinstance(expected, float) or isinstance(sql, float):
+            same = math.isclose(float(sql), float(expected), rel_tol=0.0, abs_tol=TOLERANCE)
+        else:
+            same = int(sql) == int(expected) and float(sql) == float(expected)
+        if not same:
+            self.mismatches.append(f"{plan}: {where}: sql {sql!r} != json {expected!r}")
+
+    def keyed(self, plan, where, sql_rows, json_rows, fields):
+        """Compares two {key: {field: value}} maps; a key on one side only is a mismatch."""
+        for key in sorted(set(sql_rows) | set(json_rows), key=str):
+            label = f"{where}[{'/'.join(map(str, key)) if isinstance(key, tuple) else key}]"
+            if key not in sql_rows or key not in json_rows:
+                self.compared += 1
+                self.by_plan[plan] = self.by_plan.get(plan, 0) + 1
+                side = "sql" if key in sql_rows else "json"
+                row = sql_rows.get(key, json_rows.get(key))
+                self.mismatches.append(f"{plan}: {label}: only in {side}: {row}")
+                continue
+            for field in fields:
+                self.value(plan, f"{label}.{field}", sql_rows[key][field], json_rows[key][field])
+
+
+def check_plan(cmp, root, analysis, report, plans, files):
+    plan, plan_hash = report["plan"], report["plan_hash"]
+    if plan not in plans:
+        raise SystemExit(f"no plan file for plan {plan}: pass --plan FILE")
+    plan_path, operations = plans[plan]
+    json_ops = [o["operation"] for o in report["operations"]]
+    if sorted(json_ops) != sorted(op for op, _ in operations):
+        raise SystemExit(f"{plan_path}: its operations differ from the analysis of {plan} "
+                         f"(another version of the plan? pass --plan FILE)")
+    subs = {
+        "dir": root,
+        "plan": plan,
+        "plan_hash": plan_hash,
+        "plan_operations": values_list(operations),
+        "confidence": repr(float(analysis["confidence"])),
+        "min_samples": str(int(analysis["min_samples"])),
+    }
+    done = set()
+    for path in files:
+        name = os.path.basename(path)
+        rows = run(path, subs)
+        done.add(name)
+        if name == "operations.sql":
+            fields = ["executions", "executions_real", "executions_dry_run", "failures",
+                      "failure_rate", "first_failure", "blocked_in_control",
+                      "blocked_then_run_by_candidate", "blocked_then_succeeded_in_candidate",
+                      "newly_blocked"]
+            cmp.keyed(plan, "operations", {r["operation"]: r for r in rows},
+                      {o["operation"]: o for o in report["operations"]}, fields)
+        elif name == "failures_by_class.sql":
+            sql = {(r["operation"], r["error_class"]): {"failures": r["failures"]} for r in rows}
+            expected = {(o["operation"], c): {"failures": n}
+                        for o in report["operations"] for c, n in o["failures_by_class"].items()}
+            cmp.keyed(plan, "operations.failures_by_class", sql, expected, ["failures"])
+        elif name == "unblocked.sql":
+            cmp.keyed(plan, "unblocked", {(r["first_failure"], r["operation"]): r for r in rows},
+                      {(u["first_failure"], u["operation"]): u for u in report["unblocked"]},
+                      ["unblocked", "succeeded"])
+        elif name == "pairs.sql":
+            if rows and not rows[0]["converged"]:
+                cmp.mismatches.append(f"{plan}: pairs.sql: the fixpoint did not converge in the "
+                                      "unrolled rounds (raise ROUNDS in generate_pairs.py)")
+            sql = {}
+            for r in rows:
+                sql[(r["failed"], r["later"])] = {
+                    **{f"after.{k}": r[f"after_{k}"] for k in INTERVAL},
+                    **{f"baseline.{k}": r[f"baseline_{k}"] for k in INTERVAL},
+                    "separated": r["separated"], "declared": r["declared"], "dependency": r["dependency"],
+                }
+            expected = {}
+            for p in report["pairs"]:
+                expected[(p["failed"], p["later"])] = {
+                    **{f"after.{k}": p["after"][k] for k in INTERVAL},
+                    **{f"baseline.{k}": p["baseline"][k] for k in INTERVAL},
+                    "separated": p["separated"], "declared": p["declared"], "dependency": p["dependency"],
+                }
+            cmp.keyed(plan, "pairs", sql, expected, PAIR_FIELDS)
+            deps_sql = {k: {"after.runs": v["after.runs"], "after.failures": v["after.failures"]}
+                        for k, v in sql.items() if v["dependency"]}
+            deps_json = {(d["failed"], d["later"]): {"after.runs": d["after"]["runs"],
+                                                     "after.failures": d["after"]["failures"]}
+                         for d in report["dependencies"]}
+            cmp.keyed(plan, "dependencies", deps_sql, deps_json, ["after.runs", "after.failures"])
+            cmp.rounds[plan] = rows[0]["rounds"] if rows else 1
+        elif name == "plan.sql":
+            if len(rows) != 1:
+                cmp.mismatches.append(f"{plan}: plan.sql returned {len(rows)} rows")
+                continue
+            for field in ("reconciles", "guard_refusals", "other_version_rows"):
+                cmp.value(plan, f"plans.{field}", rows[0][field], report[field])
+        elif name == "unknown_operations.sql":
+            cmp.keyed(plan, "unknown_operations", {r["operation"]: {"n": r["step_rows"]} for r in rows},
+                      {k: {"n": v} for k, v in report["unknown_operations"].items()}, ["n"])
+            # An empty map on both sides is still a comparison: no unknown operation.
+            cmp.value(plan, "unknown_operations.count", len(rows), len(report["unknown_operations"]))
+        else:
+            cmp.mismatches.append(f"{plan}: {name}: no comparison defined for this file")
+    return done
+
+
+def main(argv):
+    args = argv[1:]
+    extra = []
+    while "--plan" in args:
+        i = args.index("--plan")
+        extra.append(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 2:
+        raise SystemExit(__doc__)
+    root, analysis_path = os.path.abspath(args[0]), args[1]
+    with open(analysis_path) as f:
+        analysis = json.load(f)
+    plans = plan_files(extra)
+    files = sorted(glob.glob(os.path.join(SQL_DIR, "duckdb", "*.sql")))
+    if not files:
+        raise SystemExit(f"no SQL files in {SQL_DIR}/duckdb")
+    cmp = Comparison()
+    # The generated pairs.sql files must be what the generator writes today.
+    sys.path.insert(0, SQL_DIR)
+    sys.dont_write_bytecode = True  # no __pycache__ in exporters/sql
+    import generate_pairs  # noqa: E402
+    stale = [d.name for d in (generate_pairs.DUCKDB, generate_pairs.SPARK, generate_pairs.TRINO)
+             if open(os.path.join(SQL_DIR, d.name, "pairs.sql")).read() != generate_pairs.render(d)]
+    if stale:
+        cmp.mismatches.append("pairs.sql not as generated (run exporters/sql/generate_pairs.py) for: "
+                              + ", ".join(stale))
+    ran = set()
+    for report in analysis["plans"]:
+        ran |= check_plan(cmp, root, analysis, report, plans, files)
+    if not analysis["plans"]:
+        cmp.mismatches.append("the analysis has no plans")
+    if cmp.compared == 0:
+        cmp.mismatches.append("no value was compared")
+    per_plan = ", ".join(f"{p} {n}" for p, n in cmp.by_plan.items())
+    rounds = ", ".join(f"{p} {n}" for p, n in cmp.rounds.items())
+    if cmp.mismatches:
+        print(f"check_sql: {root}: {len(cmp.mismatches)} of {cmp.compared} values differ "
+              f"({len(ran)} DuckDB files, per plan: {per_plan})", file=sys.stderr)
+        for m in cmp.mismatches:
+            print(f"  {m}", file=sys.stderr)
+        return 1
+    print(f"check_sql: {root}: {cmp.compared} values equal to {analysis_path} "
+          f"({len(ran)} DuckDB files, per plan: {per_plan}; pair rounds: {rounds})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
