@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use common::start_sim;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -151,12 +151,20 @@ impl Process {
         }
     }
 
-    /// Touches every add-on and returns each one's next record, by UID.
+    /// Touches every add-on and returns each one's next record (the first that started after
+    /// this call: a reconcile already running when the flag changed keeps its mode), by UID.
     async fn next_reconciles(&self, client: &kube::Client) -> BTreeMap<String, ReconcileRecord> {
-        let from = self.sink.len();
+        let since = SystemTime::now();
+        let after = |records: &[ReconcileRecord]| -> Vec<ReconcileRecord> {
+            records
+                .iter()
+                .filter(|r| r.started_at >= since)
+                .cloned()
+                .collect()
+        };
         let api = Api::<ClusterManagementAddOn>::all(client.clone());
         let list = api.list(&ListParams::default()).await.unwrap();
-        let stamp = format!("{:?}", Instant::now());
+        let stamp = format!("{since:?}");
         for addon in &list.items {
             let patch = serde_json::json!({"metadata": {"annotations": {"test/touch": stamp}}});
             api.patch(
@@ -167,12 +175,12 @@ impl Process {
             .await
             .unwrap();
         }
-        self.wait_for(|records| distinct(&records[from.min(records.len())..]) == ADDONS)
+        self.wait_for(|records| distinct(&after(records)) == ADDONS)
             .await;
         let mut next = BTreeMap::new();
-        for record in &self.sink.records()[from..] {
+        for record in after(&self.sink.records()) {
             let uid = record.object.uid.clone().unwrap();
-            next.entry(uid).or_insert_with(|| record.clone());
+            next.entry(uid).or_insert(record);
         }
         next
     }
