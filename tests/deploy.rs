@@ -3,27 +3,18 @@
 //! kinds against `deploy/crds`, the prometheus-operator kinds against their published models
 //! (`tests/python/check_manifests.py`).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn python() -> PathBuf {
-    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python"), PathBuf::from);
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/test.sh, which installs kubernetes-validate (scripts/requirements.txt) into .venv",
-        python.display()
-    );
-    python
-}
-
 #[test]
 fn the_manifests_render_and_pass_schema_validation() {
-    let out = Command::new(python())
+    let out = Command::new(common::python())
         .arg(root().join("tests/python/check_manifests.py"))
         .arg(root())
         .output()

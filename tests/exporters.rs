@@ -1,26 +1,16 @@
 //! `exporters/`: the DuckDB SQL gives the analyzer's numbers on a `simulate` run, and the
 //! OpenTelemetry Collector configuration wires every pipeline to defined components.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The venv's Python with pyarrow and DuckDB (`scripts/test.sh` builds it).
-fn python() -> PathBuf {
-    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python"), PathBuf::from);
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/test.sh, which installs DuckDB (scripts/requirements.txt) into .venv",
-        python.display()
-    );
-    python
 }
 
 fn run(command: &mut Command) -> String {
@@ -52,7 +42,7 @@ fn the_duckdb_sql_gives_the_analyzers_numbers() {
         .args(["--format", "json"]));
     let analysis = dir.path().join("analysis.json");
     std::fs::write(&analysis, &json).unwrap();
-    let out = Command::new(python())
+    let out = Command::new(common::python())
         .arg(root().join("tests/python/check_sql.py"))
         .arg(&data)
         .arg(&analysis)

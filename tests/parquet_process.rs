@@ -2,7 +2,9 @@
 //! DuckDB (the numbers must equal `analyze`'s JSON), writers killed with SIGKILL mid-write, and
 //! `run` stopped with SIGTERM.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -16,23 +18,9 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The Python with pyarrow and DuckDB that `scripts/test.sh` installs into `.venv`.
-fn python() -> PathBuf {
-    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/test.sh, which installs pyarrow and DuckDB (scripts/requirements.txt) into .venv",
-        python.display()
-    );
-    python
-}
-
 /// pyarrow's and DuckDB's view of a dataset (`tests/python/check_dataset.py`).
 fn python_check(dir: &Path) -> serde_json::Value {
-    let out = Command::new(python())
+    let out = Command::new(common::python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/check_dataset.py"))
         .arg(dir)
         .output()

@@ -85,3 +85,18 @@ pub fn api_error(error: &kube::Error) -> (u16, &str, &str) {
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// The Python of the venv `scripts/test.sh` builds from `scripts/requirements.txt` (pyarrow,
+/// DuckDB, kubernetes-validate): `SHADOW_RECONCILER_PYTHON`, else `.venv/bin/python`.
+pub fn python() -> std::path::PathBuf {
+    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
+        std::path::PathBuf::from,
+    );
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test.sh, which installs scripts/requirements.txt into .venv",
+        python.display()
+    );
+    python
+}
