@@ -40,6 +40,7 @@ pub mod controller;
 pub mod dataset;
 pub mod engine;
 pub mod flag;
+pub mod ingest;
 pub mod manifests;
 pub mod model;
 pub mod outcome;

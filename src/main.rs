@@ -10,6 +10,7 @@ use shadow_reconciler::plan::{self, ReconcilePlan};
 use shadow_reconciler::{scenario, sim, simulate};
 
 mod cli;
+mod ingest_cmd;
 
 /// How long `run` waits for its controllers to stop after SIGTERM.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -42,6 +43,9 @@ enum Command {
     /// Judge the plan from recorded Parquet data: verdicts per operation, ordering dependencies,
     /// readiness per rollout group. Exit 0 ready, 1 not ready, 3 inconclusive, 2 bad input.
     Analyze(cli::AnalyzeArgs),
+    /// Receive a controller's reconcile spans over OTLP (gRPC 4317, HTTP 4318), rebuild each
+    /// reconcile, evaluate the plan's candidate on it, and record it like the engine does.
+    Ingest(ingest_cmd::IngestArgs),
     /// Write the generated parts of deploy/ (the CRDs, from the Rust types), or check them.
     Manifests(ManifestsArgs),
 }
@@ -222,6 +226,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Analyze(args) => cli::analyze(&args),
         Command::Manifests(args) => manifests(&args),
+        Command::Ingest(args) => ingest_cmd::run(&args),
     };
     match result {
         Ok(code) => code,
@@ -421,7 +426,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let terminated = async {
         match term.as_mut() {

@@ -304,37 +304,18 @@ impl<R: Reconciler> Engine<R> {
             None => None,
         };
         let condition_written = self.write_condition(&object, &control_report).await;
-        let mut record = ReconcileRecord {
-            object: key_of(object.as_ref()),
-            plan: self.plan.name().to_owned(),
-            plan_hash: self.plan.hash().to_hex(),
-            mode: evaluation.mode,
-            flag: Some(evaluation),
+        let mut record = assemble(
+            &self.plan,
+            key_of(object.as_ref()),
+            (evaluation.mode, Some(evaluation)),
             started_at,
-            duration: Duration::ZERO,
-            control: ReconcileRecord::steps(&control_report, &control),
-            candidate: Vec::new(),
-            unblocked: Vec::new(),
-            newly_blocked: Vec::new(),
-            changed: Vec::new(),
-            control_first_failure: control_report
-                .first_failure()
-                .map(|op| self.plan.name_of(op).to_owned()),
-            control_error: control_report.aggregate(),
-            candidate_error: None,
-            trace_id: Some(self.next_trace_id()),
-            guard_refusals: 0,
-            dry_run_requests: 0,
-        };
-        if let Some((report, trace, guard)) = candidate {
+            (&control_report, &control),
+            candidate.as_ref().map(|(report, trace, _)| (report, trace)),
+            Some(self.next_trace_id()),
+        );
+        if let Some((_, _, guard)) = &candidate {
             record.guard_refusals = u32::try_from(guard.refused()).unwrap_or(u32::MAX);
             record.dry_run_requests = u32::try_from(guard.dry_run_requests()).unwrap_or(u32::MAX);
-            let diff = Diff::between(&control_report, &report)
-                .expect("both runs follow the engine's plan");
-            (record.unblocked, record.newly_blocked, record.changed) =
-                ReconcileRecord::diff_names(&control_report, &diff);
-            record.candidate = ReconcileRecord::steps(&report, &trace);
-            record.candidate_error = report.aggregate();
         }
         record.duration = started.elapsed();
         for sink in &self.sinks {
@@ -554,21 +535,67 @@ fn evaluate<K: Resource>(state: &FlagState, flag: &PlanFlag, object: &K) -> Eval
     state.evaluate(flag, uid, annotation)
 }
 
+/// One reconcile's record from its runs: the steps of both, their diff, the aggregate texts.
+/// `duration` is left zero for the caller to set.
+///
+/// # Panics
+/// Never for runs of the same plan (the caller's invariant: both follow `plan`).
+pub(crate) fn assemble(
+    plan: &ReconcilePlan,
+    object: ObjectKey,
+    (mode, flag): (Mode, Option<Evaluation>),
+    started_at: SystemTime,
+    (control_report, control): (&crate::model::Report, &Trace),
+    candidate: Option<(&crate::model::Report, &Trace)>,
+    trace_id: Option<String>,
+) -> ReconcileRecord {
+    let mut record = ReconcileRecord {
+        object,
+        plan: plan.name().to_owned(),
+        plan_hash: plan.hash().to_hex(),
+        mode,
+        flag,
+        started_at,
+        duration: Duration::ZERO,
+        control: ReconcileRecord::steps(control_report, control),
+        candidate: Vec::new(),
+        unblocked: Vec::new(),
+        newly_blocked: Vec::new(),
+        changed: Vec::new(),
+        control_first_failure: control_report
+            .first_failure()
+            .map(|op| plan.name_of(op).to_owned()),
+        control_error: control_report.aggregate(),
+        candidate_error: None,
+        trace_id,
+        guard_refusals: 0,
+        dry_run_requests: 0,
+    };
+    if let Some((report, trace)) = candidate {
+        let diff = Diff::between(control_report, report).expect("both runs follow the plan");
+        (record.unblocked, record.newly_blocked, record.changed) =
+            ReconcileRecord::diff_names(control_report, &diff);
+        record.candidate = ReconcileRecord::steps(report, trace);
+        record.candidate_error = report.aggregate();
+    }
+    record
+}
+
 /// Per-operation facts of one run that the model does not keep.
-struct Trace {
-    executions: Vec<Execution>,
-    durations: Vec<Duration>,
-    conflicts: Vec<u32>,
+pub(crate) struct Trace {
+    pub(crate) executions: Vec<Execution>,
+    pub(crate) durations: Vec<Duration>,
+    pub(crate) conflicts: Vec<u32>,
     /// Whether the operation ran under the retry-on-conflict policy.
-    retried: Vec<bool>,
+    pub(crate) retried: Vec<bool>,
     /// When the operation started, from the start of the reconcile.
-    offsets: Vec<Duration>,
+    pub(crate) offsets: Vec<Duration>,
     /// The start of the reconcile.
-    origin: Instant,
+    pub(crate) origin: Instant,
 }
 
 impl Trace {
-    fn new(n: usize, origin: Instant) -> Self {
+    pub(crate) fn new(n: usize, origin: Instant) -> Self {
         Self {
             origin,
             executions: vec![Execution::NotRun; n],

@@ -22,6 +22,7 @@ pub struct Telemetry {
     registry: Registry,
     metrics: EngineMetrics,
     flag: crate::flag::FlagMetrics,
+    ingest: crate::ingest::IngestMetrics,
     ready: AtomicBool,
 }
 
@@ -37,10 +38,13 @@ impl Telemetry {
             EngineMetrics::register(&registry).expect("distinct families in a fresh registry");
         let flag = crate::flag::FlagMetrics::register(&registry)
             .expect("distinct families in a fresh registry");
+        let ingest = crate::ingest::IngestMetrics::register(&registry)
+            .expect("distinct families in a fresh registry");
         Self {
             registry,
             metrics,
             flag,
+            ingest,
             ready: AtomicBool::new(false),
         }
     }
@@ -57,17 +61,24 @@ impl Telemetry {
         &self.flag
     }
 
+    /// The ingest's metrics (for `ingest`).
+    #[must_use]
+    pub fn ingest(&self) -> &crate::ingest::IngestMetrics {
+        &self.ingest
+    }
+
     /// The name of every family registered, whether or not it has a series yet.
     #[must_use]
     pub fn family_names(&self) -> Vec<String> {
         let mut names = crate::telemetry::metrics::family_names(&self.metrics);
-        names.extend(
-            self.flag
-                .collectors()
-                .iter()
-                .flat_map(|c| c.desc())
-                .map(|d| d.fq_name.clone()),
-        );
+        for collector in self
+            .flag
+            .collectors()
+            .into_iter()
+            .chain(self.ingest.collectors())
+        {
+            names.extend(collector.desc().iter().map(|d| d.fq_name.clone()));
+        }
         names
     }
 

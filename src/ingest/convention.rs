@@ -1,0 +1,248 @@
+//! The span convention (`docs/ingest.md`): which span is a reconcile, which an operation, how an
+//! error and its class are carried, and the object's identity. Pure: an OTLP span in, a
+//! [`SpanFacts`] out.
+
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{Span, status};
+
+use crate::engine::classify::class_of_status;
+use crate::outcome::ErrorClass;
+
+/// Attribute naming a reconcile span's plan (on the span or its resource).
+pub const PLAN_ATTRIBUTE: &str = "shadow_reconciler.plan";
+/// Attribute marking a span as a reconcile span, whatever its name.
+pub const RECONCILE_ATTRIBUTE: &str = "shadow_reconciler.reconcile";
+
+/// How spans are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Convention {
+    /// The name of reconcile spans (also recognised: [`RECONCILE_ATTRIBUTE`] = true).
+    pub reconcile_span_name: String,
+    /// The attribute carrying an operation span's operation name (default
+    /// `shadow_reconciler.operation`); a span without it whose name is an operation of the plan
+    /// counts too.
+    pub operation_attribute: String,
+}
+
+impl Default for Convention {
+    fn default() -> Self {
+        Self {
+            reconcile_span_name: "reconcile".into(),
+            operation_attribute: "shadow_reconciler.operation".into(),
+        }
+    }
+}
+
+/// What a span says, by the convention.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A reconcile: the object and, when given, the plan.
+    Reconcile {
+        /// The plan's name, when the span or its resource names one.
+        plan: Option<String>,
+        /// The object.
+        object: Object,
+    },
+    /// An operation, named by the attribute (or the span's name: resolved against the plan).
+    Operation {
+        /// The operation's name (the attribute's value, else the span's name).
+        name: String,
+        /// Whether the name came from the attribute (else it may just be any child span).
+        explicit: bool,
+        /// The failure, if the span reports one.
+        failure: Option<(ErrorClass, String)>,
+    },
+}
+
+/// The object reconciled, from the reconcile span's attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Object {
+    /// `k8s.object.kind` (or `k8s.resource.kind`).
+    pub kind: String,
+    /// `k8s.namespace.name`.
+    pub namespace: Option<String>,
+    /// `k8s.object.name`.
+    pub name: String,
+    /// `k8s.object.uid`.
+    pub uid: Option<String>,
+}
+
+/// One span reduced to what reconstruction needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpanFacts {
+    /// 16 bytes.
+    pub trace_id: [u8; 16],
+    /// 8 bytes.
+    pub span_id: [u8; 8],
+    /// 8 bytes, or `None` for a root span.
+    pub parent: Option<[u8; 8]>,
+    /// Start, Unix nanoseconds.
+    pub start: u64,
+    /// End, Unix nanoseconds.
+    pub end: u64,
+    /// What the span is.
+    pub role: Role,
+}
+
+/// Why a span cannot be used at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// The trace id is not 16 bytes or all zero.
+    TraceId,
+    /// The span id is not 8 bytes or all zero.
+    SpanId,
+    /// The parent span id is neither empty nor 8 bytes.
+    ParentId,
+    /// The end is before the start.
+    Times,
+}
+
+impl Malformed {
+    /// For logs and partial-success messages.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::TraceId => "trace_id is not 16 bytes or is all zero",
+            Self::SpanId => "span_id is not 8 bytes or is all zero",
+            Self::ParentId => "parent_span_id is neither empty nor 8 bytes",
+            Self::Times => "end_time_unix_nano is before start_time_unix_nano",
+        }
+    }
+}
+
+fn string(value: Option<&AnyValue>) -> Option<&str> {
+    match value?.value.as_ref()? {
+        any_value::Value::StringValue(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+}
+
+fn text<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
+    string(attribute(attributes, key)).filter(|s| !s.is_empty())
+}
+
+fn integer(attributes: &[KeyValue], key: &str) -> Option<i64> {
+    match attribute(attributes, key)?.value.as_ref()? {
+        any_value::Value::IntValue(i) => Some(*i),
+        any_value::Value::StringValue(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The class of a failed span: `error.type` when it is one of ours or a Kubernetes reason, else
+/// an HTTP or Kubernetes status code attribute, else `internal`.
+#[must_use]
+pub fn class_of(attributes: &[KeyValue]) -> ErrorClass {
+    let code = integer(attributes, "http.response.status_code")
+        .or_else(|| integer(attributes, "k8s.status.code"))
+        .and_then(|c| u16::try_from(c).ok());
+    let reason = text(attributes, "k8s.status.reason").unwrap_or_default();
+    if let Some(kind) = text(attributes, "error.type") {
+        if let Some(class) = ErrorClass::ALL.into_iter().find(|c| c.as_str() == kind) {
+            return class;
+        }
+        if let Some(class) = class_of_reason(kind) {
+            return class;
+        }
+        if let Ok(code) = kind.parse::<u16>() {
+            return class_of_status(code, reason);
+        }
+    }
+    match code {
+        Some(code) => class_of_status(code, reason),
+        None => class_of_reason(reason).unwrap_or(ErrorClass::Internal),
+    }
+}
+
+/// The class of a Kubernetes `Status.reason`.
+fn class_of_reason(reason: &str) -> Option<ErrorClass> {
+    Some(match reason {
+        "Conflict" => ErrorClass::Conflict,
+        "AlreadyExists" => ErrorClass::AlreadyExists,
+        "NotFound" | "Gone" => ErrorClass::NotFound,
+        "Forbidden" | "Unauthorized" => ErrorClass::Forbidden,
+        "Invalid" | "BadRequest" | "RequestEntityTooLarge" | "UnsupportedMediaType" => {
+            ErrorClass::Invalid
+        }
+        "TooManyRequests" => ErrorClass::Throttled,
+        "InternalError" | "ServiceUnavailable" => ErrorClass::Server,
+        "Timeout" | "ServerTimeout" | "DeadlineExceeded" => ErrorClass::Timeout,
+        _ => return None,
+    })
+}
+
+fn id<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
+    let id: [u8; N] = bytes.try_into().ok()?;
+    (id != [0; N]).then_some(id)
+}
+
+impl Convention {
+    /// The span's facts, with the resource's attributes as a fallback for the plan.
+    pub fn read(&self, span: &Span, resource: &[KeyValue]) -> Result<SpanFacts, Malformed> {
+        let trace_id = id::<16>(&span.trace_id).ok_or(Malformed::TraceId)?;
+        let span_id = id::<8>(&span.span_id).ok_or(Malformed::SpanId)?;
+        let parent = if span.parent_span_id.is_empty() {
+            None
+        } else {
+            Some(id::<8>(&span.parent_span_id).ok_or(Malformed::ParentId)?)
+        };
+        if span.end_time_unix_nano < span.start_time_unix_nano {
+            return Err(Malformed::Times);
+        }
+        let a = span.attributes.as_slice();
+        let reconcile = span.name == self.reconcile_span_name
+            || matches!(
+                attribute(a, RECONCILE_ATTRIBUTE).and_then(|v| v.value.as_ref()),
+                Some(any_value::Value::BoolValue(true))
+            );
+        let role = if reconcile {
+            Role::Reconcile {
+                plan: text(a, PLAN_ATTRIBUTE)
+                    .or_else(|| text(resource, PLAN_ATTRIBUTE))
+                    .map(str::to_owned),
+                object: Object {
+                    kind: text(a, "k8s.object.kind")
+                        .or_else(|| text(a, "k8s.resource.kind"))
+                        .unwrap_or_default()
+                        .to_owned(),
+                    namespace: text(a, "k8s.namespace.name").map(str::to_owned),
+                    name: text(a, "k8s.object.name").unwrap_or_default().to_owned(),
+                    uid: text(a, "k8s.object.uid").map(str::to_owned),
+                },
+            }
+        } else {
+            let failed = span
+                .status
+                .as_ref()
+                .is_some_and(|s| s.code == status::StatusCode::Error as i32);
+            let named = text(a, &self.operation_attribute);
+            Role::Operation {
+                name: named.unwrap_or(&span.name).to_owned(),
+                explicit: named.is_some(),
+                failure: failed.then(|| {
+                    let message = span
+                        .status
+                        .as_ref()
+                        .map(|s| s.message.clone())
+                        .unwrap_or_default();
+                    (class_of(a), message)
+                }),
+            }
+        };
+        Ok(SpanFacts {
+            trace_id,
+            span_id,
+            parent,
+            start: span.start_time_unix_nano,
+            end: span.end_time_unix_nano,
+            role,
+        })
+    }
+}

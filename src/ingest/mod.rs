@@ -1,0 +1,15 @@
+//! `ingest`: shadow analysis for controllers in other languages. A controller emits one span per
+//! reconcile and one child span per operation over OTLP; the receivers decode them, the
+//! [`reconstruct::Assembler`] rebuilds each reconcile's control run from the spans and evaluates
+//! the plan's candidate on it, and the same `ReconcileRecord` goes to the same sinks (metrics,
+//! Parquet) as in the embedded engine. See `docs/ingest.md`.
+
+pub mod convention;
+pub mod metrics;
+pub mod receiver;
+pub mod reconstruct;
+
+pub use convention::Convention;
+pub use metrics::IngestMetrics;
+pub use receiver::Ingest;
+pub use reconstruct::{Assembler, Limits};

@@ -1,0 +1,425 @@
+//! Reconstruction: operation spans are buffered under their parent until the reconcile span
+//! arrives (or a timeout evicts them); then the control run is what the spans show, replayed
+//! through the legacy model, and the candidate is evaluated by the phased model: a step the
+//! control ran is `reused`, one it did not is `not-simulated` (outcome `unknown`): nothing is
+//! executed in this mode.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+use super::convention::{Convention, Object, Role, SpanFacts};
+use crate::engine::{Mode, ObjectKey, ReconcileRecord, Trace, assemble};
+use crate::model::{Decision, Policy, StepResult};
+use crate::outcome::{ErrorClass, Execution};
+use crate::plan::{OpId, ReconcilePlan};
+
+/// Bounds on what is buffered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Operation spans waiting for their reconcile span, at most.
+    pub max_buffered_spans: usize,
+    /// How long an operation span waits for its reconcile span.
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_buffered_spans: 100_000,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What one request's spans became.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Reconcile and operation spans used (operations buffered count when their reconcile came).
+    pub accepted: u64,
+    /// Spans the convention does not cover (other child spans), ignored.
+    pub ignored: u64,
+    /// Spans refused: malformed, an unknown plan, an unknown operation name.
+    pub rejected: u64,
+    /// Of the rejected: operation spans naming an operation the plan does not have.
+    pub unknown_operations: u64,
+    /// Operation spans that arrived after their reconcile span was reconstructed.
+    pub late: u64,
+    /// Operation spans evicted (the buffer was full, or their reconcile span never came).
+    pub evicted: u64,
+}
+
+impl Counts {
+    fn add(&mut self, other: &Self) {
+        self.accepted += other.accepted;
+        self.ignored += other.ignored;
+        self.rejected += other.rejected;
+        self.unknown_operations += other.unknown_operations;
+        self.late += other.late;
+        self.evicted += other.evicted;
+    }
+}
+
+/// The result of one request.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The reconciles reconstructed.
+    pub records: Vec<ReconcileRecord>,
+    /// What happened to the spans.
+    pub counts: Counts,
+    /// Why spans were rejected (the first few reasons, for the partial-success message).
+    pub reasons: Vec<String>,
+}
+
+impl Batch {
+    fn reject(&mut self, n: u64, reason: impl FnOnce() -> String) {
+        self.counts.rejected += n;
+        if self.reasons.len() < 5 {
+            self.reasons.push(reason());
+        }
+    }
+}
+
+/// A buffered operation span.
+#[derive(Clone, Debug)]
+struct Child {
+    name: String,
+    explicit: bool,
+    failure: Option<(ErrorClass, String)>,
+    start: u64,
+    end: u64,
+}
+
+struct Group {
+    arrived: Instant,
+    children: Vec<Child>,
+}
+
+struct PlanPolicies {
+    plan: Arc<ReconcilePlan>,
+    control: Policy,
+    candidate: Policy,
+}
+
+/// Buffers spans and reconstructs reconciles. One per process, behind a lock.
+pub struct Assembler {
+    convention: Convention,
+    limits: Limits,
+    plans: Vec<PlanPolicies>,
+    groups: HashMap<[u8; 8], Group>,
+    arrival: VecDeque<[u8; 8]>,
+    buffered: usize,
+    done: HashSet<[u8; 8]>,
+    done_order: VecDeque<[u8; 8]>,
+    operation_names: HashSet<String>,
+    total: Counts,
+}
+
+/// Reconcile span ids remembered after reconstruction, to tell late spans from orphans.
+const REMEMBERED: usize = 65_536;
+
+impl std::fmt::Debug for Assembler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assembler")
+            .field("buffered", &self.buffered)
+            .field("groups", &self.groups.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Assembler {
+    /// An assembler for `plans`; the candidate of each evaluates `candidate_groups` of it (every
+    /// group when none of them is the plan's).
+    pub fn new(
+        plans: &[Arc<ReconcilePlan>],
+        candidate_groups: &[String],
+        convention: Convention,
+        limits: Limits,
+    ) -> Result<Self, crate::plan::LookupError> {
+        let mut out = Vec::new();
+        let mut names = HashSet::new();
+        for plan in plans {
+            let groups: Vec<&String> = candidate_groups
+                .iter()
+                .filter(|g| plan.group(g).is_ok())
+                .collect();
+            let candidate = if groups.is_empty() {
+                Policy::phased_all_groups(plan.clone())
+            } else {
+                Policy::phased(plan.clone(), &groups)?
+            };
+            names.extend(plan.operations().iter().map(|o| o.name().to_owned()));
+            out.push(PlanPolicies {
+                plan: plan.clone(),
+                control: Policy::sequential(plan.clone()),
+                candidate,
+            });
+        }
+        Ok(Self {
+            convention,
+            limits,
+            plans: out,
+            groups: HashMap::new(),
+            arrival: VecDeque::new(),
+            buffered: 0,
+            done: HashSet::new(),
+            done_order: VecDeque::new(),
+            operation_names: names,
+            total: Counts::default(),
+        })
+    }
+
+    /// Operation spans buffered now.
+    #[must_use]
+    pub const fn buffered(&self) -> usize {
+        self.buffered
+    }
+
+    /// Everything counted since the start.
+    #[must_use]
+    pub const fn total(&self) -> &Counts {
+        &self.total
+    }
+
+    /// Takes one export request's spans; returns the reconciles completed by it.
+    pub fn ingest(&mut self, request: &ExportTraceServiceRequest, now: Instant) -> Batch {
+        let mut batch = Batch::default();
+        let mut reconciles = Vec::new();
+        for resource_spans in &request.resource_spans {
+            let resource = resource_spans
+                .resource
+                .as_ref()
+                .map_or(&[][..], |r| r.attributes.as_slice());
+            for span in resource_spans.scope_spans.iter().flat_map(|s| &s.spans) {
+                match self.convention.read(span, resource) {
+                    Err(malformed) => batch.reject(1, || malformed.as_str().to_owned()),
+                    Ok(facts) => self.take(facts, now, &mut batch, &mut reconciles),
+                }
+            }
+        }
+        for (facts, plan) in reconciles {
+            self.reconstruct(&facts, plan, &mut batch);
+        }
+        self.expire(now, &mut batch);
+        self.total.add(&batch.counts);
+        batch
+    }
+
+    fn take(
+        &mut self,
+        facts: SpanFacts,
+        now: Instant,
+        batch: &mut Batch,
+        reconciles: &mut Vec<(SpanFacts, usize)>,
+    ) {
+        match &facts.role {
+            Role::Reconcile { plan, .. } => match self.plan_index(plan.as_deref()) {
+                Ok(index) => reconciles.push((facts, index)),
+                Err(reason) => batch.reject(1, || reason),
+            },
+            Role::Operation { name, explicit, .. }
+                if !*explicit && !self.operation_names.contains(name) =>
+            {
+                batch.counts.ignored += 1;
+            }
+            Role::Operation { .. } if facts.parent.is_none() => {
+                batch.reject(1, || "an operation span without a parent".to_owned());
+            }
+            Role::Operation {
+                name,
+                explicit,
+                failure,
+            } => {
+                let parent = facts.parent.unwrap_or_default();
+                if self.done.contains(&parent) {
+                    batch.counts.late += 1;
+                    return;
+                }
+                let group = self.groups.entry(parent).or_insert_with(|| {
+                    self.arrival.push_back(parent);
+                    Group {
+                        arrived: now,
+                        children: Vec::new(),
+                    }
+                });
+                group.children.push(Child {
+                    name: name.clone(),
+                    explicit: *explicit,
+                    failure: failure.clone(),
+                    start: facts.start,
+                    end: facts.end,
+                });
+                self.buffered += 1;
+                while self.buffered > self.limits.max_buffered_spans {
+                    self.evict_oldest(batch);
+                }
+            }
+        }
+    }
+
+    fn plan_index(&self, named: Option<&str>) -> Result<usize, String> {
+        let loaded = || {
+            self.plans
+                .iter()
+                .map(|p| p.plan.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match named {
+            Some(name) => self
+                .plans
+                .iter()
+                .position(|p| p.plan.name() == name)
+                .ok_or_else(|| {
+                    format!(
+                        "a reconcile span names plan {name:?}, which is not loaded (loaded: {})",
+                        loaded()
+                    )
+                }),
+            None if self.plans.len() == 1 => Ok(0),
+            None => Err(format!(
+                "a reconcile span names no plan (attribute shadow_reconciler.plan) and several are loaded: {}",
+                loaded()
+            )),
+        }
+    }
+
+    fn evict_oldest(&mut self, batch: &mut Batch) {
+        while let Some(parent) = self.arrival.pop_front() {
+            if let Some(group) = self.groups.remove(&parent) {
+                self.buffered -= group.children.len();
+                batch.counts.evicted += group.children.len() as u64;
+                return;
+            }
+        }
+    }
+
+    fn expire(&mut self, now: Instant, batch: &mut Batch) {
+        while let Some(parent) = self.arrival.front().copied() {
+            match self.groups.get(&parent) {
+                Some(group) if now.duration_since(group.arrived) < self.limits.timeout => break,
+                Some(_) => self.evict_oldest(batch),
+                None => {
+                    self.arrival.pop_front();
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, span_id: [u8; 8]) {
+        if self.done.insert(span_id) {
+            self.done_order.push_back(span_id);
+        }
+        while self.done_order.len() > REMEMBERED {
+            if let Some(old) = self.done_order.pop_front() {
+                self.done.remove(&old);
+            }
+        }
+    }
+
+    fn reconstruct(&mut self, facts: &SpanFacts, index: usize, batch: &mut Batch) {
+        let Role::Reconcile { object, .. } = &facts.role else {
+            return;
+        };
+        let children = self
+            .groups
+            .remove(&facts.span_id)
+            .map(|g| g.children)
+            .unwrap_or_default();
+        self.buffered -= children.len();
+        self.remember(facts.span_id);
+        let policies = &self.plans[index];
+        let plan = &policies.plan;
+        // The last span of each operation (a controller may retry within one reconcile).
+        let mut seen: HashMap<OpId, Child> = HashMap::new();
+        for child in children {
+            match plan.lookup(&child.name) {
+                Some(op) => {
+                    batch.counts.accepted += 1;
+                    let replace = seen.get(&op).is_none_or(|c| c.end <= child.end);
+                    if replace {
+                        seen.insert(op, child);
+                    }
+                }
+                None if child.explicit => {
+                    batch.counts.unknown_operations += 1;
+                    let name = child.name.clone();
+                    let plan_name = plan.name().to_owned();
+                    batch.reject(1, || {
+                        format!("operation {name:?} is not in plan {plan_name:?}")
+                    });
+                }
+                None => batch.counts.ignored += 1,
+            }
+        }
+        batch.counts.accepted += 1;
+        let record = build(plan, policies, facts, object, &seen);
+        batch.records.push(record);
+    }
+}
+
+fn build(
+    plan: &Arc<ReconcilePlan>,
+    policies: &PlanPolicies,
+    facts: &SpanFacts,
+    object: &Object,
+    seen: &HashMap<OpId, Child>,
+) -> ReconcileRecord {
+    let origin = Instant::now();
+    let result = |op: OpId| match seen.get(&op) {
+        Some(Child {
+            failure: Some((class, message)),
+            ..
+        }) => StepResult::failed(*class, message.clone()),
+        Some(_) => StepResult::succeeded(),
+        None => StepResult::not_simulated(),
+    };
+    let run = |policy: &Policy, present: Execution| {
+        let mut trace = Trace::new(plan.len(), origin);
+        let mut run = policy.start();
+        while let Some(decision) = run.next() {
+            let Decision::Run(op) = decision else {
+                continue;
+            };
+            let i = op.index();
+            if let Some(child) = seen.get(&op) {
+                trace.executions[i] = present;
+                trace.offsets[i] = Duration::from_nanos(child.start.saturating_sub(facts.start));
+                trace.durations[i] = Duration::from_nanos(child.end.saturating_sub(child.start));
+            } else {
+                trace.executions[i] = Execution::NotSimulated;
+            }
+            run.complete(op, result(op))
+                .expect("the pending operation is completed");
+        }
+        (run.into_report().expect("every operation decided"), trace)
+    };
+    let (control_report, control) = run(&policies.control, Execution::Real);
+    let (candidate_report, candidate) = run(&policies.candidate, Execution::Reused);
+    let mut record = assemble(
+        plan,
+        ObjectKey {
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            uid: object.uid.clone(),
+        },
+        (Mode::Shadow, None),
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(facts.start),
+        (&control_report, &control),
+        Some((&candidate_report, &candidate)),
+        Some(hex(&facts.trace_id)),
+    );
+    record.duration = Duration::from_nanos(facts.end.saturating_sub(facts.start));
+    record
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}

@@ -1,0 +1,147 @@
+//! The `ingest` command (binary only): OTLP receivers, the endpoints, the sinks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use shadow_reconciler::engine::Sink;
+use shadow_reconciler::ingest::receiver::{self, DEFAULT_MAX_REQUEST_BYTES};
+use shadow_reconciler::ingest::{Assembler, Convention, Ingest, Limits};
+use shadow_reconciler::plan::{self, ReconcilePlan};
+
+/// Options of `ingest`.
+#[derive(Args)]
+pub struct IngestArgs {
+    /// The plan the controller's operations follow: a file or a shipped plan's name
+    /// (repeatable; reconcile spans name theirs with `shadow_reconciler.plan`).
+    #[arg(long = "plan", value_name = "FILE|NAME", required = true)]
+    pub plans: Vec<String>,
+    /// OTLP/gRPC receiver address.
+    #[arg(long, default_value = "0.0.0.0:4317")]
+    pub otlp_grpc: SocketAddr,
+    /// OTLP/HTTP receiver address (`POST /v1/traces`).
+    #[arg(long, default_value = "0.0.0.0:4318")]
+    pub otlp_http: SocketAddr,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Rollout group the candidate evaluates, GROUP (repeatable); default: every group.
+    #[arg(long = "candidate", value_name = "GROUP")]
+    pub candidate: Vec<String>,
+    /// Name of reconcile spans (a span with `shadow_reconciler.reconcile=true` counts too).
+    #[arg(long, default_value = "reconcile")]
+    pub reconcile_span_name: String,
+    /// Attribute naming an operation span's operation.
+    #[arg(long, default_value = "shadow_reconciler.operation")]
+    pub operation_attribute: String,
+    /// Operation spans buffered while waiting for their reconcile span, at most.
+    #[arg(long, default_value_t = 100_000)]
+    pub max_buffered_spans: usize,
+    /// Seconds an operation span waits for its reconcile span before it is evicted.
+    #[arg(long, default_value_t = 30)]
+    pub span_timeout: u64,
+    /// Largest request accepted, in bytes (after gzip inflation for HTTP).
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
+    pub max_request_bytes: usize,
+    /// Write every record as Parquet under this directory.
+    #[arg(long, value_name = "DIR")]
+    pub parquet_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub parquet: crate::cli::ParquetArgs,
+    /// Log lines: auto, human or json.
+    #[arg(long, default_value = "auto")]
+    pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
+}
+
+fn load(spec: &str) -> anyhow::Result<Arc<ReconcilePlan>> {
+    let path = std::path::Path::new(spec);
+    if path.exists() {
+        return Ok(Arc::new(ReconcilePlan::load(path)?));
+    }
+    if let Some(plan) = plan::embedded::NAMES
+        .iter()
+        .find(|n| **n == spec)
+        .and_then(|n| plan::embedded::load(n))
+    {
+        return Ok(Arc::new(plan));
+    }
+    anyhow::bail!(
+        "--plan {spec:?}: no such file, and not a shipped plan ({})",
+        plan::embedded::NAMES.join(", ")
+    )
+}
+
+/// Runs the receivers until SIGTERM or Ctrl-C.
+pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
+    shadow_reconciler::telemetry::logging::init(args.log_format);
+    let plans = args
+        .plans
+        .iter()
+        .map(|p| load(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for group in &args.candidate {
+        anyhow::ensure!(
+            plans.iter().any(|p| p.group(group).is_ok()),
+            "--candidate {group:?}: no loaded plan has this rollout group"
+        );
+    }
+    let assembler = Assembler::new(
+        &plans,
+        &args.candidate,
+        Convention {
+            reconcile_span_name: args.reconcile_span_name.clone(),
+            operation_attribute: args.operation_attribute.clone(),
+        },
+        Limits {
+            max_buffered_spans: args.max_buffered_spans.max(1),
+            timeout: Duration::from_secs(args.span_timeout),
+        },
+    )?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+        let metrics = telemetry.metrics().clone();
+        for plan in &plans {
+            metrics.engine(plan, Arc::default());
+        }
+        let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(metrics)];
+        let parquet = args.parquet_dir.as_ref().map(|dir| {
+            let health = telemetry.metrics().sink_health("parquet").into();
+            Arc::new(args.parquet.start(dir, Some(health)))
+        });
+        if let Some(parquet) = &parquet {
+            sinks.push(parquet.clone());
+        }
+        let ingest = Arc::new(Ingest::new(
+            assembler,
+            sinks,
+            Some(telemetry.ingest().clone()),
+            args.max_request_bytes,
+        ));
+        let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
+            .await
+            .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let (grpc, grpc_task) = receiver::serve_grpc(args.otlp_grpc, ingest.clone(), until(stopped.clone())).await?;
+        let (http, http_task) = receiver::serve_http(args.otlp_http, ingest.clone(), until(stopped)).await?;
+        telemetry.set_ready(true);
+        let names: Vec<&str> = plans.iter().map(|p| p.name()).collect();
+        tracing::info!(grpc = %grpc, http = %http, metrics = %server.addr(), plans = ?names, "receiving OTLP traces");
+        crate::shutdown_signal().await;
+        let _ = stop.send(true);
+        let _ = tokio::join!(grpc_task, http_task);
+        server.shutdown().await.context("the metrics endpoint failed")?;
+        if let Some(parquet) = parquet {
+            let grace = args.parquet.grace();
+            tokio::task::spawn_blocking(move || crate::cli::finish(&parquet, grace)).await.context("the Parquet writer failed")??;
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
