@@ -1,5 +1,5 @@
 //! `ingest` with the official OpenTelemetry Python SDK as the client, over gRPC and HTTP: a
-//! HyperShift-like legacy loop failing at SSHKeySync. The metrics and the Parquet then show the
+//! HyperShift-like legacy loop failing at `SSHKeySync`. The metrics and the Parquet then show the
 //! control failure and the operations the candidate would have unblocked.
 
 mod common;
@@ -86,6 +86,63 @@ print(json.dumps({
 }))
 "#;
 
+/// The metrics after 20 reconciles, 6 failing at `SSHKeySync`, and one unknown operation span.
+fn check_metrics(exposition: &str) {
+    let reconciles = value(
+        exposition,
+        "shadow_reconciler_reconciles_total{",
+        &["plan=\"hostedcluster\""],
+    );
+    assert!(
+        (reconciles - 20.0).abs() < f64::EPSILON,
+        "20 reconciles:\n{exposition}"
+    );
+    let ssh = value(
+        exposition,
+        "shadow_reconciler_operations_total{",
+        &[
+            "operation=\"SSHKeySync\"",
+            "policy=\"control\"",
+            "outcome=\"failed\"",
+            "error_class=\"not-found\"",
+        ],
+    );
+    assert!(
+        (ssh - 6.0).abs() < f64::EPSILON,
+        "6 control failures at SSHKeySync:\n{exposition}"
+    );
+    let unblocked = value(
+        exposition,
+        "shadow_reconciler_unblocked_operations_total{",
+        &[
+            "operation=\"CoreHCPChain\"",
+            "first_failure=\"SSHKeySync\"",
+            "candidate_outcome=\"unknown\"",
+        ],
+    );
+    assert!(
+        (unblocked - 6.0).abs() < f64::EPSILON,
+        "CoreHCPChain unblocked 6 times:\n{exposition}"
+    );
+    for (label, expected) in [("grpc", 1.0), ("http", 1.0)] {
+        let ok = value(
+            exposition,
+            "shadow_reconciler_ingest_requests_total{",
+            &[&format!("transport=\"{label}\""), "result=\"ok\""],
+        );
+        assert!(ok >= expected, "{label} requests:\n{exposition}");
+    }
+    let unknown = value(
+        exposition,
+        "shadow_reconciler_ingest_spans_total{",
+        &["result=\"unknown_operation\""],
+    );
+    assert!(
+        (unknown - 1.0).abs() < f64::EPSILON,
+        "one unknown operation span:\n{exposition}"
+    );
+}
+
 #[test]
 fn the_python_sdk_over_grpc_and_http_shows_the_failure_and_what_would_be_unblocked() {
     let dir = tempfile::tempdir().unwrap();
@@ -127,60 +184,7 @@ fn the_python_sdk_over_grpc_and_http_shows_the_failure_and_what_would_be_unblock
         &[],
     );
 
-    let exposition = metrics(&listen_addr);
-    let reconciles = value(
-        &exposition,
-        "shadow_reconciler_reconciles_total{",
-        &["plan=\"hostedcluster\""],
-    );
-    assert!(
-        (reconciles - 20.0).abs() < f64::EPSILON,
-        "20 reconciles:\n{exposition}"
-    );
-    let ssh = value(
-        &exposition,
-        "shadow_reconciler_operations_total{",
-        &[
-            "operation=\"SSHKeySync\"",
-            "policy=\"control\"",
-            "outcome=\"failed\"",
-            "error_class=\"not-found\"",
-        ],
-    );
-    assert!(
-        (ssh - 6.0).abs() < f64::EPSILON,
-        "6 control failures at SSHKeySync:\n{exposition}"
-    );
-    let unblocked = value(
-        &exposition,
-        "shadow_reconciler_unblocked_operations_total{",
-        &[
-            "operation=\"CoreHCPChain\"",
-            "first_failure=\"SSHKeySync\"",
-            "candidate_outcome=\"unknown\"",
-        ],
-    );
-    assert!(
-        (unblocked - 6.0).abs() < f64::EPSILON,
-        "CoreHCPChain unblocked 6 times:\n{exposition}"
-    );
-    for (label, expected) in [("grpc", 1.0), ("http", 1.0)] {
-        let ok = value(
-            &exposition,
-            "shadow_reconciler_ingest_requests_total{",
-            &[&format!("transport=\"{label}\""), "result=\"ok\""],
-        );
-        assert!(ok >= expected, "{label} requests:\n{exposition}");
-    }
-    let unknown = value(
-        &exposition,
-        "shadow_reconciler_ingest_spans_total{",
-        &["result=\"unknown_operation\""],
-    );
-    assert!(
-        (unknown - 1.0).abs() < f64::EPSILON,
-        "one unknown operation span:\n{exposition}"
-    );
+    check_metrics(&metrics(&listen_addr));
 
     // SIGTERM: the Parquet sink drains, then the dataset says the same.
     let pid = ingest.0.id().to_string();

@@ -1,0 +1,407 @@
+//! The ingest's reconstruction and receivers, in process: what a reconcile's spans become, the
+//! bounds on what is buffered, and the answers to malformed, oversized and partly usable
+//! requests over HTTP and gRPC.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, status};
+use prost::Message;
+use shadow_reconciler::engine::{MemorySink, Sink};
+use shadow_reconciler::ingest::{Assembler, Convention, Ingest, Limits, receiver};
+use shadow_reconciler::outcome::{ErrorClass, Execution};
+
+fn kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+fn span(trace: u8, id: u8, parent: Option<u8>, name: &str, start: u64) -> Span {
+    Span {
+        trace_id: vec![trace; 16],
+        span_id: vec![id; 8],
+        parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+        name: name.into(),
+        start_time_unix_nano: 1_700_000_000_000_000_000 + start * 1000,
+        end_time_unix_nano: 1_700_000_000_000_000_000 + start * 1000 + 500,
+        ..Span::default()
+    }
+}
+
+fn operation(trace: u8, id: u8, parent: u8, name: &str, start: u64) -> Span {
+    let mut s = span(trace, id, Some(parent), name, start);
+    s.attributes.push(kv("shadow_reconciler.operation", name));
+    s
+}
+
+fn failed(mut s: Span, error_type: &str) -> Span {
+    s.attributes.push(kv("error.type", error_type));
+    s.status = Some(Status {
+        code: status::StatusCode::Error as i32,
+        message: "secrets \"ssh-key\" not found".into(),
+    });
+    s
+}
+
+fn reconcile(trace: u8, id: u8, name: &str) -> Span {
+    let mut s = span(trace, id, None, "reconcile", 0);
+    s.end_time_unix_nano += 1_000_000;
+    s.attributes.extend([
+        kv("k8s.object.kind", "HostedCluster"),
+        kv("k8s.namespace.name", "clusters"),
+        kv("k8s.object.name", name),
+        kv("k8s.object.uid", &format!("uid-{name}")),
+    ]);
+    s
+}
+
+fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", "hypershift-operator")],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    }
+}
+
+/// HyperShift's legacy order up to and including `SSHKeySync`, which fails.
+fn legacy_failing_at_ssh(trace: u8) -> Vec<Span> {
+    let plan = common::shipped("hostedcluster");
+    let mut spans = Vec::new();
+    for (i, op) in plan.legacy_order().iter().enumerate() {
+        let name = plan.name_of(*op);
+        let n = u8::try_from(i).unwrap() + 2;
+        let s = operation(trace, n, 1, name, u64::from(n));
+        if name == "SSHKeySync" {
+            spans.push(failed(s, "NotFound"));
+            break;
+        }
+        spans.push(s);
+    }
+    spans
+}
+
+fn assembler(limits: Limits) -> Assembler {
+    Assembler::new(
+        &[common::shipped("hostedcluster")],
+        &[],
+        Convention::default(),
+        limits,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_legacy_loop_failing_at_ssh_key_becomes_the_control_and_the_candidates_prediction() {
+    let mut a = assembler(Limits::default());
+    let mut spans = legacy_failing_at_ssh(7);
+    spans.push(reconcile(7, 1, "hc-0"));
+    let batch = a.ingest(&request(spans), Instant::now());
+    assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
+    assert_eq!(batch.records.len(), 1);
+    let r = &batch.records[0];
+    assert_eq!(r.object.name, "hc-0");
+    assert_eq!(r.object.uid.as_deref(), Some("uid-hc-0"));
+    assert_eq!(
+        r.trace_id.as_deref(),
+        Some("07070707070707070707070707070707")
+    );
+    assert_eq!(r.control_first_failure.as_deref(), Some("SSHKeySync"));
+    let ssh = r
+        .control
+        .iter()
+        .find(|s| s.operation == "SSHKeySync")
+        .unwrap();
+    assert_eq!(
+        (ssh.execution, ssh.error_class),
+        (Execution::Real, Some(ErrorClass::NotFound))
+    );
+    let after: Vec<_> = r
+        .control
+        .iter()
+        .filter(|s| s.outcome == "skipped")
+        .collect();
+    assert!(!after.is_empty(), "the legacy loop skips what follows");
+    // The candidate runs on: what the control ran is reused, the rest is unknown.
+    assert!(
+        r.unblocked.contains(&"CoreHCPChain".to_owned()),
+        "{:?}",
+        r.unblocked
+    );
+    let core = r.candidate_step("CoreHCPChain").unwrap();
+    assert_eq!(
+        (core.execution, core.outcome),
+        (Execution::NotSimulated, "unknown")
+    );
+    let pull = r.candidate_step("PullSecretSync").unwrap();
+    assert_eq!(
+        (pull.execution, pull.outcome),
+        (Execution::Reused, "succeeded")
+    );
+    assert_eq!(
+        r.duration,
+        Duration::from_nanos(1_000_500),
+        "the reconcile span's length"
+    );
+}
+
+#[test]
+fn spans_arriving_before_or_after_their_reconcile_span() {
+    let mut a = assembler(Limits::default());
+    let now = Instant::now();
+    // Operations first, in one request; their reconcile span in the next.
+    let batch = a.ingest(&request(legacy_failing_at_ssh(1)), now);
+    assert!(batch.records.is_empty());
+    assert_eq!(a.buffered(), 8);
+    let batch = a.ingest(&request(vec![reconcile(1, 1, "hc-1")]), now);
+    assert_eq!(batch.records.len(), 1);
+    assert_eq!(a.buffered(), 0);
+    // A child after its reconcile was reconstructed is late, not buffered.
+    let late = a.ingest(&request(vec![operation(1, 40, 1, "CoreHCPChain", 50)]), now);
+    assert_eq!((late.counts.late, a.buffered()), (1, 0));
+    // Spans outside the convention (an HTTP client span) are ignored, not buffered.
+    let other = a.ingest(
+        &request(vec![span(1, 41, Some(2), "GET /api/v1/secrets", 3)]),
+        now,
+    );
+    assert_eq!((other.counts.ignored, a.buffered()), (1, 0));
+}
+
+#[test]
+fn the_buffer_is_bounded_and_orphans_time_out() {
+    let mut a = assembler(Limits {
+        max_buffered_spans: 10,
+        timeout: Duration::from_secs(5),
+    });
+    let now = Instant::now();
+    let mut total_evicted = 0;
+    for parent in 1..=5u8 {
+        let spans = (0..4u8)
+            .map(|i| operation(parent, 100 + i, parent, "PullSecretSync", u64::from(i)))
+            .collect();
+        let batch = a.ingest(&request(spans), now);
+        total_evicted += batch.counts.evicted;
+        assert!(a.buffered() <= 10, "{}", a.buffered());
+    }
+    assert_eq!(total_evicted, 20 - a.buffered() as u64);
+    let later = a.ingest(&request(Vec::new()), now + Duration::from_secs(6));
+    assert_eq!(a.buffered(), 0, "orphans time out");
+    assert!(later.counts.evicted > 0);
+}
+
+#[test]
+fn unusable_spans_are_rejected_and_explained() {
+    let mut a = assembler(Limits::default());
+    let mut bad_ids = span(3, 1, None, "reconcile", 0);
+    bad_ids.trace_id = vec![0; 16];
+    let mut short = span(3, 2, None, "x", 0);
+    short.span_id = vec![1, 2, 3];
+    let mut backwards = span(3, 3, Some(9), "PullSecretSync", 10);
+    backwards.end_time_unix_nano = 1;
+    let mut other_plan = reconcile(3, 4, "hc");
+    other_plan
+        .attributes
+        .push(kv("shadow_reconciler.plan", "not-loaded"));
+    let unknown = operation(3, 5, 6, "NotAnOperation", 1);
+    let spans = vec![
+        bad_ids,
+        short,
+        backwards,
+        other_plan,
+        unknown,
+        reconcile(3, 6, "hc-3"),
+    ];
+    let batch = a.ingest(&request(spans), Instant::now());
+    assert_eq!(batch.counts.rejected, 5, "{:?}", batch.reasons);
+    assert_eq!(batch.counts.unknown_operations, 1);
+    assert_eq!(batch.records.len(), 1, "the valid reconcile still counts");
+    let reasons = batch.reasons.join("; ");
+    for text in [
+        "trace_id is not 16 bytes",
+        "span_id is not 8 bytes",
+        "end_time_unix_nano is before",
+        "plan \"not-loaded\", which is not loaded (loaded: hostedcluster)",
+    ] {
+        assert!(reasons.contains(text), "{reasons}");
+    }
+}
+
+async fn running(max_request_bytes: usize) -> (Arc<Ingest>, MemorySink, String, String) {
+    let sink = MemorySink::new();
+    let ingest = Arc::new(Ingest::new(
+        assembler(Limits::default()),
+        vec![Arc::new(sink.clone()) as Arc<dyn Sink>],
+        None,
+        max_request_bytes,
+    ));
+    let never = std::future::pending::<()>();
+    let (http, _) = receiver::serve_http("127.0.0.1:0".parse().unwrap(), ingest.clone(), never)
+        .await
+        .unwrap();
+    let never = std::future::pending::<()>();
+    let (grpc, _) = receiver::serve_grpc("127.0.0.1:0".parse().unwrap(), ingest.clone(), never)
+        .await
+        .unwrap();
+    (ingest, sink, http.to_string(), format!("http://{grpc}"))
+}
+
+/// POST over HTTP/1.0; the status code and the body.
+async fn post(addr: &str, content_type: &str, extra: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/traces HTTP/1.0\r\nHost: {addr}\r\nContent-Type: {content_type}\r\n{extra}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = std::str::from_utf8(&response[9..12])
+        .unwrap()
+        .parse()
+        .unwrap();
+    (status, response[split + 4..].to_vec())
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_answers_by_the_otlp_rules() {
+    let (_ingest, sink, http, _) = running(64 * 1024).await;
+    let mut spans = legacy_failing_at_ssh(9);
+    spans.push(reconcile(9, 1, "hc-9"));
+    spans.push(operation(9, 60, 1, "NotAnOperation", 2));
+    let body = request(spans).encode_to_vec();
+    let (code, answer) = post(&http, "application/x-protobuf", "", &body).await;
+    assert_eq!(code, 200);
+    let answer = ExportTraceServiceResponse::decode(answer.as_slice()).unwrap();
+    let partial = answer.partial_success.expect("a partial success");
+    assert_eq!(partial.rejected_spans, 1);
+    assert!(
+        partial
+            .error_message
+            .contains("\"NotAnOperation\" is not in plan"),
+        "{}",
+        partial.error_message
+    );
+    assert_eq!(sink.len(), 1);
+
+    // gzip, as the Collector's otlphttp exporter sends it.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(
+        &mut gz,
+        &request(vec![reconcile(10, 1, "hc-10")]).encode_to_vec(),
+    )
+    .unwrap();
+    let (code, _) = post(
+        &http,
+        "application/x-protobuf",
+        "Content-Encoding: gzip\r\n",
+        &gz.finish().unwrap(),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(sink.len(), 2);
+
+    let (code, answer) = post(
+        &http,
+        "application/x-protobuf",
+        "",
+        b"\xff\xff\xff not protobuf",
+    )
+    .await;
+    assert_eq!(code, 400);
+    let status = RpcStatus::decode(answer.as_slice()).unwrap();
+    assert_eq!(status.code, 3, "INVALID_ARGUMENT");
+    assert!(
+        status.message.contains("not an ExportTraceServiceRequest"),
+        "{}",
+        status.message
+    );
+
+    let (code, answer) = post(&http, "application/x-protobuf", "", &vec![0u8; 100 * 1024]).await;
+    assert_eq!(code, 400, "oversized");
+    assert!(
+        RpcStatus::decode(answer.as_slice())
+            .unwrap()
+            .message
+            .contains("over the limit")
+    );
+
+    let (code, _) = post(&http, "application/json", "", b"{}").await;
+    assert_eq!(code, 415);
+    let (code, _) = post(
+        &http,
+        "application/x-protobuf",
+        "Content-Encoding: br\r\n",
+        b"x",
+    )
+    .await;
+    assert_eq!(code, 415);
+    assert_eq!(sink.len(), 2, "nothing recorded from refused requests");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_answers_by_the_otlp_rules() {
+    let (_ingest, sink, _, grpc) = running(64 * 1024).await;
+    let mut client = TraceServiceClient::connect(grpc).await.unwrap();
+    let mut spans = legacy_failing_at_ssh(11);
+    spans.push(reconcile(11, 1, "hc-11"));
+    let mut bad = span(11, 70, Some(1), "PullSecretSync", 1);
+    bad.trace_id = vec![1, 2];
+    spans.push(bad);
+    let answer = client.export(request(spans)).await.unwrap().into_inner();
+    assert_eq!(answer.partial_success.unwrap().rejected_spans, 1);
+    assert_eq!(sink.len(), 1);
+    let records = sink.records();
+    assert_eq!(
+        records[0].control_first_failure.as_deref(),
+        Some("SSHKeySync")
+    );
+
+    // Over the size limit: refused by the server before the service, the process serves on.
+    let mut huge = reconcile(12, 1, "hc-12");
+    huge.attributes.push(kv("padding", &"x".repeat(100 * 1024)));
+    let error = client.export(request(vec![huge])).await.unwrap_err();
+    assert!(
+        matches!(
+            error.code(),
+            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted | tonic::Code::InvalidArgument
+        ),
+        "{error:?}"
+    );
+    let answer = client
+        .export(request(vec![reconcile(13, 1, "hc-13")]))
+        .await
+        .unwrap();
+    assert!(answer.into_inner().partial_success.is_none());
+    assert_eq!(sink.len(), 2);
+}
