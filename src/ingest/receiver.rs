@@ -135,29 +135,21 @@ impl Ingest {
             )
                 .into_response();
         }
-        let decompressed;
-        let body = match headers
+        let encoding = headers
             .get(header::CONTENT_ENCODING)
-            .and_then(|v| v.to_str().ok())
-        {
-            None | Some("identity") => body,
-            Some("gzip") => match gunzip(body, self.max_request_bytes) {
-                Ok(bytes) => {
-                    decompressed = bytes;
-                    &decompressed
-                }
-                Err(message) => return self.invalid_http(&message),
-            },
-            Some(other) => {
-                self.count("http", RequestResult::Unsupported);
-                return (
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    format!("content encoding {other:?} is not supported; use gzip or none\n"),
-                )
-                    .into_response();
-            }
-        };
-        match ExportTraceServiceRequest::decode(body) {
+            .and_then(|v| v.to_str().ok());
+        if !matches!(encoding, None | Some("identity" | "gzip")) {
+            self.count("http", RequestResult::Unsupported);
+            return (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "content encoding {:?} is not supported; use gzip or none\n",
+                    encoding.unwrap_or_default()
+                ),
+            )
+                .into_response();
+        }
+        match decode(encoding, body, self.max_request_bytes) {
             Ok(request) => {
                 self.count("http", RequestResult::Ok);
                 let response = self.export(&request);
@@ -167,9 +159,7 @@ impl Ingest {
                 )
                     .into_response()
             }
-            Err(error) => self.invalid_http(&format!(
-                "the body is not an ExportTraceServiceRequest: {error}"
-            )),
+            Err(message) => self.invalid_http(&message),
         }
     }
 
@@ -186,6 +176,23 @@ impl Ingest {
         )
             .into_response()
     }
+}
+
+/// An OTLP/HTTP protobuf body, `gzip`-encoded or not, decoded; the error says why not.
+pub fn decode(
+    content_encoding: Option<&str>,
+    body: &[u8],
+    limit: usize,
+) -> Result<ExportTraceServiceRequest, String> {
+    let inflated;
+    let body = if content_encoding == Some("gzip") {
+        inflated = gunzip(body, limit)?;
+        inflated.as_slice()
+    } else {
+        body
+    };
+    ExportTraceServiceRequest::decode(body)
+        .map_err(|error| format!("the body is not an ExportTraceServiceRequest: {error}"))
 }
 
 /// Inflates a gzip body, refusing more than `limit` bytes out.
