@@ -1,0 +1,230 @@
+//! Load test of `ingest` over loopback: the release binary pinned to one core (`taskset -c 0`),
+//! fed pre-encoded OTLP/HTTP requests (HyperShift's legacy loop, a third failing at SSHKeySync)
+//! over keep-alive connections, for a bounded number of spans and time. Reports spans per second
+//! and the ingest's peak resident memory (`VmHWM`), and checks every span was accepted.
+//!
+//! `cargo bench --bench ingest_load` runs 2,000,000 spans; `cargo test --benches` a short smoke
+//! run of 20,000. Results: docs/performance.md.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, status};
+use prost::Message;
+use shadow_reconciler::plan::embedded;
+
+/// Reconciles per request (each with its operation spans).
+const RECONCILES_PER_REQUEST: usize = 40;
+/// The longest the load runs.
+const MAX_DURATION: Duration = Duration::from_secs(120);
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+/// One request: `RECONCILES_PER_REQUEST` reconciles with ids unique to `seq`.
+fn request(seq: u64, order: &[&str]) -> (Vec<u8>, u64) {
+    let mut spans = Vec::new();
+    let base = 1_700_000_000_000_000_000u64;
+    for r in 0..RECONCILES_PER_REQUEST as u64 {
+        let n = seq * RECONCILES_PER_REQUEST as u64 + r + 1;
+        let mut trace_id = [0u8; 16];
+        trace_id[..8].copy_from_slice(&n.to_be_bytes());
+        trace_id[15] = 1;
+        let root_id = (n << 8 | 1).to_be_bytes();
+        let failing = n % 3 == 0;
+        for (i, op) in order.iter().enumerate() {
+            let mut span = Span {
+                trace_id: trace_id.to_vec(),
+                span_id: (n << 8 | (i as u64 + 2)).to_be_bytes().to_vec(),
+                parent_span_id: root_id.to_vec(),
+                name: (*op).to_owned(),
+                start_time_unix_nano: base + i as u64 * 1000,
+                end_time_unix_nano: base + i as u64 * 1000 + 800,
+                attributes: vec![kv("shadow_reconciler.operation", op)],
+                ..Span::default()
+            };
+            let stop = failing && *op == "SSHKeySync";
+            if stop {
+                span.attributes.push(kv("error.type", "NotFound"));
+                span.status = Some(Status {
+                    code: status::StatusCode::Error as i32,
+                    message: "secrets \"ssh-key\" not found".into(),
+                });
+            }
+            spans.push(span);
+            if stop {
+                break;
+            }
+        }
+        spans.push(Span {
+            trace_id: trace_id.to_vec(),
+            span_id: root_id.to_vec(),
+            name: "reconcile".into(),
+            start_time_unix_nano: base,
+            end_time_unix_nano: base + 1_000_000,
+            attributes: vec![
+                kv("k8s.object.kind", "HostedCluster"),
+                kv("k8s.namespace.name", "clusters"),
+                kv("k8s.object.name", &format!("hc-{n}")),
+                kv("k8s.object.uid", &format!("uid-{n}")),
+            ],
+            ..Span::default()
+        });
+    }
+    let count = spans.len() as u64;
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    };
+    (request.encode_to_vec(), count)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// POSTs `body` on a keep-alive connection and reads the response.
+fn post(reader: &mut BufReader<TcpStream>, body: &[u8]) {
+    let stream = reader.get_mut();
+    write!(
+        stream,
+        "POST /v1/traces HTTP/1.1\r\nHost: ingest\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+}
+
+fn metric(addr: &str, line_prefix: &str) -> Option<f64> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+fn peak_memory_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let target_spans: u64 = if full { 2_000_000 } else { 20_000 };
+    let plan = embedded::load("hostedcluster").unwrap();
+    let order: Vec<&str> = plan.legacy_order().iter().map(|op| plan.name_of(*op)).collect();
+    let (http, listen) = (free_port(), free_port());
+    let listen_addr = format!("127.0.0.1:{listen}");
+    let max_buffered = 100_000;
+    let ingest = Process(
+        Command::new("taskset")
+            .args(["-c", "0", env!("CARGO_BIN_EXE_shadow-reconciler"), "ingest"])
+            .args(["--plan", "hostedcluster", "--log-format", "json"])
+            .args(["--otlp-http", &format!("127.0.0.1:{http}")])
+            .args(["--otlp-grpc", &format!("127.0.0.1:{}", free_port())])
+            .args(["--listen", &listen_addr])
+            .args(["--max-buffered-spans", &max_buffered.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("taskset (util-linux) and the ingest binary"),
+    );
+    let started = Instant::now();
+    while metric(&listen_addr, "shadow_reconciler_ingest_buffered_spans").is_none() {
+        assert!(started.elapsed() < Duration::from_secs(30), "ingest did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let idle_kib = peak_memory_kib(ingest.0.id());
+    // Pre-encoded requests, cycled with fresh ids: 64 distinct bodies are enough to defeat caches.
+    let bodies: Vec<(Vec<u8>, u64)> = (0..64).map(|s| request(s, &order)).collect();
+    let connections = 2;
+    let per_connection = target_spans / connections;
+    let begin = Instant::now();
+    let sent: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..connections)
+            .map(|c| {
+                let bodies = &bodies;
+                let addr = format!("127.0.0.1:{http}");
+                scope.spawn(move || {
+                    let mut reader = BufReader::new(TcpStream::connect(addr).unwrap());
+                    let mut spans = 0u64;
+                    let mut i = c as usize;
+                    while spans < per_connection && begin.elapsed() < MAX_DURATION {
+                        let (body, count) = &bodies[i % bodies.len()];
+                        post(&mut reader, body);
+                        spans += count;
+                        i += connections as usize;
+                    }
+                    spans
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let elapsed = begin.elapsed();
+    let accepted = metric(&listen_addr, "shadow_reconciler_ingest_spans_total{result=\"accepted\"}")
+        .unwrap_or_default();
+    let peak_kib = peak_memory_kib(ingest.0.id());
+    #[allow(clippy::cast_precision_loss)] // span counts far below 2^52
+    let rate = sent as f64 / elapsed.as_secs_f64();
+    println!(
+        "ingest load: {sent} spans in {:.2} s over {connections} loopback connections = {rate:.0} spans/s on one core; accepted {accepted:.0}; peak RSS {} MiB (idle {} MiB; --max-buffered-spans {max_buffered})",
+        elapsed.as_secs_f64(),
+        peak_kib / 1024,
+        idle_kib / 1024,
+    );
+    #[allow(clippy::cast_precision_loss)]
+    let all = sent as f64;
+    assert!((accepted - all).abs() < 0.5, "every span accepted: {accepted} of {sent}");
+}
