@@ -1,5 +1,5 @@
 //! Load test of `ingest` over loopback: the release binary pinned to one core (`taskset -c 0`),
-//! fed pre-encoded OTLP/HTTP requests (HyperShift's legacy loop, a third failing at SSHKeySync)
+//! fed pre-encoded OTLP/HTTP requests (HyperShift's legacy loop, a third failing at `SSHKeySync`)
 //! over keep-alive connections, for a bounded number of spans and time. Reports spans per second
 //! and the ingest's peak resident memory (`VmHWM`), and checks every span was accepted.
 //!
@@ -20,7 +20,7 @@ use shadow_reconciler::plan::embedded;
 /// Reconciles per request (each with its operation spans).
 const RECONCILES_PER_REQUEST: usize = 40;
 /// The longest the load runs.
-const MAX_DURATION: Duration = Duration::from_secs(120);
+const MAX_DURATION: Duration = Duration::from_mins(2);
 
 struct Process(Child);
 
@@ -42,7 +42,7 @@ fn kv(key: &str, value: &str) -> KeyValue {
 }
 
 /// One request: `RECONCILES_PER_REQUEST` reconciles with ids unique to `seq`.
-fn request(seq: u64, order: &[&str]) -> (Vec<u8>, u64) {
+fn request(seq: u64, order: &[&str], with_root: bool) -> (Vec<u8>, u64) {
     let mut spans = Vec::new();
     let base = 1_700_000_000_000_000_000u64;
     for r in 0..RECONCILES_PER_REQUEST as u64 {
@@ -51,7 +51,7 @@ fn request(seq: u64, order: &[&str]) -> (Vec<u8>, u64) {
         trace_id[..8].copy_from_slice(&n.to_be_bytes());
         trace_id[15] = 1;
         let root_id = (n << 8 | 1).to_be_bytes();
-        let failing = n % 3 == 0;
+        let failing = n.is_multiple_of(3);
         for (i, op) in order.iter().enumerate() {
             let mut span = Span {
                 trace_id: trace_id.to_vec(),
@@ -75,6 +75,9 @@ fn request(seq: u64, order: &[&str]) -> (Vec<u8>, u64) {
             if stop {
                 break;
             }
+        }
+        if !with_root {
+            continue;
         }
         spans.push(Span {
             trace_id: trace_id.to_vec(),
@@ -163,7 +166,11 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let target_spans: u64 = if full { 2_000_000 } else { 20_000 };
     let plan = embedded::load("hostedcluster").unwrap();
-    let order: Vec<&str> = plan.legacy_order().iter().map(|op| plan.name_of(*op)).collect();
+    let order: Vec<&str> = plan
+        .legacy_order()
+        .iter()
+        .map(|op| plan.name_of(*op))
+        .collect();
     let (http, listen) = (free_port(), free_port());
     let listen_addr = format!("127.0.0.1:{listen}");
     let max_buffered = 100_000;
@@ -182,14 +189,23 @@ fn main() {
     );
     let started = Instant::now();
     while metric(&listen_addr, "shadow_reconciler_ingest_buffered_spans").is_none() {
-        assert!(started.elapsed() < Duration::from_secs(30), "ingest did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "ingest did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let idle_kib = peak_memory_kib(ingest.0.id());
-    // Pre-encoded requests, cycled with fresh ids: 64 distinct bodies are enough to defeat caches.
-    let bodies: Vec<(Vec<u8>, u64)> = (0..64).map(|s| request(s, &order)).collect();
+    // Every request encoded before the clock starts, each with its own ids (real traffic never
+    // repeats a span id; a repeated reconcile span id would make its children `late`).
+    let mut bodies: Vec<(Vec<u8>, u64)> = Vec::new();
+    let mut planned = 0;
+    while planned < target_spans {
+        let (body, count) = request(bodies.len() as u64, &order, true);
+        planned += count;
+        bodies.push((body, count));
+    }
     let connections = 2;
-    let per_connection = target_spans / connections;
     let begin = Instant::now();
     let sent: u64 = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..connections)
@@ -199,12 +215,12 @@ fn main() {
                 scope.spawn(move || {
                     let mut reader = BufReader::new(TcpStream::connect(addr).unwrap());
                     let mut spans = 0u64;
-                    let mut i = c as usize;
-                    while spans < per_connection && begin.elapsed() < MAX_DURATION {
-                        let (body, count) = &bodies[i % bodies.len()];
+                    for (body, count) in bodies.iter().skip(c).step_by(connections) {
+                        if begin.elapsed() > MAX_DURATION {
+                            break;
+                        }
                         post(&mut reader, body);
                         spans += count;
-                        i += connections as usize;
                     }
                     spans
                 })
@@ -213,8 +229,11 @@ fn main() {
         handles.into_iter().map(|h| h.join().unwrap()).sum()
     });
     let elapsed = begin.elapsed();
-    let accepted = metric(&listen_addr, "shadow_reconciler_ingest_spans_total{result=\"accepted\"}")
-        .unwrap_or_default();
+    let accepted = metric(
+        &listen_addr,
+        "shadow_reconciler_ingest_spans_total{result=\"accepted\"}",
+    )
+    .unwrap_or_default();
     let peak_kib = peak_memory_kib(ingest.0.id());
     #[allow(clippy::cast_precision_loss)] // span counts far below 2^52
     let rate = sent as f64 / elapsed.as_secs_f64();
@@ -226,5 +245,60 @@ fn main() {
     );
     #[allow(clippy::cast_precision_loss)]
     let all = sent as f64;
-    assert!((accepted - all).abs() < 0.5, "every span accepted: {accepted} of {sent}");
+    assert!(
+        (accepted - all).abs() < 0.5,
+        "every span accepted: {accepted} of {sent}"
+    );
+
+    orphan_phase(
+        http,
+        &listen_addr,
+        ingest.0.id(),
+        bodies.len() as u64,
+        target_spans,
+        max_buffered,
+        &order,
+    );
+}
+
+/// Orphans only (reconcile spans that never come): the buffer fills to its cap and evicts;
+/// memory stays bounded however many are sent.
+fn orphan_phase(
+    http: u16,
+    listen_addr: &str,
+    pid: u32,
+    first: u64,
+    target_spans: u64,
+    max_buffered: usize,
+    order: &[&str],
+) {
+    let orphans: Vec<(Vec<u8>, u64)> = (0..(target_spans / 2 / 500).max(4))
+        .map(|s| request(first + s, order, false))
+        .collect();
+    let mut reader = BufReader::new(TcpStream::connect(format!("127.0.0.1:{http}")).unwrap());
+    let mut orphan_spans = 0;
+    for (body, count) in &orphans {
+        post(&mut reader, body);
+        orphan_spans += count;
+    }
+    let buffered = metric(listen_addr, "shadow_reconciler_ingest_buffered_spans").unwrap_or(-1.0);
+    let evicted = metric(
+        listen_addr,
+        "shadow_reconciler_ingest_spans_total{result=\"evicted\"}",
+    )
+    .unwrap_or_default();
+    let peak_after = peak_memory_kib(pid);
+    println!(
+        "ingest orphans: {orphan_spans} operation spans without their reconcile span: {buffered:.0} buffered (cap {max_buffered}), {evicted:.0} evicted; peak RSS {} MiB",
+        peak_after / 1024
+    );
+    #[allow(clippy::cast_precision_loss)]
+    let cap = max_buffered as f64;
+    assert!(buffered <= cap, "the buffer stays within its cap");
+    #[allow(clippy::cast_precision_loss)]
+    let expected_evicted = (orphan_spans as f64 - cap).max(0.0);
+    assert!(
+        evicted >= expected_evicted,
+        "{evicted} evicted, expected at least {expected_evicted}"
+    );
 }

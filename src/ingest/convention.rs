@@ -246,3 +246,92 @@ impl Convention {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(key: &str, value: any_value::Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
+        }
+    }
+
+    fn s(v: &str) -> any_value::Value {
+        any_value::Value::StringValue(v.into())
+    }
+
+    #[test]
+    fn error_classes_from_our_names_kubernetes_reasons_and_status_codes() {
+        let cases = [
+            (vec![kv("error.type", s("conflict"))], ErrorClass::Conflict),
+            (vec![kv("error.type", s("NotFound"))], ErrorClass::NotFound),
+            (
+                vec![kv("error.type", s("AlreadyExists"))],
+                ErrorClass::AlreadyExists,
+            ),
+            (
+                vec![kv("error.type", s("TooManyRequests"))],
+                ErrorClass::Throttled,
+            ),
+            (vec![kv("error.type", s("503"))], ErrorClass::Server),
+            (
+                vec![kv(
+                    "http.response.status_code",
+                    any_value::Value::IntValue(409),
+                )],
+                ErrorClass::Conflict,
+            ),
+            (
+                vec![
+                    kv("k8s.status.code", any_value::Value::IntValue(409)),
+                    kv("k8s.status.reason", s("AlreadyExists")),
+                ],
+                ErrorClass::AlreadyExists,
+            ),
+            (
+                vec![kv("http.response.status_code", s("403"))],
+                ErrorClass::Forbidden,
+            ),
+            (
+                vec![kv("error.type", s("*errors.errorString"))],
+                ErrorClass::Internal,
+            ),
+            (Vec::new(), ErrorClass::Internal),
+        ];
+        for (attributes, class) in cases {
+            assert_eq!(class_of(&attributes), class, "{attributes:?}");
+        }
+    }
+
+    #[test]
+    fn a_reconcile_span_by_name_or_attribute_and_its_plan_from_the_resource() {
+        let convention = Convention::default();
+        let mut span = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            name: "Reconcile".into(),
+            attributes: vec![kv(RECONCILE_ATTRIBUTE, any_value::Value::BoolValue(true))],
+            ..Span::default()
+        };
+        let resource = [kv(PLAN_ATTRIBUTE, s("hostedcluster"))];
+        let facts = convention.read(&span, &resource).unwrap();
+        assert!(matches!(
+            facts.role,
+            Role::Reconcile { plan: Some(ref p), .. } if p == "hostedcluster"
+        ));
+        span.attributes.clear();
+        let facts = convention.read(&span, &[]).unwrap();
+        assert!(matches!(
+            facts.role,
+            Role::Operation {
+                explicit: false,
+                ..
+            }
+        ));
+        span.parent_span_id = vec![0; 8];
+        assert_eq!(convention.read(&span, &[]), Err(Malformed::ParentId));
+    }
+}
