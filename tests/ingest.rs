@@ -372,7 +372,7 @@ async fn http_answers_by_the_otlp_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_answers_by_the_otlp_rules() {
     let (_ingest, sink, _, grpc) = running(64 * 1024).await;
-    let mut client = TraceServiceClient::connect(grpc).await.unwrap();
+    let mut client = TraceServiceClient::connect(grpc.clone()).await.unwrap();
     let mut spans = legacy_failing_at_ssh(11);
     spans.push(reconcile(11, 1, "hc-11"));
     let mut bad = span(11, 70, Some(1), "PullSecretSync", 1);
@@ -391,17 +391,76 @@ async fn grpc_answers_by_the_otlp_rules() {
     let mut huge = reconcile(12, 1, "hc-12");
     huge.attributes.push(kv("padding", &"x".repeat(100 * 1024)));
     let error = client.export(request(vec![huge])).await.unwrap_err();
-    assert!(
-        matches!(
-            error.code(),
-            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted | tonic::Code::InvalidArgument
-        ),
-        "{error:?}"
-    );
+    assert_eq!(error.code(), tonic::Code::InvalidArgument, "{error:?}");
+    assert!(error.message().contains("too large"), "{error:?}");
+    // Not protobuf at all: a raw gRPC frame of junk.
+    let junk = raw_grpc(&grpc, b"\xff\xff\xff junk".to_vec()).await;
+    assert_eq!(junk.code(), tonic::Code::InvalidArgument, "{junk:?}");
     let answer = client
         .export(request(vec![reconcile(13, 1, "hc-13")]))
         .await
         .unwrap();
     assert!(answer.into_inner().partial_success.is_none());
     assert_eq!(sink.len(), 2);
+}
+
+/// A codec passing bytes through, to send what no OTLP client would.
+#[derive(Clone, Copy, Default)]
+struct Raw;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Self;
+    type Decoder = Self;
+    fn encoder(&mut self) -> Self {
+        Self
+    }
+    fn decoder(&mut self) -> Self {
+        Self
+    }
+}
+
+impl tonic::codec::Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        let bytes = bytes::Buf::chunk(src).to_vec();
+        bytes::Buf::advance(src, bytes.len());
+        Ok(Some(bytes))
+    }
+}
+
+/// Sends `body` as the Export method's message; the error the server answers.
+async fn raw_grpc(url: &str, body: Vec<u8>) -> tonic::Status {
+    let channel = tonic::transport::Channel::from_shared(url.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    );
+    grpc.unary(tonic::Request::new(body), path, Raw)
+        .await
+        .map(|_: tonic::Response<Vec<u8>>| ())
+        .unwrap_err()
 }

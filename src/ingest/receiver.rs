@@ -275,14 +275,27 @@ impl TraceService for Grpc {
         let request = request.into_inner();
         let response = tokio::task::spawn_blocking(move || ingest.export(&request))
             .await
-            .map_err(|e| tonic::Status::internal(format!("the export failed: {e}")))?;
+            .map_err(|e| tonic::Status::unavailable(format!("the export failed: {e}")))?;
         Ok(tonic::Response::new(response))
     }
 }
 
+/// OTLP's answer to a request the server cannot take: tonic refuses an undecodable message with
+/// `INTERNAL` (13) and one over the size limit with `OUT_OF_RANGE` (11), before the service runs
+/// (the length prefix is checked before anything is buffered); OTLP asks for `INVALID_ARGUMENT`
+/// (3). The service itself never answers 11 or 13.
+fn invalid_argument<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let status = response.headers().get("grpc-status");
+    if status.is_some_and(|s| s == "13" || s == "11") {
+        response
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("3"));
+    }
+    response
+}
+
 /// Serves OTLP/gRPC on `addr` until `shutdown` resolves; returns the bound address at once.
-/// A request over the size limit is refused by tonic with `OutOfRange`/`ResourceExhausted`
-/// before it reaches the service; an undecodable one with `Internal` (tonic's codes).
+/// Undecodable and oversized requests get `INVALID_ARGUMENT`.
 pub async fn serve_grpc(
     addr: SocketAddr,
     ingest: Arc<Ingest>,
@@ -301,6 +314,7 @@ pub async fn serve_grpc(
     let incoming = tokio_stream_listener(listener);
     let task = tokio::spawn(async move {
         if let Err(error) = tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(invalid_argument))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await
