@@ -179,6 +179,10 @@ fn spans_arriving_before_or_after_their_reconcile_span() {
     // A child after its reconcile was reconstructed is late, not buffered.
     let late = a.ingest(&request(vec![operation(1, 40, 1, "CoreHCPChain", 50)]), now);
     assert_eq!((late.counts.late, a.buffered()), (1, 0));
+    // The same reconcile span again (an exporter retrying a request it thinks failed): late,
+    // not a second record.
+    let again = a.ingest(&request(vec![reconcile(1, 1, "hc-1")]), now);
+    assert_eq!((again.counts.late, again.records.len()), (1, 0));
     // Spans outside the convention (an HTTP client span) are ignored, not buffered.
     let other = a.ingest(
         &request(vec![span(1, 41, Some(2), "GET /api/v1/secrets", 3)]),

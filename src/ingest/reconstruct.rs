@@ -108,14 +108,17 @@ pub struct Assembler {
     convention: Convention,
     limits: Limits,
     plans: Vec<PlanPolicies>,
-    groups: HashMap<[u8; 8], Group>,
-    arrival: VecDeque<[u8; 8]>,
+    groups: HashMap<SpanKey, Group>,
+    arrival: VecDeque<SpanKey>,
     buffered: usize,
-    done: HashSet<[u8; 8]>,
-    done_order: VecDeque<[u8; 8]>,
+    done: HashSet<SpanKey>,
+    done_order: VecDeque<SpanKey>,
     operation_names: HashSet<String>,
     total: Counts,
 }
+
+/// A span's identity: its trace id and span id (span ids are unique within a trace only).
+type SpanKey = ([u8; 16], [u8; 8]);
 
 /// Reconcile span ids remembered after reconstruction, to tell late spans from orphans.
 const REMEMBERED: usize = 65_536;
@@ -215,6 +218,10 @@ impl Assembler {
         reconciles: &mut Vec<(SpanFacts, usize)>,
     ) {
         match &facts.role {
+            // A reconcile span seen before (an exporter's retry): counted late, not recorded twice.
+            Role::Reconcile { .. } if self.done.contains(&(facts.trace_id, facts.span_id)) => {
+                batch.counts.late += 1;
+            }
             Role::Reconcile { plan, .. } => match self.plan_index(plan.as_deref()) {
                 Ok(index) => reconciles.push((facts, index)),
                 Err(reason) => batch.reject(1, || reason),
@@ -232,7 +239,7 @@ impl Assembler {
                 explicit,
                 failure,
             } => {
-                let parent = facts.parent.unwrap_or_default();
+                let parent = (facts.trace_id, facts.parent.unwrap_or_default());
                 if self.done.contains(&parent) {
                     batch.counts.late += 1;
                     return;
@@ -308,9 +315,9 @@ impl Assembler {
         }
     }
 
-    fn remember(&mut self, span_id: [u8; 8]) {
-        if self.done.insert(span_id) {
-            self.done_order.push_back(span_id);
+    fn remember(&mut self, key: SpanKey) {
+        if self.done.insert(key) {
+            self.done_order.push_back(key);
         }
         while self.done_order.len() > REMEMBERED {
             if let Some(old) = self.done_order.pop_front() {
@@ -323,13 +330,14 @@ impl Assembler {
         let Role::Reconcile { object, .. } = &facts.role else {
             return;
         };
+        let key = (facts.trace_id, facts.span_id);
         let children = self
             .groups
-            .remove(&facts.span_id)
+            .remove(&key)
             .map(|g| g.children)
             .unwrap_or_default();
         self.buffered -= children.len();
-        self.remember(facts.span_id);
+        self.remember(key);
         let policies = &self.plans[index];
         let plan = &policies.plan;
         // The last span of each operation (a controller may retry within one reconcile).
