@@ -3,16 +3,20 @@
 //! dashboard conventions, and returns data from a real Prometheus server that scraped a
 //! `simulate` run. `promtool check rules` and `promtool test rules` pass.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use promql_parser::parser::{self, Expr};
 use promql_parser::util::{ExprVisitor, walk_expr};
 use serde_json::Value;
 use shadow_reconciler::telemetry::http::Telemetry;
+
+use common::{Process, free_port};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -309,24 +313,6 @@ fn promtool_checks_and_unit_tests_the_rules() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-}
-
-/// A child process killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// GET over HTTP/1.0 (no chunked encoding): the body, whatever the status (Prometheus explains

@@ -229,6 +229,17 @@ async fn http_traces(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
+/// A listener on `addr` and the address it got (port 0 picks one).
+async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| Error::Bind { addr, source })?;
+    Ok((listener, bound))
+}
+
 /// The HTTP receiver's routes (`POST /v1/traces`).
 pub fn http_router(ingest: Arc<Ingest>) -> axum::Router {
     axum::Router::new()
@@ -243,12 +254,7 @@ pub async fn serve_http(
     ingest: Arc<Ingest>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { addr, source })?;
+    let (listener, bound) = bind(addr).await?;
     let task = tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, http_router(ingest))
             .with_graceful_shutdown(shutdown)
@@ -301,12 +307,7 @@ pub async fn serve_grpc(
     ingest: Arc<Ingest>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { addr, source })?;
+    let (listener, bound) = bind(addr).await?;
     let limit = ingest.max_request_bytes;
     let service = TraceServiceServer::new(Grpc(ingest))
         .max_decoding_message_size(limit)

@@ -100,3 +100,22 @@ pub fn python() -> std::path::PathBuf {
     );
     python
 }
+
+/// A child process, killed when dropped (a failed assertion leaves no server behind).
+pub struct Process(pub std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port free a moment ago, for a server started as a child process.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free loopback port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
