@@ -138,6 +138,19 @@ pub struct LoadedPlan {
     pub text: String,
 }
 
+/// `--plan SPEC`: a shipped plan's name, else a plan file.
+pub fn shipped_or_file(spec: &str) -> anyhow::Result<ReconcilePlan> {
+    match plan::embedded::load(spec) {
+        Some(plan) => Ok(plan),
+        None => ReconcilePlan::load(std::path::Path::new(spec)).with_context(|| {
+            format!(
+                "--plan {spec:?} is neither a shipped plan ({}) nor a valid plan file",
+                plan::embedded::NAMES.join(", ")
+            )
+        }),
+    }
+}
+
 /// The given plan files, then every shipped plan whose name none of them has.
 pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
     let mut plans = Vec::new();

@@ -11,7 +11,6 @@ use clap::Args;
 use shadow_reconciler::engine::Sink;
 use shadow_reconciler::ingest::receiver::{self, DEFAULT_MAX_REQUEST_BYTES};
 use shadow_reconciler::ingest::{Assembler, Convention, Ingest, Limits};
-use shadow_reconciler::plan::{self, ReconcilePlan};
 
 /// Options of `ingest`.
 #[derive(Args)]
@@ -57,31 +56,13 @@ pub struct IngestArgs {
     pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
 }
 
-fn load(spec: &str) -> anyhow::Result<Arc<ReconcilePlan>> {
-    let path = std::path::Path::new(spec);
-    if path.exists() {
-        return Ok(Arc::new(ReconcilePlan::load(path)?));
-    }
-    if let Some(plan) = plan::embedded::NAMES
-        .iter()
-        .find(|n| **n == spec)
-        .and_then(|n| plan::embedded::load(n))
-    {
-        return Ok(Arc::new(plan));
-    }
-    anyhow::bail!(
-        "--plan {spec:?}: no such file, and not a shipped plan ({})",
-        plan::embedded::NAMES.join(", ")
-    )
-}
-
 /// Runs the receivers until SIGTERM or Ctrl-C.
 pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     shadow_reconciler::telemetry::logging::init(args.log_format);
     let plans = args
         .plans
         .iter()
-        .map(|p| load(p))
+        .map(|p| crate::cli::shipped_or_file(p).map(Arc::new))
         .collect::<anyhow::Result<Vec<_>>>()?;
     for group in &args.candidate {
         anyhow::ensure!(

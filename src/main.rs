@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use shadow_reconciler::plan::{self, ReconcilePlan};
+use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::{scenario, sim, simulate};
 
 mod cli;
@@ -373,15 +373,7 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
-    let plan = match plan::embedded::load(&args.plan) {
-        Some(plan) => plan,
-        None => ReconcilePlan::load(&args.plan).with_context(|| {
-            format!(
-                "--plan {:?} is neither a shipped plan nor a valid plan file",
-                args.plan
-            )
-        })?,
-    };
+    let plan = cli::shipped_or_file(&args.plan)?;
     let settings = simulate::Settings {
         reconciles: args.reconciles,
         failure_rate: args.failure_rate,

@@ -162,6 +162,15 @@ fn simulate_model_only_rejects_bad_input_with_exit_2() {
         "{}",
         text(&out.stderr)
     );
+    // ingest reads --plan the same way, before binding anything.
+    let out = cli(&["ingest", "--plan", "missing.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--plan \"missing.yaml\" is neither a shipped plan")
+            && text(&out.stderr).contains("cannot read plan file missing.yaml"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -418,16 +418,8 @@ fn build(
         SystemTime::UNIX_EPOCH + Duration::from_nanos(facts.start),
         (&control_report, &control),
         Some((&candidate_report, &candidate)),
-        Some(hex(&facts.trace_id)),
+        Some(opentelemetry::trace::TraceId::from_bytes(facts.trace_id).to_string()),
     );
     record.duration = Duration::from_nanos(facts.end.saturating_sub(facts.start));
     record
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
