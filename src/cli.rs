@@ -107,9 +107,14 @@ pub struct AnalyzeArgs {
     /// with --plan, or the only plan in the data.
     #[arg(long, value_name = "FILE")]
     pub suggest: Option<PathBuf>,
-    /// Fewer observations than this make a verdict inconclusive.
-    #[arg(long, default_value_t = 30)]
+    /// Fewer objects than this make a verdict inconclusive (each object counts once, however
+    /// often it was reconciled).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub min_samples: u64,
+    /// Gate on these rollout groups only (`PLAN/GROUP`, or `GROUP` in every plan that has it;
+    /// repeatable): the exit code is their worst readiness instead of every group's.
+    #[arg(long = "group", value_name = "PLAN/GROUP")]
+    pub groups: Vec<String>,
     /// Confidence of the Wilson intervals (0.5 to 0.9999).
     #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
     pub confidence: f64,
@@ -184,6 +189,11 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     };
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
     let analysis = analyze::analyze(&args.dir, &only, &settings)?;
+    // Resolve --group before printing: a misspelt group is a usage error, not a verdict.
+    let mut gated = Vec::new();
+    for selector in &args.groups {
+        gated.extend(analysis.groups(selector)?);
+    }
     print!("{}", analyze::render::render(&analysis, args.format));
     if let Some(path) = &args.html {
         write(path, &analyze::render::render(&analysis, Format::Html))?;
@@ -227,7 +237,18 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    Ok(ExitCode::from(analysis.readiness.exit_code()))
+    if gated.is_empty() {
+        return Ok(ExitCode::from(analysis.readiness.exit_code()));
+    }
+    for (plan, group) in &gated {
+        eprintln!("group {}/{}: {}", plan.plan, group.group, group.summary);
+    }
+    let worst = gated
+        .iter()
+        .map(|(_, g)| g.readiness)
+        .max()
+        .unwrap_or(analyze::Readiness::Inconclusive);
+    Ok(ExitCode::from(worst.exit_code()))
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -130,7 +130,7 @@ struct SimulateArgs {
     #[arg(long, default_value_t = 200)]
     hosted_clusters: usize,
     /// ClusterManagementAddOns in the simulated cluster.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 60)]
     addons: usize,
     /// The faults: healthy, missing-secrets, conflict-storm or mixed.
     #[arg(long, default_value = "mixed")]

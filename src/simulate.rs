@@ -71,15 +71,70 @@ pub fn draw_world(plan: &ReconcilePlan, failure_rate: f64, rng: &mut Rng) -> Vec
 
 /// Drives the candidate over the world, reusing the control's results where it ran.
 pub fn drive_candidate(candidate: &Policy, control: &Report, world: &[StepResult]) -> Report {
-    drive(candidate, |op| {
-        if control.step(op.id()).executed {
-            world[op.id().index()].clone()
+    drive(candidate, |op| drive_candidate_result(op, control, world))
+}
+
+/// The record of one shadow reconcile of `object` over `world` (one result per operation), as
+/// the engine would have written it: the control runs `control`'s decisions for real, the
+/// candidate reuses what the control ran, runs the rest in dry-run with the world's result, and
+/// leaves `shadow: skip` operations not simulated. For building datasets with a known truth
+/// (the analyzer's ground-truth tests) without an API server.
+///
+/// # Panics
+/// Never: both policies follow `plan`.
+#[must_use]
+pub fn record(
+    control: &Policy,
+    candidate: &Policy,
+    object: crate::engine::ObjectKey,
+    started_at: std::time::SystemTime,
+    world: &[StepResult],
+    trace_id: Option<String>,
+) -> crate::engine::ReconcileRecord {
+    use crate::engine::Trace;
+    use crate::outcome::Execution;
+    let plan = control.plan().clone();
+    let origin = std::time::Instant::now();
+    let mut control_trace = Trace::new(plan.len(), origin);
+    let control_report = drive(control, |op| {
+        control_trace.executions[op.id().index()] = Execution::Real;
+        world[op.id().index()].clone()
+    });
+    let mut candidate_trace = Trace::new(plan.len(), origin);
+    let candidate_report = drive(candidate, |op| {
+        let i = op.id().index();
+        candidate_trace.executions[i] = if control_report.step(op.id()).executed {
+            Execution::Reused
         } else if op.shadow() == ShadowPolicy::Skip {
-            StepResult::not_simulated()
+            Execution::NotSimulated
         } else {
-            world[op.id().index()].clone()
-        }
-    })
+            Execution::DryRun
+        };
+        drive_candidate_result(op, &control_report, world)
+    });
+    crate::engine::assemble(
+        &plan,
+        object,
+        (crate::engine::Mode::Shadow, None),
+        started_at,
+        (&control_report, &control_trace),
+        Some((&candidate_report, &candidate_trace)),
+        trace_id,
+    )
+}
+
+fn drive_candidate_result(
+    op: &crate::plan::Operation,
+    control: &Report,
+    world: &[StepResult],
+) -> StepResult {
+    if control.step(op.id()).executed {
+        world[op.id().index()].clone()
+    } else if op.shadow() == ShadowPolicy::Skip {
+        StepResult::not_simulated()
+    } else {
+        world[op.id().index()].clone()
+    }
 }
 
 /// What a simulation is asked to do.

@@ -3,7 +3,10 @@
 //! whether each rollout group is ready to enforce. Output formats: [`render`]; the JSON is
 //! documented in `docs/analyze.md`.
 
+pub mod counts;
 mod judge;
+pub mod pairs;
+mod readiness;
 pub mod render;
 pub mod scan;
 pub mod stats;
@@ -17,13 +20,14 @@ use crate::plan::ReconcilePlan;
 use scan::Skipped;
 use stats::Interval;
 
-/// The JSON document's schema identifier; bumped on any incompatible change.
-pub const SCHEMA: &str = "shadow-reconciler.io/analysis/v1";
+/// The JSON document's schema identifier; bumped on any incompatible change (v2: evidence is
+/// counted in objects, verdicts and readiness carry reason codes).
+pub const SCHEMA: &str = "shadow-reconciler.io/analysis/v2";
 
 /// How the analysis judges.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Fewer observations than this make a verdict `inconclusive`.
+    /// Fewer objects than this make a verdict `inconclusive` (and a pair undetectable).
     pub min_samples: u64,
     /// Confidence of the Wilson intervals (two-sided).
     pub confidence: f64,
@@ -32,7 +36,7 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// 30 samples, 99% intervals (a plan has hundreds of operation pairs: 95% would raise false
+    /// 30 objects, 99% intervals (a plan has hundreds of operation pairs: 95% would raise false
     /// alarms by chance alone), one thread per core.
     fn default() -> Self {
         Self {
@@ -52,6 +56,16 @@ pub enum AnalyzeError {
     /// The directory does not exist.
     #[error("{0}: no such directory")]
     NoDirectory(PathBuf),
+    /// `--group` names no rollout group of the analysed plans.
+    #[error("--group {selector}: {why}; the analysed groups are: {known}")]
+    UnknownGroup {
+        /// What was asked for.
+        selector: String,
+        /// Why it matches nothing.
+        why: String,
+        /// `PLAN/GROUP` of every group analysed.
+        known: String,
+    },
     /// Nothing to analyse: no rows of any given plan.
     #[error("{dir}: no rows of the plans {plans:?} (found: {found})")]
     NoData {
@@ -138,6 +152,10 @@ pub struct OperationReport {
     pub executions_dry_run: u64,
     /// Failed executions.
     pub failures: u64,
+    /// Failed real executions (the control's failures).
+    pub failures_real: u64,
+    /// Failed dry-run executions.
+    pub failures_dry_run: u64,
     /// `failures / executions`.
     pub failure_rate: f64,
     /// Failures by error class (classes that occurred).
@@ -152,6 +170,16 @@ pub struct OperationReport {
     pub blocked_then_succeeded_in_candidate: u64,
     /// Runs where it ran in the control and was blocked in the candidate.
     pub newly_blocked: u64,
+    /// Reconciles where the candidate ran it and the control did not (the records' `unblocked`).
+    pub unblocked: u64,
+    /// Of those, dry-run and succeeded.
+    pub unblocked_succeeded: u64,
+    /// Of those, dry-run and failed.
+    pub unblocked_failed: u64,
+    /// Of those, not simulated (`shadow: skip`): outcome unknown.
+    pub unblocked_not_simulated: u64,
+    /// Objects in which it failed at least once (control or candidate).
+    pub failed_objects: u64,
 }
 
 /// An ordering pair: `later` executed after `failed` failed earlier in the same run.
@@ -161,16 +189,23 @@ pub struct Pair {
     pub failed: String,
     /// The operation that ran after it.
     pub later: String,
-    /// `later`'s failure rate in runs whose first failure was `failed`, earlier.
+    /// `later`'s failure rate after `failed` failed (every other earlier failure explained by
+    /// it), over objects: each object's first such observation.
     pub after: Interval,
-    /// `later`'s failure rate in runs where nothing failed before it.
+    /// `later`'s failure rate with nothing failed before it, over objects: each object's first.
     pub baseline: Interval,
     /// Whether the intervals separate (after above baseline).
     pub separated: bool,
     /// Whether the plan declares `later` dependent on `failed`.
     pub declared: bool,
-    /// Separated, enough samples, and not declared: a detected ordering dependency.
+    /// Separated, at least `min_samples` objects on each side, and not declared: a detected
+    /// ordering dependency.
     pub dependency: bool,
+    /// Distinct namespaces of the objects in which `later` failed after `failed`.
+    pub after_failed_namespaces: u64,
+    /// Every failure after `failed` comes from one namespace while the plan's objects span
+    /// several: a cause shared within that namespace would look the same.
+    pub concentrated: bool,
 }
 
 /// The control failed first at `first_failure`; the candidate ran `operation`, which the control
@@ -187,6 +222,52 @@ pub struct Unblocked {
     pub succeeded: u64,
 }
 
+/// Why a verdict is what it is: one code per verdict (documented in `docs/analyze.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// Contradicted: non-critical, yet a detected dependency starts at it (its failure makes a
+    /// later operation fail).
+    HarmsLater,
+    /// Contradicted: it fails after a failure it does not depend on in the plan (a detected
+    /// dependency ends at it).
+    UndeclaredDependency,
+    /// Supported: non-critical, and in enough objects later operations ran after its failure
+    /// without failing more often than their baselines.
+    FailureHarmless,
+    /// Supported: non-critical, it failed in enough objects, and every operation after it in
+    /// phased order depends on it, so its failure cannot block anything else.
+    NothingToBlock,
+    /// Supported: critical, and in enough objects it failed under the candidate or ran after
+    /// another failure, with no undeclared dependency found.
+    Exercised,
+    /// Inconclusive: the claim was never tested (no failure of it observed, and for a critical
+    /// operation no run after another failure either).
+    NotExercised,
+    /// Inconclusive: it failed only where the candidate's retry on conflict would have succeeded,
+    /// so under the candidate its failure was not observed often enough.
+    ResolvedByRetry,
+    /// Inconclusive: the claim was tested in fewer than `min_samples` objects.
+    TooFewObjects,
+}
+
+impl Reason {
+    /// The code in every format.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::HarmsLater => "harms-later",
+            Self::UndeclaredDependency => "undeclared-dependency",
+            Self::FailureHarmless => "failure-harmless",
+            Self::NothingToBlock => "nothing-to-block",
+            Self::Exercised => "exercised",
+            Self::NotExercised => "not-exercised",
+            Self::ResolvedByRetry => "resolved-by-retry",
+            Self::TooFewObjects => "too-few-objects",
+        }
+    }
+}
+
 /// The verdict on one operation's classification.
 #[derive(Clone, Debug, Serialize)]
 pub struct VerdictReport {
@@ -196,10 +277,51 @@ pub struct VerdictReport {
     pub claim: &'static str,
     /// The verdict.
     pub verdict: Verdict,
-    /// Observations the verdict rests on.
-    pub samples: u64,
-    /// Why, in words, with the numbers.
+    /// Why, as a code.
+    pub reason: Reason,
+    /// Objects whose observations test the claim.
+    pub objects: u64,
+    /// More objects needed before the verdict can be other than inconclusive (0 when none).
+    pub objects_needed: u64,
+    /// Why, in one sentence, with the numbers that decided it.
     pub evidence: String,
+}
+
+/// What a group's readiness rests on: one finding per fact (documented in `docs/analyze.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingCode {
+    /// Not ready: an operation fails after another fails without depending on it.
+    UndeclaredDependency,
+    /// Not ready: a non-critical operation's failure makes later operations fail.
+    HarmsLater,
+    /// Not ready: the candidate blocked operations the control ran.
+    NewlyBlocked,
+    /// Not ready: the shadow guard refused a write of the candidate.
+    GuardRefusals,
+    /// Inconclusive: a member's claim was tested in too few objects.
+    TooFewObjects,
+    /// Inconclusive: a member's claim was never tested; enforcing changes nothing seen so far.
+    NotExercised,
+    /// Inconclusive: a member failed only where the candidate's retry resolved the conflict.
+    ResolvedByRetry,
+}
+
+/// One fact behind a group's readiness.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// What kind of fact.
+    pub code: FindingCode,
+    /// The operations concerned (for a dependency: the one that failed, then the later one).
+    pub operations: Vec<String>,
+    /// The numbers, in one sentence.
+    pub evidence: String,
+    /// The plan change that fixes it (what `--suggest` writes), when there is one.
+    pub fix: Option<String>,
+    /// How to get the evidence that is missing, for inconclusive findings.
+    pub next_step: Option<String>,
+    /// More objects needed, for `too-few-objects`.
+    pub objects_needed: Option<u64>,
 }
 
 /// A rollout group's readiness to enforce.
@@ -211,8 +333,10 @@ pub struct GroupReport {
     pub operations: Vec<String>,
     /// The readiness.
     pub readiness: Readiness,
-    /// What stops it (empty when ready).
-    pub reasons: Vec<String>,
+    /// The readiness and what to do about it, in one sentence.
+    pub summary: String,
+    /// What it rests on (empty when ready); not-ready findings first.
+    pub findings: Vec<Finding>,
 }
 
 /// The analysis of one plan.
@@ -224,6 +348,14 @@ pub struct PlanReport {
     pub plan_hash: String,
     /// Reconciles.
     pub reconciles: u64,
+    /// Distinct objects (kind, namespace, name) reconciled: the unit of evidence.
+    pub objects: u64,
+    /// Rounds of the pairs' fixpoint.
+    pub rounds: u32,
+    /// Whether the rounds reached a fixpoint (false: they cycled, see `docs/analyze.md`).
+    pub rounds_converged: bool,
+    /// Runs with a failure left out of the pairs because too many distinct ones were kept.
+    pub runs_not_kept: u64,
     /// Rows recorded under other versions of the plan (not analysed).
     pub other_version_rows: u64,
     /// Shadow guard refusals (must be 0).
@@ -267,6 +399,51 @@ pub struct Analysis {
     pub plans: Vec<PlanReport>,
     /// The worst readiness over every plan and group considered.
     pub readiness: Readiness,
+}
+
+impl Analysis {
+    /// The groups `selector` names (`PLAN/GROUP`, or `GROUP` in every analysed plan that has it),
+    /// as `(plan, group)`.
+    pub fn groups(&self, selector: &str) -> Result<Vec<(&PlanReport, &GroupReport)>, AnalyzeError> {
+        let (plan, group) = match selector.split_once('/') {
+            Some((plan, group)) => (Some(plan), group),
+            None => (None, selector),
+        };
+        let found: Vec<(&PlanReport, &GroupReport)> = self
+            .plans
+            .iter()
+            .filter(|p| plan.is_none_or(|name| p.plan == name))
+            .flat_map(|p| p.readiness.iter().map(move |g| (p, g)))
+            .filter(|(_, g)| g.group == group)
+            .collect();
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let why = match plan {
+            Some(name) if !self.plans.iter().any(|p| p.plan == name) => {
+                format!(
+                    "plan {name:?} has no analysable rows in {}",
+                    self.dir.display()
+                )
+            }
+            Some(name) => format!("plan {name:?} has no rollout group {group:?}"),
+            None => format!("no analysed plan has a rollout group {group:?}"),
+        };
+        Err(AnalyzeError::UnknownGroup {
+            selector: selector.to_owned(),
+            why,
+            known: self
+                .plans
+                .iter()
+                .flat_map(|p| {
+                    p.readiness
+                        .iter()
+                        .map(move |g| format!("{}/{}", p.plan, g.group))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
 }
 
 /// Analyses `dir` against `plans`.

@@ -4,7 +4,7 @@ pub mod html;
 
 use std::fmt::Write as _;
 
-use super::{Analysis, PlanReport};
+use super::{Analysis, Finding, PlanReport};
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -48,18 +48,67 @@ fn pct(rate: f64) -> String {
 /// The numbers behind a detected dependency, in words.
 fn evidence(d: &super::Pair) -> String {
     format!(
-        "{} failed {} of {} runs after {} failed [{}, {}], baseline {} of {} [{}, {}]",
+        "{} failed in {} of {} objects after {} failed [{}, {}], baseline {} of {} [{}, {}]{}",
         d.later,
         d.after.failures,
-        d.after.runs,
+        d.after.objects,
         d.failed,
         pct(d.after.low),
         pct(d.after.high),
         d.baseline.failures,
-        d.baseline.runs,
+        d.baseline.objects,
         pct(d.baseline.low),
-        pct(d.baseline.high)
+        pct(d.baseline.high),
+        if d.concentrated {
+            "; every such failure in one namespace"
+        } else {
+            ""
+        }
     )
+}
+
+/// A plan's figures in one line; `simulate` prints the same figures for the same data
+/// (`scenario::summary`), with the same words.
+#[must_use]
+pub fn plan_line(plan: &PlanReport) -> String {
+    let sum = |f: fn(&super::OperationReport) -> u64| plan.operations.iter().map(f).sum::<u64>();
+    format!(
+        "{} reconciles of {} objects, control failed in {}; unblocked by the candidate: {} ({} dry-run, {} would have succeeded; {} not simulated); newly blocked: {}",
+        plan.reconciles,
+        plan.objects,
+        sum(|o| o.first_failure),
+        sum(|o| o.unblocked),
+        sum(|o| o.unblocked - o.unblocked_not_simulated),
+        sum(|o| o.unblocked_succeeded),
+        sum(|o| o.unblocked_not_simulated),
+        sum(|o| o.newly_blocked),
+    )
+}
+
+/// A readiness finding in one line: its code, evidence, and the fix.
+#[must_use]
+pub fn finding_line(f: &Finding) -> String {
+    let code = serde_json::to_value(f.code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut line = format!("[{code}] {}", f.evidence);
+    if let Some(fix) = &f.fix {
+        let _ = write!(line, ". Fix: {fix}");
+    }
+    line
+}
+
+/// The distinct next steps of a group's findings, in order.
+#[must_use]
+pub fn next_steps(g: &super::GroupReport) -> Vec<&str> {
+    let mut steps: Vec<&str> = Vec::new();
+    for step in g.findings.iter().filter_map(|f| f.next_step.as_deref()) {
+        if !steps.contains(&step) {
+            steps.push(step);
+        }
+    }
+    steps
 }
 
 /// Rows of cells as aligned columns.
@@ -99,6 +148,7 @@ fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
                     .map(|(k, v)| format!("{k}:{v}"))
                     .collect::<Vec<_>>()
                     .join(" "),
+                o.failed_objects.to_string(),
                 o.first_failure.to_string(),
                 format!(
                     "{}/{}/{}",
@@ -112,12 +162,13 @@ fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
         .collect()
 }
 
-const OPERATION_HEADER: [&str; 8] = [
+const OPERATION_HEADER: [&str; 9] = [
     "operation",
     "category",
     "executions",
     "failed",
     "by class",
+    "failed in (objects)",
     "first failure",
     "blocked/ran/ok",
     "verdict",
@@ -139,10 +190,10 @@ fn table(a: &Analysis) -> String {
     for plan in &a.plans {
         let _ = writeln!(
             out,
-            "\nplan {} ({}): {} reconciles, {} guard refusals",
+            "\nplan {} ({}): {}; {} guard refusals",
             plan.plan,
             &plan.plan_hash[..12.min(plan.plan_hash.len())],
-            plan.reconciles,
+            plan_line(plan),
             plan.guard_refusals
         );
         columns(&mut out, &OPERATION_HEADER, &operation_rows(plan));
@@ -162,17 +213,21 @@ fn table(a: &Analysis) -> String {
         {
             let _ = writeln!(
                 out,
-                "{} {}: {}",
+                "{} {} [{}]: {}",
                 v.operation,
                 v.verdict.as_str(),
+                v.reason.as_str(),
                 v.evidence
             );
         }
         out.push_str("\nreadiness to enforce:\n");
         for g in &plan.readiness {
-            let _ = writeln!(out, "  {:<24} {}", g.group, g.readiness.as_str());
-            for r in &g.reasons {
-                let _ = writeln!(out, "    - {r}");
+            let _ = writeln!(out, "  {:<24} {}", g.group, g.summary);
+            for f in &g.findings {
+                let _ = writeln!(out, "    - {}", finding_line(f));
+            }
+            for step in next_steps(g) {
+                let _ = writeln!(out, "    next: {step}");
             }
         }
     }
@@ -190,7 +245,7 @@ fn markdown(a: &Analysis) -> String {
     let _ = writeln!(out, "# Shadow analysis: {}\n", a.readiness.as_str());
     let _ = writeln!(
         out,
-        "`{}`: {} files read, {} skipped, {} rows; at least {} samples per verdict, {:.0}% Wilson intervals.\n",
+        "`{}`: {} files read, {} skipped, {} rows; at least {} objects per verdict, {:.0}% Wilson intervals.\n",
         a.dir.display(),
         a.files_read,
         a.files_skipped.len(),
@@ -204,8 +259,11 @@ fn markdown(a: &Analysis) -> String {
     for plan in &a.plans {
         let _ = writeln!(
             out,
-            "## Plan `{}`\n\n{} reconciles, plan hash `{}`, {} shadow guard refusals.\n",
-            plan.plan, plan.reconciles, plan.plan_hash, plan.guard_refusals
+            "## Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals.\n",
+            plan.plan,
+            plan_line(plan),
+            plan.plan_hash,
+            plan.guard_refusals
         );
         md_row(&mut out, &OPERATION_HEADER.map(str::to_owned));
         md_row(&mut out, &OPERATION_HEADER.map(|_| "---".to_owned()));
@@ -219,7 +277,7 @@ fn markdown(a: &Analysis) -> String {
         for d in &plan.dependencies {
             let _ = writeln!(out, "- **{} → {}**: {}.", d.failed, d.later, evidence(d));
         }
-        out.push_str("\n### Verdicts\n\n| operation | claim | verdict | evidence |\n| --- | --- | --- | --- |\n");
+        out.push_str("\n### Verdicts\n\n| operation | claim | verdict | reason | objects | evidence |\n| --- | --- | --- | --- | --- | --- |\n");
         for v in &plan.verdicts {
             md_row(
                 &mut out,
@@ -227,15 +285,26 @@ fn markdown(a: &Analysis) -> String {
                     v.operation.clone(),
                     v.claim.to_owned(),
                     v.verdict.as_str().to_owned(),
+                    v.reason.as_str().to_owned(),
+                    v.objects.to_string(),
                     v.evidence.clone(),
                 ],
             );
         }
         out.push_str("\n### Readiness to enforce\n\n");
         for g in &plan.readiness {
-            let _ = writeln!(out, "- `{}`: **{}**", g.group, g.readiness.as_str());
-            for r in &g.reasons {
-                let _ = writeln!(out, "  - {r}");
+            let _ = writeln!(
+                out,
+                "- `{}`: **{}**: {}",
+                g.group,
+                g.readiness.as_str(),
+                g.summary
+            );
+            for f in &g.findings {
+                let _ = writeln!(out, "  - {}", finding_line(f));
+            }
+            for step in next_steps(g) {
+                let _ = writeln!(out, "  - next: {step}");
             }
         }
         out.push('\n');

@@ -1,189 +1,39 @@
 //! Reads the dataset and counts: one pass over the `steps` table (reconcile by reconcile) and one
 //! over `reconciles`, files in parallel, each file counted on its own and merged only once it was
-//! read to the end, so a corrupt file contributes nothing.
+//! read to the end, so a corrupt file contributes nothing. What is counted is in [`super::counts`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::UInt32Type;
+use arrow_array::types::{TimestampMicrosecondType, UInt32Type};
 use arrow_array::{Array, RecordBatch};
 
+use super::counts::{EXECUTED_FAILED, EXECUTED_OK, First, PlanCounts, REUSED_FAILED, RunKey, flag};
 use crate::dataset::{Table, reader};
 use crate::outcome::ErrorClass;
 use crate::plan::ReconcilePlan;
 
 /// Columns of `steps` the analysis reads.
-pub const STEP_COLUMNS: [&str; 9] = [
+pub const STEP_COLUMNS: [&str; 15] = [
+    "time",
     "reconcile_id",
     "plan",
     "plan_hash",
+    "kind",
+    "namespace",
+    "name",
     "policy",
     "seq",
     "operation",
     "execution",
     "outcome",
     "error_class",
+    "conflict_resolution",
+    "blocked_by",
 ];
-/// Plus, for blocked and skipped steps, who blocked them.
-const BLOCKED_BY: &str = "blocked_by";
 /// Columns of `reconciles` the analysis reads.
 pub const RECONCILE_COLUMNS: [&str; 3] = ["plan", "plan_hash", "guard_refusals"];
-
-/// Counts of one operation.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpCounts {
-    /// Executed with real writes.
-    pub executions_real: u64,
-    /// Executed through the dry-run client.
-    pub executions_dry_run: u64,
-    /// Failures among the real executions.
-    pub failures_real: u64,
-    /// Failures among the dry-run executions.
-    pub failures_dry_run: u64,
-    /// Failures (real or dry-run) by error class, in `ErrorClass::ALL` order.
-    pub by_class: [u64; 11],
-    /// Reconciles whose control failed first at this operation.
-    pub first_failure: u64,
-    /// Control steps skipped or blocked by this operation's failure.
-    pub blocked_in_control: u64,
-    /// Of those, run by the candidate.
-    pub blocked_then_run: u64,
-    /// Of those, succeeded in the candidate.
-    pub blocked_then_succeeded: u64,
-    /// Runs in which it was the first failure.
-    pub failed_first: u64,
-    /// Times it ran in the control and was blocked in the candidate.
-    pub newly_blocked: u64,
-    /// Times its failure blocked, in the candidate, an operation the control ran.
-    pub newly_blocked_by: u64,
-}
-
-/// Runs and failures of an operation in some condition.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Rate {
-    /// Observations.
-    pub runs: u64,
-    /// Failures among them.
-    pub failures: u64,
-}
-
-impl Rate {
-    fn add(&mut self, failed: bool) {
-        self.add_times(failed, 1);
-    }
-    /// Adds `times` observations, all failed or all not.
-    pub fn add_times(&mut self, failed: bool, times: u64) {
-        self.runs += times;
-        self.failures += if failed { times } else { 0 };
-    }
-    fn merge(&mut self, other: Self) {
-        self.runs += other.runs;
-        self.failures += other.failures;
-    }
-}
-
-/// Everything counted for one plan.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlanCounts {
-    /// Operations, as in the plan.
-    pub ops: Vec<OpCounts>,
-    /// Reconciles (rows of `reconciles`).
-    pub reconciles: u64,
-    /// Reconciles seen in `steps`.
-    pub step_reconciles: u64,
-    /// Shadow guard refusals.
-    pub guard_refusals: u64,
-    /// `baseline[y]`: y executed with nothing failed before it in the run.
-    pub baseline: Vec<Rate>,
-    /// Every distinct run that had a failure, as its [signature](Signature), with how often it
-    /// occurred: the ordering pairs are judged from these.
-    pub runs: HashMap<Signature, u64>,
-    /// Runs with a failure not kept in `runs` because [`MAX_SIGNATURES`] distinct ones were.
-    pub runs_not_kept: u64,
-    /// `unblocked[x * n + y]`: the control failed first at x, the candidate ran y (which the
-    /// control did not), and how often y succeeded there.
-    pub unblocked: Vec<Rate>,
-    /// Step rows naming an operation the plan does not have.
-    pub unknown_operations: HashMap<String, u64>,
-}
-
-/// The distinct runs kept per plan; real data repeats a few failure patterns, so this bounds
-/// memory without losing any in practice (what is not kept is counted).
-pub const MAX_SIGNATURES: usize = 200_000;
-
-/// A run reduced to what ordering needs: in decision order, each step that executed (real or
-/// dry-run) or failed, as `op << 2 | state` with state 0 executed and succeeded, 1 executed and
-/// failed, 2 failed without executing (the candidate reusing the control's failure).
-pub type Signature = Box<[u16]>;
-
-/// A step of a signature.
-pub const EXECUTED_OK: u16 = 0;
-/// A step of a signature.
-pub const EXECUTED_FAILED: u16 = 1;
-/// A step of a signature.
-pub const REUSED_FAILED: u16 = 2;
-
-impl PlanCounts {
-    fn keep(&mut self, signature: Signature, n: u64) {
-        if self.runs.len() < MAX_SIGNATURES || self.runs.contains_key(&signature) {
-            *self.runs.entry(signature).or_default() += n;
-        } else {
-            self.runs_not_kept += n;
-        }
-    }
-
-    fn new(n: usize) -> Self {
-        Self {
-            ops: vec![OpCounts::default(); n],
-            reconciles: 0,
-            step_reconciles: 0,
-            guard_refusals: 0,
-            baseline: vec![Rate::default(); n],
-            runs: HashMap::new(),
-            runs_not_kept: 0,
-            unblocked: vec![Rate::default(); n * n],
-            unknown_operations: HashMap::new(),
-        }
-    }
-
-    fn merge(&mut self, other: Self) {
-        for (a, b) in self.ops.iter_mut().zip(other.ops) {
-            a.executions_real += b.executions_real;
-            a.executions_dry_run += b.executions_dry_run;
-            a.failures_real += b.failures_real;
-            a.failures_dry_run += b.failures_dry_run;
-            for (x, y) in a.by_class.iter_mut().zip(b.by_class) {
-                *x += y;
-            }
-            a.first_failure += b.first_failure;
-            a.blocked_in_control += b.blocked_in_control;
-            a.blocked_then_run += b.blocked_then_run;
-            a.blocked_then_succeeded += b.blocked_then_succeeded;
-            a.failed_first += b.failed_first;
-            a.newly_blocked += b.newly_blocked;
-            a.newly_blocked_by += b.newly_blocked_by;
-        }
-        self.reconciles += other.reconciles;
-        self.step_reconciles += other.step_reconciles;
-        self.guard_refusals += other.guard_refusals;
-        for (dst, src) in [
-            (&mut self.baseline, other.baseline),
-            (&mut self.unblocked, other.unblocked),
-        ] {
-            for (a, b) in dst.iter_mut().zip(src) {
-                a.merge(b);
-            }
-        }
-        for (signature, n) in other.runs {
-            self.keep(signature, n);
-        }
-        self.runs_not_kept += other.runs_not_kept;
-        for (k, v) in other.unknown_operations {
-            *self.unknown_operations.entry(k).or_default() += v;
-        }
-    }
-}
 
 /// A file that could not be read, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -373,6 +223,8 @@ struct Row {
     outcome: Outcome,
     class: Option<usize>,
     blocked_by: Vec<usize>,
+    /// The candidate's retry on conflict would have succeeded.
+    retry_resolved: bool,
 }
 
 /// How a row's result was obtained, as far as counting goes.
@@ -381,6 +233,7 @@ enum Exec {
     Real,
     DryRun,
     Reused,
+    NotSimulated,
     NotExecuted,
 }
 
@@ -403,19 +256,28 @@ enum Outcome {
 struct Pending {
     id: String,
     plan: usize,
+    time_us: i64,
+    /// `kind/namespace/name`.
+    object: String,
+    namespace: Option<String>,
     rows: Vec<Row>,
 }
 
 /// The columns of one `steps` batch.
 struct StepBatch<'a> {
+    time: &'a arrow_array::TimestampMicrosecondArray,
     id: &'a arrow_array::StringArray,
     plan: &'a arrow_array::StringArray,
     hash: &'a arrow_array::StringArray,
+    kind: &'a arrow_array::StringArray,
+    namespace: &'a arrow_array::StringArray,
+    name: &'a arrow_array::StringArray,
     policy: &'a arrow_array::StringArray,
     operation: &'a arrow_array::StringArray,
     execution: &'a arrow_array::StringArray,
     outcome: &'a arrow_array::StringArray,
     class: &'a arrow_array::StringArray,
+    resolution: &'a arrow_array::StringArray,
     seq: &'a arrow_array::UInt32Array,
     blocked_by: &'a arrow_array::ListArray,
     blocked_names: &'a arrow_array::StringArray,
@@ -425,18 +287,26 @@ impl<'a> StepBatch<'a> {
     fn new(path: &Path, batch: &'a RecordBatch) -> Result<Self, reader::ReadError> {
         let col = |name| string_column(path, batch, name);
         let blocked_by = batch
-            .column_by_name(BLOCKED_BY)
+            .column_by_name("blocked_by")
             .and_then(|c| c.as_list_opt::<i32>())
             .ok_or_else(|| invalid(path, "column blocked_by is not a list".into()))?;
         Ok(Self {
+            time: batch
+                .column_by_name("time")
+                .and_then(|c| c.as_primitive_opt::<TimestampMicrosecondType>())
+                .ok_or_else(|| invalid(path, "column time is not a timestamp in µs".into()))?,
             id: col("reconcile_id")?,
             plan: col("plan")?,
             hash: col("plan_hash")?,
+            kind: col("kind")?,
+            namespace: col("namespace")?,
+            name: col("name")?,
             policy: col("policy")?,
             operation: col("operation")?,
             execution: col("execution")?,
             outcome: col("outcome")?,
             class: col("error_class")?,
+            resolution: col("conflict_resolution")?,
             seq: batch
                 .column_by_name("seq")
                 .and_then(|c| c.as_primitive_opt::<UInt32Type>())
@@ -483,6 +353,7 @@ impl<'a> StepBatch<'a> {
                 "real" => Exec::Real,
                 "dry-run" => Exec::DryRun,
                 "reused" => Exec::Reused,
+                "not-simulated" => Exec::NotSimulated,
                 _ => Exec::NotExecuted,
             },
             outcome,
@@ -490,20 +361,38 @@ impl<'a> StepBatch<'a> {
                 .then(|| classes.get(self.class.value(i)).copied())
                 .flatten(),
             blocked_by,
+            retry_resolved: self.resolution.is_valid(i)
+                && self.resolution.value(i)
+                    == crate::engine::ConflictResolution::WouldHaveSucceeded.as_str(),
         })
+    }
+
+    /// The object of row `i`: `kind/namespace/name` (namespace empty when cluster-scoped).
+    fn object(&self, i: usize) -> (String, Option<String>) {
+        let namespace = self
+            .namespace
+            .is_valid(i)
+            .then(|| self.namespace.value(i).to_owned());
+        (
+            format!(
+                "{}/{}/{}",
+                self.kind.value(i),
+                namespace.as_deref().unwrap_or(""),
+                self.name.value(i)
+            ),
+            namespace,
+        )
     }
 }
 
 fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader::ReadError> {
-    let mut columns: Vec<&str> = STEP_COLUMNS.to_vec();
-    columns.push(BLOCKED_BY);
     let mut pending: Option<Pending> = None;
     let classes: HashMap<&str, usize> = ErrorClass::ALL
         .iter()
         .enumerate()
         .map(|(i, c)| (c.as_str(), i))
         .collect();
-    for batch in reader::open(path, &columns)? {
+    for batch in reader::open(path, &STEP_COLUMNS)? {
         let batch = batch?;
         counts.rows += batch.num_rows() as u64;
         let b = StepBatch::new(path, &batch)?;
@@ -538,10 +427,16 @@ fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader
             };
             match b.row(i, &ctx.plans[p], &classes) {
                 Ok(row) => pending
-                    .get_or_insert_with(|| Pending {
-                        id: b.id.value(i).to_owned(),
-                        plan: p,
-                        rows: Vec::with_capacity(48),
+                    .get_or_insert_with(|| {
+                        let (object, namespace) = b.object(i);
+                        Pending {
+                            id: b.id.value(i).to_owned(),
+                            plan: p,
+                            time_us: b.time.value(i),
+                            object,
+                            namespace,
+                            rows: Vec::with_capacity(48),
+                        }
                     })
                     .rows
                     .push(row),
@@ -571,8 +466,15 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
         .position(|r| !r.control)
         .unwrap_or(p.rows.len());
     let (control, candidate) = p.rows.split_at(split);
-    for run in [control, candidate] {
-        count_run(run, c);
+    c.object(&p.object, p.namespace.as_deref()).reconciles += 1;
+    let id: std::sync::Arc<str> = p.id.into();
+    for (run, is_candidate) in [(control, false), (candidate, true)] {
+        let at = RunKey {
+            time_us: p.time_us,
+            reconcile_id: id.clone(),
+            candidate: is_candidate,
+        };
+        count_run(run, &at, &p.object, c);
     }
     // The control's first failure, what it blocked there, and what the candidate made of it.
     let first = control
@@ -587,15 +489,32 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             .filter(|r| r.outcome == Outcome::Blocked && r.blocked_by.contains(&x))
         {
             c.ops[x].blocked_in_control += 1;
-            if let Some(theirs) = in_candidate(y.op).filter(|r| r.exec != Exec::NotExecuted) {
+            if let Some(theirs) = in_candidate(y.op).filter(|r| r.exec == Exec::DryRun) {
                 c.ops[x].blocked_then_run += 1;
                 c.ops[x].blocked_then_succeeded += u64::from(theirs.outcome == Outcome::Succeeded);
             }
         }
         for y in candidate.iter().filter(|r| r.exec == Exec::DryRun) {
-            let ran_in_control = control.iter().any(|r| r.op == y.op && r.executed());
+            let ran_in_control = control.iter().any(|r| r.op == y.op && r.exec == Exec::Real);
             if !ran_in_control {
                 c.unblocked[x * n + y.op].add(y.outcome == Outcome::Failed);
+            }
+        }
+    }
+    // Unblocked: the candidate ran it (its executor was asked to), the control did not; the
+    // definition of the records' `unblocked` list.
+    for y in candidate
+        .iter()
+        .filter(|r| matches!(r.exec, Exec::DryRun | Exec::NotSimulated))
+    {
+        if !control.iter().any(|r| r.op == y.op && r.exec == Exec::Real) {
+            let op = &mut c.ops[y.op];
+            op.unblocked += 1;
+            match (y.exec, y.outcome) {
+                (Exec::NotSimulated, _) => op.unblocked_not_simulated += 1,
+                (_, Outcome::Failed) => op.unblocked_failed += 1,
+                (_, Outcome::Succeeded) => op.unblocked_succeeded += 1,
+                _ => {}
             }
         }
     }
@@ -610,9 +529,9 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     }
 }
 
-/// Per-run counts: executions, failures, baselines; and the run's signature when it had a
-/// failure (the ordering pairs are judged from the signatures).
-fn count_run(run: &[Row], c: &mut PlanCounts) {
+/// Per-run counts: executions, failures, the object's baselines and flags; and the run's
+/// signature when it had a failure (the ordering pairs are judged from the signatures).
+fn count_run(run: &[Row], at: &RunKey, object: &str, c: &mut PlanCounts) {
     let mut failures_before = 0u32;
     let mut signature: Vec<u16> = Vec::new();
     for r in run {
@@ -629,9 +548,25 @@ fn count_run(run: &[Row], c: &mut PlanCounts) {
             if let Some(class) = r.class.filter(|_| failed) {
                 op.by_class[class] += 1;
             }
+        }
+        let o = c
+            .objects
+            .get_mut(object)
+            .expect("the reconcile's object was created");
+        if r.executed() {
+            o.flags[r.op] |= flag::EXECUTED;
             if failures_before == 0 {
-                c.baseline[r.op].add(failed);
+                First::offer(&mut o.baseline[r.op], at, failed);
             }
+        }
+        if failed {
+            o.flags[r.op] |= flag::FAILED;
+            if at.candidate {
+                o.flags[r.op] |= flag::CANDIDATE_FAILED;
+            }
+        }
+        if at.candidate && r.retry_resolved {
+            o.flags[r.op] |= flag::RETRY_RESOLVED;
         }
         if r.executed() || failed {
             let state = match (r.executed(), failed) {
@@ -643,13 +578,10 @@ fn count_run(run: &[Row], c: &mut PlanCounts) {
             signature.push(op << 2 | state);
         }
         if failed {
-            if failures_before == 0 {
-                c.ops[r.op].failed_first += 1;
-            }
             failures_before += 1;
         }
     }
     if failures_before > 0 {
-        c.keep(signature.into_boxed_slice(), 1);
+        c.keep(object, signature.into_boxed_slice(), at);
     }
 }

@@ -5,11 +5,11 @@ use serde::Serialize;
 /// A failure rate with its Wilson score interval.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Interval {
-    /// Observations.
-    pub runs: u64,
+    /// Observations: objects.
+    pub objects: u64,
     /// Failures among them.
     pub failures: u64,
-    /// `failures / runs` (0 without observations).
+    /// `failures / objects` (0 without observations).
     pub rate: f64,
     /// Lower bound of the interval.
     pub low: f64,
@@ -27,27 +27,29 @@ pub fn z_for(confidence: f64) -> f64 {
         / (1.0 + 1.432_788 * t + 0.189_269 * t * t + 0.001_308 * t * t * t)
 }
 
-/// The Wilson score interval of `failures` in `runs` at quantile `z`; `[0, 1]` without runs.
+/// The Wilson score interval of `failures` in `n` observations at quantile `z`; `[0, 1]`
+/// without observations.
 #[must_use]
 #[allow(clippy::cast_precision_loss)] // counts far below 2^52
-pub fn wilson(failures: u64, runs: u64, z: f64) -> Interval {
-    if runs == 0 {
+pub fn wilson(failures: u64, n: u64, z: f64) -> Interval {
+    if n == 0 {
         return Interval {
-            runs,
+            objects: n,
             failures,
             rate: 0.0,
             low: 0.0,
             high: 1.0,
         };
     }
-    let n = runs as f64;
+    let objects = n;
+    let n = n as f64;
     let p = failures as f64 / n;
     let z2 = z * z;
     let denominator = 1.0 + z2 / n;
     let center = (p + z2 / (2.0 * n)) / denominator;
     let half = z / denominator * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
     Interval {
-        runs,
+        objects,
         failures,
         rate: p,
         low: (center - half).max(0.0),

@@ -151,14 +151,14 @@ pub fn suggest(
     }
     for d in &report.dependencies {
         let why = format!(
-            "depends on {}: failed {} of {} runs after it failed (Wilson {:.1}%-{:.1}%), baseline {} of {} ({:.1}%-{:.1}%)",
+            "depends on {}: failed in {} of {} objects after it failed (Wilson {:.1}%-{:.1}%), baseline {} of {} ({:.1}%-{:.1}%)",
             d.failed,
             d.after.failures,
-            d.after.runs,
+            d.after.objects,
             d.after.low * 100.0,
             d.after.high * 100.0,
             d.baseline.failures,
-            d.baseline.runs,
+            d.baseline.objects,
             d.baseline.low * 100.0,
             d.baseline.high * 100.0
         );

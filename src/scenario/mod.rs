@@ -30,7 +30,8 @@ pub const CONTROLLER_USER_AGENT: &str = concat!("shadow-reconciler/", env!("CARG
 pub enum Scenario {
     /// No faults, every input present.
     Healthy,
-    /// Some HostedClusters miss their SSH key (10%), audit-webhook (5%) or pull secret (3%).
+    /// Some HostedClusters miss their SSH key, audit-webhook or pull secret, or carry an
+    /// unparseable release image ([`population::Faults::of`]).
     MissingSecrets,
     /// After the restart, a second writer races the add-on controller's status patches.
     ConflictStorm,
@@ -58,7 +59,7 @@ impl Scenario {
         }
     }
 
-    const fn missing_secrets(self) -> bool {
+    pub(crate) const fn missing_secrets(self) -> bool {
         matches!(self, Self::MissingSecrets | Self::Mixed)
     }
 
@@ -125,6 +126,9 @@ pub struct Settings {
     pub allow_object_override: bool,
     /// The flag ConfigMap watched in the simulated cluster; `None`: the settings decide alone.
     pub flag: Option<crate::flag::watch::Target>,
+    /// The HostedClusters' faults instead of the scenario's (the scenario still decides the
+    /// conflict storm and the 503s).
+    pub faults: Option<population::Faults>,
 }
 
 /// The flag ConfigMap `simulate` watches in its simulated cluster.
@@ -140,7 +144,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             hosted_clusters: 200,
-            addons: 20,
+            addons: 60,
             scenario: Scenario::Mixed,
             seed: 1,
             mode: Mode::Shadow,
@@ -157,6 +161,7 @@ impl Default for Settings {
             ramp: crate::flag::Ramp::ALL,
             allow_object_override: false,
             flag: Some(default_flag_target()),
+            faults: None,
         }
     }
 }
@@ -212,7 +217,9 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         .map_err(ScenarioError::Population)?;
     let planted = population::create(
         &client,
-        settings.scenario,
+        settings
+            .faults
+            .unwrap_or_else(|| population::Faults::of(settings.scenario)),
         settings.hosted_clusters,
         settings.addons,
         &mut rng,

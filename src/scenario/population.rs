@@ -19,6 +19,70 @@ use crate::simulate::Rng;
 /// Namespaces the HostedClusters are spread over.
 pub const NAMESPACES: usize = 10;
 
+/// The share of HostedClusters that carry each fault. Each fault is planted in exactly
+/// `round(rate × HostedClusters)` objects drawn at random (with the seed), independently of the
+/// other faults: the number of faulty objects does not depend on the seed, which objects (and
+/// which carry two faults) does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Faults {
+    /// Referencing an SSH key secret that does not exist.
+    pub missing_ssh_key: f64,
+    /// Referencing an audit-webhook secret that does not exist.
+    pub missing_audit_webhook: f64,
+    /// Whose pull secret does not exist.
+    pub missing_pull_secret: f64,
+    /// Whose release image carries no parseable version.
+    pub bad_release_image: f64,
+}
+
+impl Faults {
+    /// No fault.
+    pub const NONE: Self = Self {
+        missing_ssh_key: 0.0,
+        missing_audit_webhook: 0.0,
+        missing_pull_secret: 0.0,
+        bad_release_image: 0.0,
+    };
+
+    /// The scenario's faults. `missing-secrets` and `mixed` plant each fault in at least 30 of
+    /// the default 200 HostedClusters (the analyzer's default `--min-samples`), except the
+    /// audit-webhook secret, which stays rarer so that one fault is below it.
+    #[must_use]
+    pub const fn of(scenario: Scenario) -> Self {
+        if scenario.missing_secrets() {
+            Self {
+                missing_ssh_key: 0.20,
+                missing_audit_webhook: 0.05,
+                missing_pull_secret: 0.17,
+                bad_release_image: 0.17,
+            }
+        } else {
+            Self::NONE
+        }
+    }
+}
+
+/// `round(rate × n)` distinct indices of `0..n`, drawn with `rng`.
+fn draw(rng: &mut Rng, n: usize, rate: f64) -> Vec<bool> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )] // a share of a population size
+    let k = ((rate.clamp(0.0, 1.0) * n as f64).round() as usize).min(n);
+    let mut order: Vec<usize> = (0..n).collect();
+    // A partial Fisher-Yates shuffle: the first k are a uniform sample.
+    for i in 0..k {
+        let j = i + rng.below(n - i);
+        order.swap(i, j);
+    }
+    let mut chosen = vec![false; n];
+    for &i in &order[..k] {
+        chosen[i] = true;
+    }
+    chosen
+}
+
 /// What was planted: how many objects miss which input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Planted {
@@ -58,10 +122,10 @@ pub async fn create_crds(client: &kube::Client) -> Result<(), kube::Error> {
     Ok(())
 }
 
-/// Creates the population.
+/// Creates the population, with `faults` planted among the HostedClusters.
 pub async fn create(
     client: &kube::Client,
-    scenario: Scenario,
+    faults: Faults,
     hosted_clusters: usize,
     addons: usize,
     rng: &mut Rng,
@@ -72,11 +136,10 @@ pub async fn create(
         addons,
         ..Planted::default()
     };
-    let (p_ssh, p_audit, p_pull, p_release) = if scenario.missing_secrets() {
-        (0.10, 0.05, 0.03, 0.08)
-    } else {
-        (0.0, 0.0, 0.0, 0.0)
-    };
+    let ssh = draw(rng, hosted_clusters, faults.missing_ssh_key);
+    let audit = draw(rng, hosted_clusters, faults.missing_audit_webhook);
+    let pull = draw(rng, hosted_clusters, faults.missing_pull_secret);
+    let release = draw(rng, hosted_clusters, faults.bad_release_image);
     for n in 0..NAMESPACES.min(hosted_clusters.max(1)) {
         let ns = Namespace {
             metadata: named(&format!("team-{n}"), None),
@@ -90,10 +153,8 @@ pub async fn create(
         let ns = format!("team-{}", i % NAMESPACES);
         let name = format!("hc-{i:04}");
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        let missing_ssh = rng.next_f64() < p_ssh;
-        let missing_audit = rng.next_f64() < p_audit;
-        let missing_pull = rng.next_f64() < p_pull;
-        let bad_release = rng.next_f64() < p_release;
+        let (missing_ssh, missing_audit, missing_pull, bad_release) =
+            (ssh[i], audit[i], pull[i], release[i]);
         planted.bad_release_image += usize::from(bad_release);
         planted.missing_ssh_key += usize::from(missing_ssh);
         planted.missing_audit_webhook += usize::from(missing_audit);

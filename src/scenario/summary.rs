@@ -1,7 +1,8 @@
 //! What a simulated run found, computed from the records the engines produced and the
-//! simulator's audit.
+//! simulator's audit. Figures it shares with `analyze` use the same definitions and words (a test
+//! compares them on one run).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::population::Planted;
@@ -10,17 +11,17 @@ use crate::engine::{ConflictResolution, ReconcileRecord};
 /// Counts for one operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OperationCounts {
-    /// Reconciles whose control stopped (first failure) here.
+    /// Reconciles whose control stopped (first failure) here (`first_failure` in `analyze`).
     pub control_first_failures: u64,
-    /// Control failures.
+    /// Control failures (`failures_real`).
     pub control_failures: u64,
-    /// Times the candidate ran it when the control did not.
+    /// Times the candidate ran it when the control did not (`unblocked`).
     pub unblocked: u64,
-    /// Of those, dry-run succeeded.
+    /// Of those, dry-run succeeded (`unblocked_succeeded`).
     pub unblocked_succeeded: u64,
-    /// Of those, dry-run failed.
+    /// Of those, dry-run failed (`unblocked_failed`).
     pub unblocked_failed: u64,
-    /// Of those, not simulated (`shadow: skip`).
+    /// Of those, not simulated, `shadow: skip` (`unblocked_not_simulated`).
     pub unblocked_unknown: u64,
     /// Times the control ran it and the candidate blocked it.
     pub newly_blocked: u64,
@@ -45,6 +46,8 @@ pub struct Summary {
     pub reconciles: BTreeMap<String, u64>,
     /// Reconciles whose control failed, per plan.
     pub control_failed: BTreeMap<String, u64>,
+    /// Objects reconciled (kind/namespace/name), per plan.
+    pub objects: BTreeMap<String, BTreeSet<String>>,
     /// Per plan and operation.
     pub operations: BTreeMap<(String, String), OperationCounts>,
     /// Control steps that met a 409 Conflict.
@@ -69,7 +72,16 @@ impl Summary {
     /// Adds one record.
     pub fn add(&mut self, r: &ReconcileRecord) {
         *self.reconciles.entry(r.plan.clone()).or_default() += 1;
-        if r.control_error.is_some() {
+        self.objects
+            .entry(r.plan.clone())
+            .or_default()
+            .insert(format!(
+                "{}/{}/{}",
+                r.object.kind,
+                r.object.namespace.as_deref().unwrap_or(""),
+                r.object.name
+            ));
+        if r.control_first_failure.is_some() {
             *self.control_failed.entry(r.plan.clone()).or_default() += 1;
         }
         if let Some(first) = &r.control_first_failure {
@@ -117,6 +129,32 @@ impl Summary {
     pub fn newly_blocked(&self) -> u64 {
         self.operations.values().map(|c| c.newly_blocked).sum()
     }
+
+    /// The sum of `f` over the operations of `plan`.
+    fn plan_sum(&self, plan: &str, f: fn(&OperationCounts) -> u64) -> u64 {
+        self.operations
+            .iter()
+            .filter(|((p, _), _)| p == plan)
+            .map(|(_, c)| f(c))
+            .sum()
+    }
+
+    /// A plan's figures in one line, in the words (and with the figures) of `analyze`'s plan
+    /// line on the same data.
+    #[must_use]
+    pub fn plan_line(&self, plan: &str) -> String {
+        format!(
+            "{} reconciles of {} objects, control failed in {}; unblocked by the candidate: {} ({} dry-run, {} would have succeeded; {} not simulated); newly blocked: {}",
+            self.reconciles.get(plan).copied().unwrap_or(0),
+            self.objects.get(plan).map_or(0, BTreeSet::len),
+            self.control_failed.get(plan).copied().unwrap_or(0),
+            self.plan_sum(plan, |c| c.unblocked),
+            self.plan_sum(plan, |c| c.unblocked - c.unblocked_unknown),
+            self.plan_sum(plan, |c| c.unblocked_succeeded),
+            self.plan_sum(plan, |c| c.unblocked_unknown),
+            self.plan_sum(plan, |c| c.newly_blocked),
+        )
+    }
     /// Conflicts the candidate's retry would have resolved.
     #[must_use]
     pub fn would_be_retry_successes(&self) -> u64 {
@@ -141,20 +179,9 @@ impl fmt::Display for Summary {
             p.addons,
             self.elapsed.as_secs_f64()
         )?;
-        for (plan, n) in &self.reconciles {
-            writeln!(
-                f,
-                "  {plan}: {n} reconciles, control failed {}",
-                self.control_failed.get(plan).copied().unwrap_or(0)
-            )?;
+        for plan in self.reconciles.keys() {
+            writeln!(f, "  {plan}: {}", self.plan_line(plan))?;
         }
-        writeln!(
-            f,
-            "unblocked by the candidate: {} operations, {} would have succeeded; newly blocked: {}",
-            self.unblocked(),
-            self.unblocked_succeeded(),
-            self.newly_blocked()
-        )?;
         let resolutions: Vec<String> = self
             .resolutions
             .iter()
@@ -184,15 +211,15 @@ impl fmt::Display for Summary {
         writeln!(f)?;
         writeln!(
             f,
-            "{:<26} {:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}",
+            "{:<26} {:<28} {:>13} {:>16} {:>9} {:>13} {:>13} {:>13}",
             "plan",
             "operation",
-            "stopped",
-            "failed",
+            "first failure",
+            "control failures",
             "unblocked",
-            "would-ok",
-            "unknown",
-            "new-block"
+            "would succeed",
+            "not simulated",
+            "newly blocked"
         )?;
         for ((plan, op), c) in &self.operations {
             if *c == OperationCounts::default() {
@@ -200,7 +227,7 @@ impl fmt::Display for Summary {
             }
             writeln!(
                 f,
-                "{plan:<26} {op:<28} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9}",
+                "{plan:<26} {op:<28} {:>13} {:>16} {:>9} {:>13} {:>13} {:>13}",
                 c.control_first_failures,
                 c.control_failures,
                 c.unblocked,

@@ -119,3 +119,57 @@ pub fn free_port() -> u16 {
         .expect("its address")
         .port()
 }
+
+/// The analyzer's honesty invariants on one plan's report: a verdict other than inconclusive, and
+/// a detected dependency, rest on at least `min_samples` objects; each verdict's reason belongs
+/// to its verdict; an inconclusive verdict says how many objects are missing.
+pub fn assert_honest(report: &shadow_reconciler::analyze::PlanReport, min_samples: u64) {
+    use shadow_reconciler::analyze::{Reason, Verdict};
+    for v in &report.verdicts {
+        let expected = match v.reason {
+            Reason::HarmsLater | Reason::UndeclaredDependency => Verdict::Contradicted,
+            Reason::FailureHarmless | Reason::NothingToBlock | Reason::Exercised => {
+                Verdict::Supported
+            }
+            Reason::NotExercised | Reason::ResolvedByRetry | Reason::TooFewObjects => {
+                Verdict::Inconclusive
+            }
+        };
+        assert_eq!(v.verdict, expected, "reason and verdict disagree: {v:?}");
+        match v.verdict {
+            Verdict::Inconclusive => assert_eq!(
+                v.objects_needed,
+                min_samples.saturating_sub(v.objects),
+                "{v:?}"
+            ),
+            Verdict::Supported => {
+                assert!(
+                    v.objects >= min_samples,
+                    "supported on too few objects: {v:?}"
+                );
+            }
+            Verdict::Contradicted => {}
+        }
+    }
+    for d in &report.dependencies {
+        assert!(
+            d.after.objects >= min_samples && d.baseline.objects >= min_samples,
+            "a dependency on too few objects: {d:?}"
+        );
+        assert!(d.separated && !d.declared && d.dependency, "{d:?}");
+    }
+    // A contradiction rests on a detected dependency (itself on enough objects).
+    for v in report
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict == Verdict::Contradicted)
+    {
+        assert!(
+            report
+                .dependencies
+                .iter()
+                .any(|d| d.failed == v.operation || d.later == v.operation),
+            "contradicted without a dependency: {v:?}"
+        );
+    }
+}

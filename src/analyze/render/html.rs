@@ -218,9 +218,9 @@ fn chart(out: &mut String, title: &str, svg: Result<String, String>) {
 fn plan_section(out: &mut String, plan: &PlanReport) {
     let _ = writeln!(
         out,
-        "<h2>Plan {}</h2><p>{} reconciles, plan hash <code>{}</code>, {} shadow guard refusals.</p>",
+        "<h2>Plan {}</h2><p>{}; plan hash <code>{}</code>, {} shadow guard refusals.</p>",
         escape(&plan.plan),
-        plan.reconciles,
+        escape(&super::plan_line(plan)),
         escape(&plan.plan_hash),
         plan.guard_refusals
     );
@@ -232,10 +232,10 @@ fn plan_section(out: &mut String, plan: &PlanReport) {
             "<li><b>{}</b>: <span class=\"{}\">{}</span><ul>",
             escape(&g.group),
             g.readiness.as_str(),
-            g.readiness.as_str()
+            escape(&g.summary)
         );
-        for r in &g.reasons {
-            let _ = write!(out, "<li>{}</li>", escape(r));
+        for f in &g.findings {
+            let _ = write!(out, "<li>{}</li>", escape(&super::finding_line(f)));
         }
         out.push_str("</ul></li>");
     }
@@ -246,16 +246,17 @@ fn plan_section(out: &mut String, plan: &PlanReport) {
         "First failed operation (rows) x operation the candidate unblocked (columns); label: would have succeeded",
         unblocked_matrix(plan),
     );
-    out.push_str("<h3>Verdicts</h3><table><tr><th>operation</th><th>claim</th><th>verdict</th><th>samples</th><th>evidence</th></tr>\n");
+    out.push_str("<h3>Verdicts</h3><table><tr><th>operation</th><th>claim</th><th>verdict</th><th>reason</th><th>objects</th><th>evidence</th></tr>\n");
     for v in &plan.verdicts {
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&v.operation),
             v.claim,
             v.verdict.as_str(),
             v.verdict.as_str(),
-            v.samples,
+            v.reason.as_str(),
+            v.objects,
             escape(&v.evidence)
         );
     }
@@ -266,14 +267,10 @@ fn plan_section(out: &mut String, plan: &PlanReport) {
     for d in &plan.dependencies {
         let _ = writeln!(
             out,
-            "<p><b>{} &rarr; {}</b>: {} of {} runs failed after {} failed, baseline {} of {}.</p>",
+            "<p><b>{} &rarr; {}</b>: {}.</p>",
             escape(&d.failed),
             escape(&d.later),
-            d.after.failures,
-            d.after.runs,
-            escape(&d.failed),
-            d.baseline.failures,
-            d.baseline.runs
+            escape(&super::evidence(d))
         );
     }
 }
@@ -284,7 +281,7 @@ pub fn render(a: &Analysis) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>shadow-reconciler analysis</title><style>{STYLE}</style></head><body>\n<h1>Shadow analysis: <span class=\"{}\">{}</span></h1>\n<p><code>{}</code>: {} files read, {} skipped, {} rows; verdicts need {} samples; {:.0}% Wilson intervals.</p>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>shadow-reconciler analysis</title><style>{STYLE}</style></head><body>\n<h1>Shadow analysis: <span class=\"{}\">{}</span></h1>\n<p><code>{}</code>: {} files read, {} skipped, {} rows; verdicts need {} objects; {:.0}% Wilson intervals.</p>\n",
         a.readiness.as_str(),
         a.readiness.as_str(),
         escape(&a.dir.display().to_string()),

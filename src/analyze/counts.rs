@@ -1,0 +1,352 @@
+//! What the scan counts for one plan: per operation and per reconcile (what happened, for the
+//! tables), and per object (the evidence the judgement rests on: one object is one unit, however
+//! often it was reconciled).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Counts of one operation, over reconciles.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Executed with real writes.
+    pub executions_real: u64,
+    /// Executed through the dry-run client.
+    pub executions_dry_run: u64,
+    /// Failures among the real executions.
+    pub failures_real: u64,
+    /// Failures among the dry-run executions.
+    pub failures_dry_run: u64,
+    /// Failures (real or dry-run) by error class, in `ErrorClass::ALL` order.
+    pub by_class: [u64; 11],
+    /// Reconciles whose control failed first at this operation.
+    pub first_failure: u64,
+    /// Control steps skipped or blocked by this operation's failure.
+    pub blocked_in_control: u64,
+    /// Of those, run by the candidate (dry-run).
+    pub blocked_then_run: u64,
+    /// Of those, succeeded in the candidate.
+    pub blocked_then_succeeded: u64,
+    /// Reconciles where the candidate ran it (dry-run or not simulated) and the control did not.
+    pub unblocked: u64,
+    /// Of those, dry-run and succeeded.
+    pub unblocked_succeeded: u64,
+    /// Of those, dry-run and failed.
+    pub unblocked_failed: u64,
+    /// Of those, not simulated (`shadow: skip`): outcome unknown.
+    pub unblocked_not_simulated: u64,
+    /// Times it ran in the control and was blocked in the candidate.
+    pub newly_blocked: u64,
+    /// Times its failure blocked, in the candidate, an operation the control ran.
+    pub newly_blocked_by: u64,
+}
+
+impl OpCounts {
+    fn merge(&mut self, b: &Self) {
+        self.executions_real += b.executions_real;
+        self.executions_dry_run += b.executions_dry_run;
+        self.failures_real += b.failures_real;
+        self.failures_dry_run += b.failures_dry_run;
+        for (x, y) in self.by_class.iter_mut().zip(b.by_class) {
+            *x += y;
+        }
+        self.first_failure += b.first_failure;
+        self.blocked_in_control += b.blocked_in_control;
+        self.blocked_then_run += b.blocked_then_run;
+        self.blocked_then_succeeded += b.blocked_then_succeeded;
+        self.unblocked += b.unblocked;
+        self.unblocked_succeeded += b.unblocked_succeeded;
+        self.unblocked_failed += b.unblocked_failed;
+        self.unblocked_not_simulated += b.unblocked_not_simulated;
+        self.newly_blocked += b.newly_blocked;
+        self.newly_blocked_by += b.newly_blocked_by;
+    }
+}
+
+/// Observations and failures among them (reconciles or objects, as the field using it says).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rate {
+    /// Observations.
+    pub n: u64,
+    /// Failures among them.
+    pub failures: u64,
+}
+
+impl Rate {
+    /// Adds one observation.
+    pub fn add(&mut self, failed: bool) {
+        self.n += 1;
+        self.failures += u64::from(failed);
+    }
+    fn merge(&mut self, other: Self) {
+        self.n += other.n;
+        self.failures += other.failures;
+    }
+}
+
+/// When a run happened, to find an object's first observation of something: the reconcile's
+/// start, then its id (only to break a tie), then the control before the candidate.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunKey {
+    /// The reconcile's start, µs since the epoch.
+    pub time_us: i64,
+    /// The reconcile's id.
+    pub reconcile_id: Arc<str>,
+    /// The candidate's run (after the control's of the same reconcile).
+    pub candidate: bool,
+}
+
+/// An object's first observation of an operation in some condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct First {
+    /// The run it was observed in.
+    pub key: RunKey,
+    /// Whether the operation failed there.
+    pub failed: bool,
+}
+
+impl First {
+    /// Keeps the earlier of `slot` and the observation `(key, failed)`.
+    pub fn offer(slot: &mut Option<Self>, key: &RunKey, failed: bool) {
+        if slot.as_ref().is_none_or(|f| *key < f.key) {
+            *slot = Some(Self {
+                key: key.clone(),
+                failed,
+            });
+        }
+    }
+}
+
+/// A run reduced to what ordering needs: in decision order, each step that executed (real or
+/// dry-run) or failed, as `op << 2 | state` with state 0 executed and succeeded, 1 executed and
+/// failed, 2 failed without executing (the candidate reusing the control's failure).
+pub type Signature = Box<[u16]>;
+
+/// A step of a signature.
+pub const EXECUTED_OK: u16 = 0;
+/// A step of a signature.
+pub const EXECUTED_FAILED: u16 = 1;
+/// A step of a signature.
+pub const REUSED_FAILED: u16 = 2;
+
+/// Per-operation facts of one object (bits of [`ObjectCounts::flags`]).
+pub mod flag {
+    /// It failed in some run, control or candidate.
+    pub const FAILED: u8 = 1;
+    /// It failed in some candidate run (executed there or reused from the control).
+    pub const CANDIDATE_FAILED: u8 = 2;
+    /// The candidate's retry on conflict would have succeeded where the control met a 409.
+    pub const RETRY_RESOLVED: u8 = 4;
+    /// It executed (real or dry-run) in some run.
+    pub const EXECUTED: u8 = 8;
+}
+
+/// The evidence of one object (kind, namespace and name) under one plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectCounts {
+    /// Its namespace (`None` for cluster-scoped kinds).
+    pub namespace: Option<Box<str>>,
+    /// Its reconciles.
+    pub reconciles: u64,
+    /// Per operation, its first execution with nothing failed before it in the run.
+    pub baseline: Vec<Option<First>>,
+    /// Its distinct runs that had a failure, each with its earliest occurrence.
+    pub runs: HashMap<Signature, RunKey>,
+    /// Per operation, [`flag`] bits.
+    pub flags: Vec<u8>,
+}
+
+impl ObjectCounts {
+    fn new(n: usize, namespace: Option<&str>) -> Self {
+        Self {
+            namespace: namespace.map(Into::into),
+            reconciles: 0,
+            baseline: vec![None; n],
+            runs: HashMap::new(),
+            flags: vec![0; n],
+        }
+    }
+
+    /// Whether `flag` is set for operation `op`.
+    #[must_use]
+    pub fn has(&self, op: usize, flag: u8) -> bool {
+        self.flags.get(op).is_some_and(|f| f & flag != 0)
+    }
+}
+
+/// The distinct (object, run) patterns kept per plan. Real objects repeat a few failure patterns,
+/// so this bounds memory without losing any in practice; what is not kept is counted.
+pub const MAX_SIGNATURES: usize = 1_000_000;
+
+/// Everything counted for one plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanCounts {
+    /// Operations, as in the plan.
+    pub ops: Vec<OpCounts>,
+    /// Reconciles (rows of `reconciles`).
+    pub reconciles: u64,
+    /// Reconciles seen in `steps`.
+    pub step_reconciles: u64,
+    /// Shadow guard refusals.
+    pub guard_refusals: u64,
+    /// Per object (`kind/namespace/name`).
+    pub objects: HashMap<Box<str>, ObjectCounts>,
+    /// Distinct runs kept over every object.
+    pub signatures: usize,
+    /// Runs with a failure not kept because [`MAX_SIGNATURES`] were.
+    pub runs_not_kept: u64,
+    /// `unblocked[x * n + y]`: the control failed first at x, the candidate ran y in dry-run
+    /// (which the control did not), and how often y failed there.
+    pub unblocked: Vec<Rate>,
+    /// Step rows naming an operation the plan does not have.
+    pub unknown_operations: HashMap<String, u64>,
+}
+
+impl PlanCounts {
+    /// Empty counts for a plan of `n` operations.
+    #[must_use]
+    pub fn new(n: usize) -> Self {
+        Self {
+            ops: vec![OpCounts::default(); n],
+            reconciles: 0,
+            step_reconciles: 0,
+            guard_refusals: 0,
+            objects: HashMap::new(),
+            signatures: 0,
+            runs_not_kept: 0,
+            unblocked: vec![Rate::default(); n * n],
+            unknown_operations: HashMap::new(),
+        }
+    }
+
+    /// The object `key`, created on first use.
+    pub fn object(&mut self, key: &str, namespace: Option<&str>) -> &mut ObjectCounts {
+        let n = self.ops.len();
+        if !self.objects.contains_key(key) {
+            self.objects
+                .insert(key.into(), ObjectCounts::new(n, namespace));
+        }
+        self.objects
+            .get_mut(key)
+            .expect("the object was just inserted")
+    }
+
+    /// Keeps the run `signature` of object `key` at `at`, unless the bound is reached.
+    pub fn keep(&mut self, key: &str, signature: Signature, at: &RunKey) {
+        let full = self.signatures >= MAX_SIGNATURES;
+        let Some(object) = self.objects.get_mut(key) else {
+            return;
+        };
+        match object.runs.get_mut(&signature) {
+            Some(earliest) => {
+                if *at < *earliest {
+                    *earliest = at.clone();
+                }
+            }
+            None if full => self.runs_not_kept += 1,
+            None => {
+                object.runs.insert(signature, at.clone());
+                self.signatures += 1;
+            }
+        }
+    }
+
+    /// Adds `other`'s counts (another file's).
+    pub fn merge(&mut self, other: Self) {
+        for (a, b) in self.ops.iter_mut().zip(&other.ops) {
+            a.merge(b);
+        }
+        self.reconciles += other.reconciles;
+        self.step_reconciles += other.step_reconciles;
+        self.guard_refusals += other.guard_refusals;
+        for (a, b) in self.unblocked.iter_mut().zip(other.unblocked) {
+            a.merge(b);
+        }
+        self.runs_not_kept += other.runs_not_kept;
+        for (k, v) in other.unknown_operations {
+            *self.unknown_operations.entry(k).or_default() += v;
+        }
+        for (key, theirs) in other.objects {
+            let ns = theirs.namespace.as_deref().map(str::to_owned);
+            let mine = self.object(&key, ns.as_deref());
+            mine.reconciles += theirs.reconciles;
+            for (slot, first) in mine.baseline.iter_mut().zip(theirs.baseline) {
+                if let Some(f) = first {
+                    First::offer(slot, &f.key, f.failed);
+                }
+            }
+            for (a, b) in mine.flags.iter_mut().zip(theirs.flags) {
+                *a |= b;
+            }
+            for (signature, at) in theirs.runs {
+                self.keep(&key, signature, &at);
+            }
+        }
+    }
+
+    /// Objects with at least one reconcile.
+    #[must_use]
+    pub fn object_count(&self) -> u64 {
+        self.objects.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(time_us: i64, id: &str, candidate: bool) -> RunKey {
+        RunKey {
+            time_us,
+            reconcile_id: id.into(),
+            candidate,
+        }
+    }
+
+    #[test]
+    fn the_first_observation_is_the_earliest_run_whatever_the_order_offered() {
+        let mut slot = None;
+        First::offer(&mut slot, &key(20, "b", false), true);
+        First::offer(&mut slot, &key(10, "c", true), false);
+        First::offer(&mut slot, &key(10, "c", false), true);
+        First::offer(&mut slot, &key(30, "a", false), false);
+        assert_eq!(slot.unwrap().key, key(10, "c", false));
+        // A tie in time is broken by the reconcile id.
+        let mut slot = None;
+        First::offer(&mut slot, &key(5, "z", false), true);
+        First::offer(&mut slot, &key(5, "a", true), false);
+        assert!(!slot.unwrap().failed);
+    }
+
+    #[test]
+    fn merging_keeps_each_objects_earliest_runs_and_is_order_independent() {
+        let signature: Signature = vec![1, 4].into_boxed_slice();
+        let mut a = PlanCounts::new(2);
+        a.object("K/ns/x", Some("ns")).reconciles = 2;
+        a.keep("K/ns/x", signature.clone(), &key(50, "r2", true));
+        First::offer(
+            &mut a.object("K/ns/x", Some("ns")).baseline[1],
+            &key(50, "r2", false),
+            true,
+        );
+        let mut b = PlanCounts::new(2);
+        b.object("K/ns/x", Some("ns")).reconciles = 1;
+        b.keep("K/ns/x", signature.clone(), &key(7, "r1", true));
+        First::offer(
+            &mut b.object("K/ns/x", Some("ns")).baseline[1],
+            &key(7, "r1", false),
+            false,
+        );
+        b.object("K/ns/y", Some("ns")).flags[0] = flag::FAILED;
+        let mut ab = a.clone();
+        ab.merge(b.clone());
+        let mut ba = b;
+        ba.merge(a);
+        assert_eq!(ab, ba);
+        let x = &ab.objects["K/ns/x"];
+        assert_eq!(x.reconciles, 3);
+        assert_eq!(x.runs[&signature], key(7, "r1", true));
+        assert_eq!(x.baseline[1].as_ref().map(|f| f.failed), Some(false));
+        assert_eq!(ab.signatures, 1);
+        assert!(ab.objects["K/ns/y"].has(0, flag::FAILED));
+    }
+}

@@ -1,0 +1,269 @@
+//! Readiness per rollout group: the findings that stop it (with the plan change that fixes each)
+//! or leave it open (with what evidence is missing and how to get it), and one sentence.
+
+use super::counts::PlanCounts;
+use super::{Finding, FindingCode, GroupReport, Pair, Readiness, Reason, Verdict, VerdictReport};
+use crate::plan::{OpId, ReconcilePlan};
+
+/// How to test a classification that was never exercised.
+const NOT_EXERCISED: &str = "enforcing changes nothing observed so far for it; to test its classification, make it fail where that is safe and record the shadow there: a fault scenario in staging (remove or break an input it reads), or `shadow-reconciler simulate --scenario mixed --with-plan PLAN` for the reference reconcilers; then analyze again";
+/// How to get more objects.
+const TOO_FEW: &str = "keep recording until enough objects have tested it (more objects, or a fault scenario in staging), then analyze again";
+/// What a retry-resolved failure leaves open.
+const RESOLVED_BY_RETRY: &str = "enforcing retries these conflicts, which the shadow says would have succeeded; the category is tested only by a failure the retry does not resolve (e.g. in staging, a status write rejected by an admission webhook)";
+
+fn finding(code: FindingCode, operations: &[&str], evidence: String) -> Finding {
+    Finding {
+        code,
+        operations: operations.iter().map(|&o| o.to_owned()).collect(),
+        evidence,
+        fix: None,
+        next_step: None,
+        objects_needed: None,
+    }
+}
+
+fn dependency_finding(d: &Pair) -> Finding {
+    let mut f = finding(
+        FindingCode::UndeclaredDependency,
+        &[&d.failed, &d.later],
+        format!(
+            "{} failed in {} of {} objects after {} failed (Wilson {:.1}%-{:.1}%), baseline {} of {} ({:.1}%-{:.1}%){}",
+            d.later,
+            d.after.failures,
+            d.after.objects,
+            d.failed,
+            d.after.low * 100.0,
+            d.after.high * 100.0,
+            d.baseline.failures,
+            d.baseline.objects,
+            d.baseline.low * 100.0,
+            d.baseline.high * 100.0,
+            if d.concentrated {
+                "; every such failure comes from one namespace, so a cause shared there would look the same: check it before applying the fix"
+            } else {
+                ""
+            }
+        ),
+    );
+    f.fix = Some(format!("add {} to {}'s dependsOn", d.failed, d.later));
+    f
+}
+
+/// The findings about one member's verdict (contradictions are covered by the dependencies,
+/// except a non-critical operation's harm, whose fix is its category).
+fn verdict_finding(v: &VerdictReport) -> Option<Finding> {
+    let op = v.operation.as_str();
+    let evidence = format!("{op}: {}", v.evidence);
+    let (code, next) = match v.reason {
+        Reason::HarmsLater => {
+            let mut f = finding(FindingCode::HarmsLater, &[op], evidence);
+            f.fix = Some(format!(
+                "make {op} critical (keeping it non-critical with the added dependsOn is the alternative)"
+            ));
+            return Some(f);
+        }
+        Reason::TooFewObjects => (FindingCode::TooFewObjects, TOO_FEW),
+        Reason::NotExercised => (FindingCode::NotExercised, NOT_EXERCISED),
+        Reason::ResolvedByRetry => (FindingCode::ResolvedByRetry, RESOLVED_BY_RETRY),
+        Reason::UndeclaredDependency
+        | Reason::FailureHarmless
+        | Reason::NothingToBlock
+        | Reason::Exercised => return None,
+    };
+    let mut f = finding(code, &[op], evidence);
+    f.next_step = Some(next.to_owned());
+    f.objects_needed = (v.objects_needed > 0).then_some(v.objects_needed);
+    Some(f)
+}
+
+fn summary(readiness: Readiness, findings: &[Finding], min_samples: u64) -> String {
+    let count = |code| findings.iter().filter(|f| f.code == code).count();
+    match readiness {
+        Readiness::Ready => format!(
+            "ready: every member's classification held in at least {min_samples} objects, and nothing in the data stops it"
+        ),
+        Readiness::NotReady => {
+            let fixes = findings.iter().filter(|f| f.fix.is_some()).count();
+            let mut parts = Vec::new();
+            for (code, what) in [
+                (FindingCode::UndeclaredDependency, "undeclared dependencies"),
+                (
+                    FindingCode::HarmsLater,
+                    "non-critical operations whose failure harms later ones",
+                ),
+                (FindingCode::NewlyBlocked, "newly blocked operations"),
+                (FindingCode::GuardRefusals, "shadow guard refusals"),
+            ] {
+                let n = count(code);
+                if n > 0 {
+                    parts.push(format!("{n} {what}"));
+                }
+            }
+            format!(
+                "not ready: {}{}",
+                parts.join(", "),
+                if fixes > 0 {
+                    "; `analyze --suggest FILE` writes the plan changes that fix them"
+                } else {
+                    ""
+                }
+            )
+        }
+        Readiness::Inconclusive => {
+            let mut parts = Vec::new();
+            if let Some(plan) = findings
+                .iter()
+                .find(|f| f.code == FindingCode::TooFewObjects && f.operations.is_empty())
+            {
+                parts.push(plan.evidence.clone());
+            }
+            let few: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| f.code == FindingCode::TooFewObjects && !f.operations.is_empty())
+                .collect();
+            if let Some(most) = few.iter().filter_map(|f| f.objects_needed).max() {
+                parts.push(format!(
+                    "{} tested in too few objects (up to {most} more needed)",
+                    plural(few.len(), "member")
+                ));
+            }
+            let never = count(FindingCode::NotExercised);
+            if never > 0 {
+                parts.push(format!(
+                    "{} never exercised (no failure observed: enforcing changes nothing seen so far for them)",
+                    plural(never, "member")
+                ));
+            }
+            let retried = count(FindingCode::ResolvedByRetry);
+            if retried > 0 {
+                parts.push(format!(
+                    "{} failed only where the candidate's retry resolved the conflict",
+                    plural(retried, "member")
+                ));
+            }
+            format!("inconclusive: {}", parts.join("; "))
+        }
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// Readiness of every rollout group of `plan`, and of `all`.
+pub(super) fn groups(
+    plan: &ReconcilePlan,
+    c: &PlanCounts,
+    objects: u64,
+    verdicts: &[VerdictReport],
+    dependencies: &[Pair],
+    min_samples: u64,
+) -> Vec<GroupReport> {
+    let mut groups: Vec<(String, Vec<OpId>)> = plan
+        .groups()
+        .iter()
+        .map(|g| (g.name().to_owned(), g.operations().as_slice().to_vec()))
+        .collect();
+    if !groups.iter().any(|(g, _)| g == "all") {
+        groups.push(("all".to_owned(), plan.phased_order().to_vec()));
+    }
+    groups
+        .into_iter()
+        .map(|(group, ops)| {
+            let names: Vec<&str> = ops.iter().map(|&o| plan.name_of(o)).collect();
+            let member = |op: &str| names.contains(&op);
+            let mut findings = Vec::new();
+            if c.guard_refusals > 0 {
+                let mut f = finding(
+                    FindingCode::GuardRefusals,
+                    &[],
+                    format!(
+                        "the shadow guard refused {} mutating requests of the candidate that lacked dryRun=All",
+                        c.guard_refusals
+                    ),
+                );
+                f.fix = Some("an operation wrote outside the dry-run client: fix its reconciler code, or declare it `shadow: skip`".to_owned());
+                findings.push(f);
+            }
+            for d in dependencies
+                .iter()
+                .filter(|d| member(&d.failed) || member(&d.later))
+            {
+                findings.push(dependency_finding(d));
+            }
+            for &op in &ops {
+                let counts = &c.ops[op.index()];
+                let name = plan.name_of(op);
+                if counts.newly_blocked > 0 {
+                    findings.push(finding(
+                        FindingCode::NewlyBlocked,
+                        &[name],
+                        format!(
+                            "{name} ran in the control and was blocked in the candidate in {} reconciles: if it does not need the operation that blocked it, give it `gate: none`; if it does, this is the intended change",
+                            counts.newly_blocked
+                        ),
+                    ));
+                }
+                if counts.newly_blocked_by > 0 {
+                    findings.push(finding(
+                        FindingCode::NewlyBlocked,
+                        &[name],
+                        format!(
+                            "{name}'s failure blocked, in the candidate, operations the control ran ({} times): if they do not need it, make it non-critical or drop their dependsOn on it",
+                            counts.newly_blocked_by
+                        ),
+                    ));
+                }
+            }
+            for v in verdicts.iter().filter(|v| member(&v.operation)) {
+                findings.extend(verdict_finding(v));
+            }
+            if objects < min_samples {
+                let mut f = finding(
+                    FindingCode::TooFewObjects,
+                    &[],
+                    format!(
+                        "the plan's data covers {objects} objects; {min_samples} needed before any claim can be judged"
+                    ),
+                );
+                f.objects_needed = Some(min_samples - objects);
+                f.next_step = Some(TOO_FEW.to_owned());
+                findings.push(f);
+            }
+            let blocking = |f: &Finding| {
+                matches!(
+                    f.code,
+                    FindingCode::UndeclaredDependency
+                        | FindingCode::HarmsLater
+                        | FindingCode::NewlyBlocked
+                        | FindingCode::GuardRefusals
+                )
+            };
+            findings.sort_by_key(|f| !blocking(f));
+            let readiness = if findings.iter().any(blocking) {
+                Readiness::NotReady
+            } else if findings.is_empty()
+                && verdicts
+                    .iter()
+                    .filter(|v| member(&v.operation))
+                    .all(|v| v.verdict == Verdict::Supported)
+            {
+                Readiness::Ready
+            } else {
+                Readiness::Inconclusive
+            };
+            GroupReport {
+                group,
+                operations: names.into_iter().map(str::to_owned).collect(),
+                readiness,
+                summary: summary(readiness, &findings, min_samples),
+                findings,
+            }
+        })
+        .collect()
+}
