@@ -1,8 +1,14 @@
-//! `shadow-reconciler analyze` as a pipeline uses it: formats, exit codes, the suggested plan,
-//! and clear errors for bad input.
+//! `shadow-reconciler analyze` as a pipeline uses it: formats, exit codes (overall and per group),
+//! the suggested plan, and clear errors for bad input.
+//!
+//! The simulated datasets are small (40 HostedClusters), so the tests that need a verdict pass
+//! `--min-samples 5`: 7 objects miss their pull secret there.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 fn bin(args: &[&str]) -> Output {
@@ -16,44 +22,112 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// One simulated dataset per scenario, shared by the tests of this file.
-fn dataset(scenario: &'static str) -> &'static Path {
-    static MIXED: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    static HEALTHY: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+/// One simulated dataset per scenario, shared by the tests of this file, with what `simulate`
+/// printed.
+fn simulated(scenario: &'static str) -> &'static (tempfile::TempDir, PathBuf, String) {
+    static MIXED: OnceLock<(tempfile::TempDir, PathBuf, String)> = OnceLock::new();
+    static HEALTHY: OnceLock<(tempfile::TempDir, PathBuf, String)> = OnceLock::new();
     let cell = if scenario == "healthy" {
         &HEALTHY
     } else {
         &MIXED
     };
-    &cell
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let data = dir.path().join("data");
-            let out = bin(&[
-                "simulate",
-                "--scenario",
-                scenario,
-                "--hosted-clusters",
-                "40",
-                "--addons",
-                "6",
-                "--seed",
-                "8",
-                "--parquet-dir",
-                data.to_str().unwrap(),
-            ]);
-            assert!(out.status.success(), "{}", text(&out.stderr));
-            (dir, data)
-        })
-        .1
+    cell.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let out = bin(&[
+            "simulate",
+            "--scenario",
+            scenario,
+            "--hosted-clusters",
+            "40",
+            "--addons",
+            "6",
+            "--seed",
+            "8",
+            "--parquet-dir",
+            data.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (dir, data, text(&out.stdout))
+    })
 }
+
+fn dataset(scenario: &'static str) -> &'static Path {
+    &simulated(scenario).1
+}
+
+#[test]
+fn simulate_and_analyze_agree_on_every_figure_they_both_print() {
+    let (_, data, printed) = simulated("mixed");
+    let out = bin(&["analyze", data.to_str().unwrap(), "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut compared = 0;
+    for plan in doc["plans"].as_array().unwrap() {
+        let name = plan["plan"].as_str().unwrap();
+        // The summary's plan line and the analysis table's (which simulate prints too) are the
+        // same words over the same figures.
+        let summary_line = printed
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("  {name}: ")))
+            .unwrap_or_else(|| panic!("no summary line for {name}:\n{printed}"));
+        let table_line = printed
+            .lines()
+            .find(|l| l.starts_with(&format!("plan {name} (")))
+            .unwrap_or_else(|| panic!("no analysis line for {name}:\n{printed}"));
+        assert!(
+            table_line.contains(&format!("): {summary_line}; ")),
+            "summary: {summary_line}\nanalyze: {table_line}"
+        );
+        // The per-operation table: first failure, control failures, unblocked, would succeed,
+        // not simulated, newly blocked.
+        for op in plan["operations"].as_array().unwrap() {
+            let operation = op["operation"].as_str().unwrap();
+            let row = printed.lines().find(|l| {
+                let cells: Vec<&str> = l.split_whitespace().collect();
+                cells.len() == 8 && cells[0] == name && cells[1] == operation
+            });
+            let expected: Vec<u64> = [
+                "first_failure",
+                "failures_real",
+                "unblocked",
+                "unblocked_succeeded",
+                "unblocked_not_simulated",
+                "newly_blocked",
+            ]
+            .iter()
+            .map(|k| op[*k].as_u64().unwrap())
+            .collect();
+            match row {
+                Some(row) => {
+                    let cells: Vec<u64> = row
+                        .split_whitespace()
+                        .skip(2)
+                        .map(|c| c.parse().unwrap())
+                        .collect();
+                    assert_eq!(cells, expected, "{name}/{operation}: {row}");
+                    compared += 1;
+                }
+                // simulate leaves out operations with nothing to show.
+                None => assert!(
+                    expected.iter().all(|&n| n == 0),
+                    "{name}/{operation}: {expected:?}"
+                ),
+            }
+        }
+    }
+    assert!(compared > 5, "{compared} operations compared:\n{printed}");
+}
+
+/// The bar the small simulated datasets can reach.
+const LOW: [&str; 2] = ["--min-samples", "5"];
 
 #[test]
 fn exit_codes_follow_the_readiness_in_every_format() {
     let data = dataset("mixed").to_str().unwrap();
-    let json = bin(&["analyze", data, "--format", "json"]);
+    let json = bin(&["analyze", data, "--format", "json", LOW[0], LOW[1]]);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(doc["schema"], "shadow-reconciler.io/analysis/v1");
+    assert_eq!(doc["schema"], "shadow-reconciler.io/analysis/v2");
     assert_eq!(
         doc["readiness"],
         "not-ready",
@@ -62,7 +136,7 @@ fn exit_codes_follow_the_readiness_in_every_format() {
     );
     assert_eq!(json.status.code(), Some(1));
     for format in ["table", "markdown", "html"] {
-        let out = bin(&["analyze", data, "--format", format]);
+        let out = bin(&["analyze", data, "--format", format, LOW[0], LOW[1]]);
         assert_eq!(out.status.code(), Some(1), "{format}");
         let stdout = text(&out.stdout);
         let marker = match format {
@@ -73,10 +147,171 @@ fn exit_codes_follow_the_readiness_in_every_format() {
         assert!(stdout.contains(marker), "{format}: {stdout}");
         assert!(stdout.contains("CPOImageAndNamespace"), "{format}");
     }
+    // At the default bar, 40 HostedClusters are too few to judge anything.
+    let out = bin(&["analyze", data]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
     // Nothing failed in the healthy run: no classification was exercised.
-    let out = bin(&["analyze", dataset("healthy").to_str().unwrap()]);
+    let out = bin(&[
+        "analyze",
+        dataset("healthy").to_str().unwrap(),
+        LOW[0],
+        LOW[1],
+    ]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("overall: inconclusive"));
+}
+
+#[test]
+fn a_healthy_run_says_for_every_group_what_it_needs() {
+    let data = dataset("healthy").to_str().unwrap();
+    let out = bin(&["analyze", data, "--format", "json", LOW[0], LOW[1]]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for plan in doc["plans"].as_array().unwrap() {
+        for group in plan["readiness"].as_array().unwrap() {
+            let name = format!(
+                "{}/{}",
+                plan["plan"].as_str().unwrap(),
+                group["group"].as_str().unwrap()
+            );
+            assert_eq!(group["readiness"], "inconclusive", "{name}");
+            let summary = group["summary"].as_str().unwrap();
+            assert!(summary.starts_with("inconclusive: "), "{name}: {summary}");
+            let findings = group["findings"].as_array().unwrap();
+            assert!(!findings.is_empty(), "{name}");
+            for f in findings {
+                assert!(
+                    f["next_step"].as_str().is_some_and(|s| !s.is_empty()),
+                    "{name}: every open finding says how to get the evidence: {f}"
+                );
+            }
+            // A healthy world never exercised anything: enforcing changes nothing seen so far.
+            assert!(
+                findings.iter().any(|f| f["code"] == "not-exercised"
+                    && f["next_step"]
+                        .as_str()
+                        .unwrap()
+                        .contains("changes nothing observed so far")),
+                "{name}: {findings:?}"
+            );
+            // Gating on the group alone gives its readiness as the exit code.
+            let out = bin(&["analyze", data, "--group", &name, LOW[0], LOW[1]]);
+            assert_eq!(out.status.code(), Some(3), "{name}: {}", text(&out.stderr));
+            assert!(
+                text(&out.stderr).contains(&format!("group {name}: inconclusive: ")),
+                "{}",
+                text(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Four independent operations in three rollout groups.
+const GROUPS_PLAN: &str = "apiVersion: shadow-reconciler.io/v1alpha1
+kind: ReconcilePlan
+metadata:
+  name: widgets
+spec:
+  operations:
+    - {name: Namespace, phase: 1, category: non-critical, shadow: dry-run}
+    - {name: Secret, phase: 2, category: non-critical, shadow: dry-run}
+    - {name: Config, phase: 3, category: non-critical, shadow: dry-run}
+    - {name: Deploy, phase: 4, category: non-critical, shadow: dry-run}
+  legacy:
+    order: [Namespace, Secret, Config, Deploy]
+  rollout:
+    groups:
+      - {name: namespace, operations: [Namespace, Secret]}
+      - {name: config, operations: [Config]}
+      - {name: deploy, operations: [Deploy]}
+";
+
+#[test]
+fn group_gates_one_rollout_group_with_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = dir.path().join("widgets.yaml");
+    std::fs::write(&plan_file, GROUPS_PLAN).unwrap();
+    let plan = Arc::new(
+        shadow_reconciler::plan::ReconcilePlan::from_yaml("widgets.yaml", GROUPS_PLAN).unwrap(),
+    );
+    // 60 objects: 15 fail at Namespace, which makes Secret fail (undeclared); 15 others fail at
+    // Config, harmlessly; Deploy never fails.
+    let objects: Vec<common::Object> = (0..60)
+        .map(|i| common::Object {
+            faults: match i % 4 {
+                0 => vec!["Namespace"],
+                1 => vec!["Config"],
+                _ => Vec::new(),
+            },
+            reconciles: 3,
+        })
+        .collect();
+    let data = dir.path().join("data");
+    common::record_world(&data, &plan, &objects, &[("Namespace", "Secret")]);
+    let gate = |groups: &[&str]| {
+        let mut args = vec![
+            "analyze",
+            data.to_str().unwrap(),
+            "--plan",
+            plan_file.to_str().unwrap(),
+            "--format",
+            "json",
+            LOW[0],
+            LOW[1],
+        ];
+        for g in groups {
+            args.extend(["--group", g]);
+        }
+        bin(&args)
+    };
+    for (groups, code) in [
+        (&["widgets/config"][..], 0),
+        (&["widgets/namespace"][..], 1),
+        (&["widgets/deploy"][..], 3),
+        (&["config"][..], 0),
+        (&["widgets/config", "widgets/deploy"][..], 3),
+        (
+            &["widgets/config", "widgets/namespace", "widgets/deploy"][..],
+            1,
+        ),
+        (&[][..], 1),
+    ] {
+        let out = gate(groups);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{groups:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    let out = gate(&["widgets/namespace"]);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("group widgets/namespace: not ready: 1 undeclared dependencies"),
+        "{stderr}"
+    );
+    for (selector, why) in [
+        (
+            "widgets/nope",
+            "plan \"widgets\" has no rollout group \"nope\"",
+        ),
+        ("nope", "no analysed plan has a rollout group \"nope\""),
+        ("other/config", "plan \"other\" has no analysable rows"),
+    ] {
+        let out = gate(&[selector]);
+        assert_eq!(out.status.code(), Some(2), "{selector}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(why), "{selector}: {stderr}");
+        assert!(
+            stderr.contains("widgets/config"),
+            "lists the groups: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "nothing printed before the usage error"
+        );
+    }
 }
 
 #[test]
@@ -97,6 +332,8 @@ fn the_suggested_plan_passes_plan_check_and_records_its_evidence() {
         suggested.to_str().unwrap(),
         "--html",
         html.to_str().unwrap(),
+        LOW[0],
+        LOW[1],
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
@@ -108,7 +345,7 @@ fn the_suggested_plan_passes_plan_check_and_records_its_evidence() {
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
     let yaml = std::fs::read_to_string(&suggested).unwrap();
     assert!(
-        yaml.contains("# analyze: depends on CPOImageAndNamespace: failed"),
+        yaml.contains("# analyze: depends on CPOImageAndNamespace: failed in"),
         "{yaml}"
     );
     assert!(yaml.contains("dependsOn: [CPOImageAndNamespace]"));
@@ -187,7 +424,14 @@ fn a_corrupt_file_is_skipped_and_reported_not_fatal() {
         .unwrap()
         .path();
     std::fs::write(hour.join("part-corrupt.parquet"), b"PAR1garbagePAR1").unwrap();
-    let out = bin(&["analyze", copy.to_str().unwrap(), "--format", "json"]);
+    let out = bin(&[
+        "analyze",
+        copy.to_str().unwrap(),
+        "--format",
+        "json",
+        LOW[0],
+        LOW[1],
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let skipped = doc["files_skipped"].as_array().unwrap();

@@ -7,13 +7,8 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use shadow_reconciler::analyze::{self, FindingCode, Readiness, Reason, Verdict};
-use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
-use shadow_reconciler::engine::{ObjectKey, Sink};
-use shadow_reconciler::model::{Policy, StepResult};
-use shadow_reconciler::outcome::ErrorClass;
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::simulate::Rng;
 
@@ -52,71 +47,7 @@ fn synthetic(text: &str) -> Arc<ReconcilePlan> {
     Arc::new(ReconcilePlan::from_yaml("synthetic.yaml", text).unwrap())
 }
 
-/// One object of a world: which operations its own faults make fail, and how often it is
-/// reconciled.
-#[derive(Clone, Debug)]
-struct Object {
-    faults: Vec<&'static str>,
-    reconciles: usize,
-}
-
-/// The world's truth: `later` fails whenever `failed` failed (a real dependency).
-type Truth = &'static [(&'static str, &'static str)];
-
-fn world(plan: &ReconcilePlan, object: &Object, truth: Truth) -> Vec<StepResult> {
-    let mut failing: Vec<&str> = object.faults.clone();
-    for &(failed, later) in truth {
-        if failing.contains(&failed) {
-            failing.push(later);
-        }
-    }
-    plan.operations()
-        .iter()
-        .map(|op| {
-            if failing.contains(&op.name()) {
-                StepResult::failed(ErrorClass::NotFound, format!("{} failed", op.name()))
-            } else {
-                StepResult::succeeded()
-            }
-        })
-        .collect()
-}
-
-/// Records every reconcile of `objects` (spread over 5 namespaces, interleaved in time) under
-/// `plan` into `dir`.
-fn record(dir: &Path, plan: &Arc<ReconcilePlan>, objects: &[Object], truth: Truth) {
-    let control = Policy::sequential(plan.clone());
-    let candidate = Policy::phased_all_groups(plan.clone());
-    let sink = ParquetSink::start(SinkConfig::new(dir), None);
-    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let rounds = objects.iter().map(|o| o.reconciles).max().unwrap_or(0);
-    let mut n = 0u64;
-    for round in 0..rounds {
-        for (i, object) in objects
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| round < o.reconciles)
-        {
-            n += 1;
-            let record = shadow_reconciler::simulate::record(
-                &control,
-                &candidate,
-                ObjectKey {
-                    kind: "Widget".into(),
-                    namespace: Some(format!("ns-{}", i % 5)),
-                    name: format!("w-{i:04}"),
-                    uid: Some(format!("uid-{i}")),
-                },
-                start + Duration::from_millis(n),
-                &world(plan, object, truth),
-                Some(format!("{n:032x}")),
-            );
-            sink.record(&record);
-        }
-    }
-    let stats = sink.shutdown(Duration::from_secs(30)).unwrap();
-    assert_eq!((stats.dropped, stats.lost), (0, 0), "{stats:?}");
-}
+use common::{Object, Truth, record_world as record};
 
 fn analyse(dir: &Path, plan: &ReconcilePlan, min_samples: u64) -> analyze::PlanReport {
     let settings = analyze::Settings {

@@ -16,7 +16,7 @@ use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, Mode, Reconc
 use shadow_reconciler::flag::watch::{self, Target};
 use shadow_reconciler::flag::{FlagSpec, LiveFlag, Ramp, Reason, bucket};
 use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
-use shadow_reconciler::scenario::{Scenario, population};
+use shadow_reconciler::scenario::population;
 use shadow_reconciler::sim::{SimConfig, Simulator};
 use shadow_reconciler::simulate::Rng;
 use shadow_reconciler::telemetry::http::Telemetry;
@@ -37,9 +37,15 @@ fn target() -> Target {
 async fn cluster() -> (Simulator, kube::Client) {
     let (sim, client) = start_sim(SimConfig::default()).await;
     population::create_crds(&client).await.unwrap();
-    population::create(&client, Scenario::Healthy, 0, ADDONS, &mut Rng::new(3))
-        .await
-        .unwrap();
+    population::create(
+        &client,
+        population::Faults::NONE,
+        0,
+        ADDONS,
+        &mut Rng::new(3),
+    )
+    .await
+    .unwrap();
     let namespace = Namespace {
         metadata: ObjectMeta {
             name: Some(NS.into()),

@@ -198,7 +198,9 @@ fn populate(kubeconfig: &Path) {
         let mut rng = shadow_reconciler::simulate::Rng::new(9);
         shadow_reconciler::scenario::population::create(
             &client,
-            shadow_reconciler::scenario::Scenario::MissingSecrets,
+            shadow_reconciler::scenario::population::Faults::of(
+                shadow_reconciler::scenario::Scenario::MissingSecrets,
+            ),
             80,
             10,
             &mut rng,

@@ -156,7 +156,9 @@ pub struct ObjectCounts {
 }
 
 impl ObjectCounts {
-    fn new(n: usize, namespace: Option<&str>) -> Self {
+    /// An object of a plan of `n` operations, not yet reconciled.
+    #[must_use]
+    pub fn new(n: usize, namespace: Option<&str>) -> Self {
         Self {
             namespace: namespace.map(Into::into),
             reconciles: 0,
@@ -221,13 +223,9 @@ impl PlanCounts {
     /// The object `key`, created on first use.
     pub fn object(&mut self, key: &str, namespace: Option<&str>) -> &mut ObjectCounts {
         let n = self.ops.len();
-        if !self.objects.contains_key(key) {
-            self.objects
-                .insert(key.into(), ObjectCounts::new(n, namespace));
-        }
         self.objects
-            .get_mut(key)
-            .expect("the object was just inserted")
+            .entry(key.into())
+            .or_insert_with(|| ObjectCounts::new(n, namespace))
     }
 
     /// Keeps the run `signature` of object `key` at `at`, unless the bound is reached.

@@ -1,6 +1,8 @@
 //! The judgement: per-operation reports and verdicts from the counts and the pairs; the plan's
 //! report.
 
+use std::fmt::Write as _;
+
 use crate::outcome::{Category, ErrorClass};
 use crate::plan::{OpId, ReconcilePlan};
 
@@ -181,6 +183,112 @@ fn inconclusive(
     }
 }
 
+/// A verdict before it is attached to its operation: verdict, reason, objects, evidence.
+type Judged = (Verdict, Reason, u64, String);
+
+/// The contradictions: a detected dependency that starts at a non-critical operation, or ends at
+/// any operation.
+fn contradiction(category: Category, name: &str, ev: &Evidence, deps: &[Pair]) -> Option<Judged> {
+    let harms: Vec<String> = deps
+        .iter()
+        .filter(|d| d.failed == name)
+        .map(|d| pair_words(d, &d.later))
+        .collect();
+    let needs: Vec<String> = deps
+        .iter()
+        .filter(|d| d.later == name)
+        .map(|d| pair_words(d, "it"))
+        .collect();
+    if category == Category::NonCritical && !harms.is_empty() {
+        let mut evidence = format!(
+            "non-critical, yet its failure makes later operations fail: {}",
+            harms.join("; ")
+        );
+        if !needs.is_empty() {
+            let _ = write!(
+                evidence,
+                "; and {}, which it does not depend on",
+                needs.join("; ")
+            );
+        }
+        Some((
+            Verdict::Contradicted,
+            Reason::HarmsLater,
+            ev.exposed,
+            evidence,
+        ))
+    } else if needs.is_empty() {
+        None
+    } else {
+        Some((
+            Verdict::Contradicted,
+            Reason::UndeclaredDependency,
+            ev.ran_after,
+            format!("{}, without depending on it in the plan", needs.join("; ")),
+        ))
+    }
+}
+
+/// A non-critical claim: its failure need not block the operations after it.
+fn non_critical(ev: &Evidence, min_samples: u64) -> Judged {
+    if ev.later_free {
+        if ev.exposed >= min_samples {
+            return (
+                Verdict::Supported,
+                Reason::FailureHarmless,
+                ev.exposed,
+                format!(
+                    "failed in {}; in {} of them later operations ran after it and none failed more often than its baseline",
+                    count(ev.failed),
+                    ev.exposed
+                ),
+            );
+        }
+        let tested = "later operations ran after its failure";
+        let (reason, evidence) = inconclusive(ev, false, ev.exposed, tested, min_samples);
+        return (Verdict::Inconclusive, reason, ev.exposed, evidence);
+    }
+    if ev.candidate_failed >= min_samples {
+        return (
+            Verdict::Supported,
+            Reason::NothingToBlock,
+            ev.candidate_failed,
+            format!(
+                "failed under the candidate in {}; {}, so its failure cannot block anything",
+                count(ev.candidate_failed),
+                if ev.later {
+                    "every operation after it in phased order depends on it"
+                } else {
+                    "nothing comes after it in phased order"
+                }
+            ),
+        );
+    }
+    let tested = "it failed under the candidate (its failure can block nothing else)";
+    let (reason, evidence) = inconclusive(ev, false, ev.candidate_failed, tested, min_samples);
+    (Verdict::Inconclusive, reason, ev.candidate_failed, evidence)
+}
+
+/// A critical claim: its failure blocks the gated operations, and it needs nothing undeclared.
+fn critical(ev: &Evidence, min_samples: u64) -> Judged {
+    if ev.exercised >= min_samples {
+        return (
+            Verdict::Supported,
+            Reason::Exercised,
+            ev.exercised,
+            format!(
+                "failed under the candidate in {} and ran after another failure in {} ({} objects in all), with no undeclared dependency: as critical it blocks the gated operations, as the legacy loop did",
+                count(ev.candidate_failed),
+                ev.ran_after,
+                ev.exercised
+            ),
+        );
+    }
+    let tested = "it failed under the candidate or ran after another failure";
+    let (reason, evidence) = inconclusive(ev, true, ev.exercised, tested, min_samples);
+    (Verdict::Inconclusive, reason, ev.exercised, evidence)
+}
+
 /// The verdict on one operation's classification.
 fn verdict(
     plan: &ReconcilePlan,
@@ -191,120 +299,11 @@ fn verdict(
 ) -> VerdictReport {
     let name = plan.name_of(op);
     let category = plan.operation(op).category();
-    let harms: Vec<String> = dependencies
-        .iter()
-        .filter(|d| d.failed == name)
-        .map(|d| pair_words(d, &d.later))
-        .collect();
-    let needs: Vec<String> = dependencies
-        .iter()
-        .filter(|d| d.later == name)
-        .map(|d| pair_words(d, "it"))
-        .collect();
-    let (verdict, reason, objects, evidence) = if category == Category::NonCritical
-        && !harms.is_empty()
-    {
-        let mut evidence = format!(
-            "non-critical, yet its failure makes later operations fail: {}",
-            harms.join("; ")
-        );
-        if !needs.is_empty() {
-            evidence.push_str(&format!(
-                "; and {}, which it does not depend on",
-                needs.join("; ")
-            ));
-        }
-        (
-            Verdict::Contradicted,
-            Reason::HarmsLater,
-            ev.exposed,
-            evidence,
-        )
-    } else if !needs.is_empty() {
-        (
-            Verdict::Contradicted,
-            Reason::UndeclaredDependency,
-            ev.ran_after,
-            format!("{}, without depending on it in the plan", needs.join("; ")),
-        )
-    } else {
-        match category {
-            Category::NonCritical if ev.later_free => {
-                if ev.exposed >= min_samples {
-                    (
-                        Verdict::Supported,
-                        Reason::FailureHarmless,
-                        ev.exposed,
-                        format!(
-                            "failed in {}; in {} of them later operations ran after it and none failed more often than its baseline",
-                            count(ev.failed),
-                            ev.exposed
-                        ),
-                    )
-                } else {
-                    let (reason, evidence) = inconclusive(
-                        ev,
-                        false,
-                        ev.exposed,
-                        "later operations ran after its failure",
-                        min_samples,
-                    );
-                    (Verdict::Inconclusive, reason, ev.exposed, evidence)
-                }
-            }
-            Category::NonCritical => {
-                if ev.candidate_failed >= min_samples {
-                    (
-                        Verdict::Supported,
-                        Reason::NothingToBlock,
-                        ev.candidate_failed,
-                        format!(
-                            "failed under the candidate in {}; {}, so its failure cannot block anything",
-                            count(ev.candidate_failed),
-                            if ev.later {
-                                "every operation after it in phased order depends on it"
-                            } else {
-                                "nothing comes after it in phased order"
-                            }
-                        ),
-                    )
-                } else {
-                    let (reason, evidence) = inconclusive(
-                        ev,
-                        false,
-                        ev.candidate_failed,
-                        "it failed under the candidate (its failure can block nothing else)",
-                        min_samples,
-                    );
-                    (Verdict::Inconclusive, reason, ev.candidate_failed, evidence)
-                }
-            }
-            Category::Critical => {
-                if ev.exercised >= min_samples {
-                    (
-                        Verdict::Supported,
-                        Reason::Exercised,
-                        ev.exercised,
-                        format!(
-                            "failed under the candidate in {} and ran after another failure in {} ({} objects in all), with no undeclared dependency: as critical it blocks the gated operations, as the legacy loop did",
-                            count(ev.candidate_failed),
-                            ev.ran_after,
-                            ev.exercised
-                        ),
-                    )
-                } else {
-                    let (reason, evidence) = inconclusive(
-                        ev,
-                        true,
-                        ev.exercised,
-                        "it failed under the candidate or ran after another failure",
-                        min_samples,
-                    );
-                    (Verdict::Inconclusive, reason, ev.exercised, evidence)
-                }
-            }
-        }
-    };
+    let (verdict, reason, objects, evidence) = contradiction(category, name, ev, dependencies)
+        .unwrap_or_else(|| match category {
+            Category::NonCritical => non_critical(ev, min_samples),
+            Category::Critical => critical(ev, min_samples),
+        });
     VerdictReport {
         operation: name.to_owned(),
         claim: category.as_str(),

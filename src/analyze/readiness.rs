@@ -177,49 +177,7 @@ pub(super) fn groups(
         .map(|(group, ops)| {
             let names: Vec<&str> = ops.iter().map(|&o| plan.name_of(o)).collect();
             let member = |op: &str| names.contains(&op);
-            let mut findings = Vec::new();
-            if c.guard_refusals > 0 {
-                let mut f = finding(
-                    FindingCode::GuardRefusals,
-                    &[],
-                    format!(
-                        "the shadow guard refused {} mutating requests of the candidate that lacked dryRun=All",
-                        c.guard_refusals
-                    ),
-                );
-                f.fix = Some("an operation wrote outside the dry-run client: fix its reconciler code, or declare it `shadow: skip`".to_owned());
-                findings.push(f);
-            }
-            for d in dependencies
-                .iter()
-                .filter(|d| member(&d.failed) || member(&d.later))
-            {
-                findings.push(dependency_finding(d));
-            }
-            for &op in &ops {
-                let counts = &c.ops[op.index()];
-                let name = plan.name_of(op);
-                if counts.newly_blocked > 0 {
-                    findings.push(finding(
-                        FindingCode::NewlyBlocked,
-                        &[name],
-                        format!(
-                            "{name} ran in the control and was blocked in the candidate in {} reconciles: if it does not need the operation that blocked it, give it `gate: none`; if it does, this is the intended change",
-                            counts.newly_blocked
-                        ),
-                    ));
-                }
-                if counts.newly_blocked_by > 0 {
-                    findings.push(finding(
-                        FindingCode::NewlyBlocked,
-                        &[name],
-                        format!(
-                            "{name}'s failure blocked, in the candidate, operations the control ran ({} times): if they do not need it, make it non-critical or drop their dependsOn on it",
-                            counts.newly_blocked_by
-                        ),
-                    ));
-                }
-            }
+            let mut findings = blocking_findings(plan, c, &ops, dependencies);
             for v in verdicts.iter().filter(|v| member(&v.operation)) {
                 findings.extend(verdict_finding(v));
             }
@@ -235,16 +193,6 @@ pub(super) fn groups(
                 f.next_step = Some(TOO_FEW.to_owned());
                 findings.push(f);
             }
-            let blocking = |f: &Finding| {
-                matches!(
-                    f.code,
-                    FindingCode::UndeclaredDependency
-                        | FindingCode::HarmsLater
-                        | FindingCode::NewlyBlocked
-                        | FindingCode::GuardRefusals
-                )
-            };
-            findings.sort_by_key(|f| !blocking(f));
             let readiness = if findings.iter().any(blocking) {
                 Readiness::NotReady
             } else if findings.is_empty()
@@ -266,4 +214,70 @@ pub(super) fn groups(
             }
         })
         .collect()
+}
+
+/// Whether a finding stops a group.
+fn blocking(f: &Finding) -> bool {
+    matches!(
+        f.code,
+        FindingCode::UndeclaredDependency
+            | FindingCode::HarmsLater
+            | FindingCode::NewlyBlocked
+            | FindingCode::GuardRefusals
+    )
+}
+
+/// What stops the group of `ops` regardless of verdicts: guard refusals, the dependencies that
+/// start or end in it, newly blocked operations; and its members' harm to later operations.
+fn blocking_findings(
+    plan: &ReconcilePlan,
+    c: &PlanCounts,
+    ops: &[OpId],
+    dependencies: &[Pair],
+) -> Vec<Finding> {
+    let member = |op: &str| ops.iter().any(|&o| plan.name_of(o) == op);
+    let mut findings = Vec::new();
+    if c.guard_refusals > 0 {
+        let mut f = finding(
+            FindingCode::GuardRefusals,
+            &[],
+            format!(
+                "the shadow guard refused {} mutating requests of the candidate that lacked dryRun=All",
+                c.guard_refusals
+            ),
+        );
+        f.fix = Some("an operation wrote outside the dry-run client: fix its reconciler code, or declare it `shadow: skip`".to_owned());
+        findings.push(f);
+    }
+    for d in dependencies
+        .iter()
+        .filter(|d| member(&d.failed) || member(&d.later))
+    {
+        findings.push(dependency_finding(d));
+    }
+    for &op in ops {
+        let counts = &c.ops[op.index()];
+        let name = plan.name_of(op);
+        if counts.newly_blocked > 0 {
+            findings.push(finding(
+                FindingCode::NewlyBlocked,
+                &[name],
+                format!(
+                    "{name} ran in the control and was blocked in the candidate in {} reconciles: if it does not need the operation that blocked it, give it `gate: none`; if it does, this is the intended change",
+                    counts.newly_blocked
+                ),
+            ));
+        }
+        if counts.newly_blocked_by > 0 {
+            findings.push(finding(
+                FindingCode::NewlyBlocked,
+                &[name],
+                format!(
+                    "{name}'s failure blocked, in the candidate, operations the control ran ({} times): if they do not need it, make it non-critical or drop their dependsOn on it",
+                    counts.newly_blocked_by
+                ),
+            ));
+        }
+    }
+    findings
 }

@@ -9,7 +9,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampMicrosecondType, UInt32Type};
 use arrow_array::{Array, RecordBatch};
 
-use super::counts::{EXECUTED_FAILED, EXECUTED_OK, First, PlanCounts, REUSED_FAILED, RunKey, flag};
+use super::counts::{
+    EXECUTED_FAILED, EXECUTED_OK, First, ObjectCounts, OpCounts, PlanCounts, REUSED_FAILED, RunKey,
+    Signature, flag,
+};
 use crate::dataset::{Table, reader};
 use crate::outcome::ErrorClass;
 use crate::plan::ReconcilePlan;
@@ -466,7 +469,6 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
         .position(|r| !r.control)
         .unwrap_or(p.rows.len());
     let (control, candidate) = p.rows.split_at(split);
-    c.object(&p.object, p.namespace.as_deref()).reconciles += 1;
     let id: std::sync::Arc<str> = p.id.into();
     for (run, is_candidate) in [(control, false), (candidate, true)] {
         let at = RunKey {
@@ -474,7 +476,14 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             reconcile_id: id.clone(),
             candidate: is_candidate,
         };
-        count_run(run, &at, &p.object, c);
+        let object = c
+            .objects
+            .entry(p.object.as_str().into())
+            .or_insert_with(|| ObjectCounts::new(n, p.namespace.as_deref()));
+        object.reconciles += u64::from(!is_candidate);
+        if let Some(signature) = count_run(run, &at, &mut c.ops, object) {
+            c.keep(&p.object, signature, &at);
+        }
     }
     // The control's first failure, what it blocked there, and what the candidate made of it.
     let first = control
@@ -529,15 +538,20 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     }
 }
 
-/// Per-run counts: executions, failures, the object's baselines and flags; and the run's
+/// Per-run counts: executions, failures, the object's baselines and flags; returns the run's
 /// signature when it had a failure (the ordering pairs are judged from the signatures).
-fn count_run(run: &[Row], at: &RunKey, object: &str, c: &mut PlanCounts) {
+fn count_run(
+    run: &[Row],
+    at: &RunKey,
+    ops: &mut [OpCounts],
+    o: &mut ObjectCounts,
+) -> Option<Signature> {
     let mut failures_before = 0u32;
     let mut signature: Vec<u16> = Vec::new();
     for r in run {
         let failed = r.outcome == Outcome::Failed;
         if r.executed() {
-            let op = &mut c.ops[r.op];
+            let op = &mut ops[r.op];
             if r.exec == Exec::Real {
                 op.executions_real += 1;
                 op.failures_real += u64::from(failed);
@@ -549,10 +563,6 @@ fn count_run(run: &[Row], at: &RunKey, object: &str, c: &mut PlanCounts) {
                 op.by_class[class] += 1;
             }
         }
-        let o = c
-            .objects
-            .get_mut(object)
-            .expect("the reconcile's object was created");
         if r.executed() {
             o.flags[r.op] |= flag::EXECUTED;
             if failures_before == 0 {
@@ -581,7 +591,5 @@ fn count_run(run: &[Row], at: &RunKey, object: &str, c: &mut PlanCounts) {
             failures_before += 1;
         }
     }
-    if failures_before > 0 {
-        c.keep(object, signature.into_boxed_slice(), at);
-    }
+    (failures_before > 0).then(|| signature.into_boxed_slice())
 }

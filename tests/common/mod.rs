@@ -173,3 +173,78 @@ pub fn assert_honest(report: &shadow_reconciler::analyze::PlanReport, min_sample
         );
     }
 }
+
+/// One object of a synthetic world: which operations its own faults make fail, and how often it
+/// is reconciled.
+#[derive(Clone, Debug)]
+pub struct Object {
+    /// Operations that fail for this object, by name.
+    pub faults: Vec<&'static str>,
+    /// Reconciles of it.
+    pub reconciles: usize,
+}
+
+/// A world's truth: `(failed, later)`: `later` fails whenever `failed` failed.
+pub type Truth = &'static [(&'static str, &'static str)];
+
+fn world(plan: &ReconcilePlan, object: &Object, truth: Truth) -> Vec<StepResult> {
+    let mut failing: Vec<&str> = object.faults.clone();
+    for &(failed, later) in truth {
+        if failing.contains(&failed) {
+            failing.push(later);
+        }
+    }
+    plan.operations()
+        .iter()
+        .map(|op| {
+            if failing.contains(&op.name()) {
+                StepResult::failed(ErrorClass::NotFound, format!("{} failed", op.name()))
+            } else {
+                StepResult::succeeded()
+            }
+        })
+        .collect()
+}
+
+/// Records every shadow reconcile of `objects` (kind `Widget`, over 5 namespaces, interleaved in
+/// time) under `plan` into `dir` with the real Parquet sink; no record is dropped.
+pub fn record_world(
+    dir: &std::path::Path,
+    plan: &Arc<ReconcilePlan>,
+    objects: &[Object],
+    truth: Truth,
+) {
+    use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
+    use shadow_reconciler::engine::{ObjectKey, Sink};
+    let control = Policy::sequential(plan.clone());
+    let candidate = Policy::phased_all_groups(plan.clone());
+    let sink = ParquetSink::start(SinkConfig::new(dir), None);
+    let start = std::time::SystemTime::UNIX_EPOCH + Duration::from_hours(500_000);
+    let rounds = objects.iter().map(|o| o.reconciles).max().unwrap_or(0);
+    let mut n = 0u64;
+    for round in 0..rounds {
+        for (i, object) in objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| round < o.reconciles)
+        {
+            n += 1;
+            let record = shadow_reconciler::simulate::record(
+                &control,
+                &candidate,
+                ObjectKey {
+                    kind: "Widget".into(),
+                    namespace: Some(format!("ns-{}", i % 5)),
+                    name: format!("w-{i:04}"),
+                    uid: Some(format!("uid-{i}")),
+                },
+                start + Duration::from_millis(n),
+                &world(plan, object, truth),
+                Some(format!("{n:032x}")),
+            );
+            sink.record(&record);
+        }
+    }
+    let stats = sink.shutdown(Duration::from_secs(30)).unwrap();
+    assert_eq!((stats.dropped, stats.lost), (0, 0), "{stats:?}");
+}

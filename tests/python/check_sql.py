@@ -25,9 +25,10 @@ import duckdb
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SQL_DIR = os.path.join(ROOT, "exporters", "sql")
 TOLERANCE = 1e-9
-INTERVAL = ("runs", "failures", "rate", "low", "high")
+INTERVAL = ("objects", "failures", "rate", "low", "high")
+PAIR_FLAGS = ("separated", "declared", "dependency", "after_failed_namespaces", "concentrated")
 PAIR_FIELDS = ([f"after.{k}" for k in INTERVAL] + [f"baseline.{k}" for k in INTERVAL]
-               + ["separated", "declared", "dependency"])
+               + list(PAIR_FLAGS))
 
 
 def strip_comment(line):
@@ -184,9 +185,11 @@ def check_plan(cmp, root, analysis, report, plans, files):
         done.add(name)
         if name == "operations.sql":
             fields = ["executions", "executions_real", "executions_dry_run", "failures",
+                      "failures_real", "failures_dry_run", "failed_objects",
                       "failure_rate", "first_failure", "blocked_in_control",
                       "blocked_then_run_by_candidate", "blocked_then_succeeded_in_candidate",
-                      "newly_blocked"]
+                      "newly_blocked", "unblocked", "unblocked_succeeded", "unblocked_failed",
+                      "unblocked_not_simulated"]
             cmp.keyed(plan, "operations", {r["operation"]: r for r in rows},
                       {o["operation"]: o for o in report["operations"]}, fields)
         elif name == "failures_by_class.sql":
@@ -207,28 +210,30 @@ def check_plan(cmp, root, analysis, report, plans, files):
                 sql[(r["failed"], r["later"])] = {
                     **{f"after.{k}": r[f"after_{k}"] for k in INTERVAL},
                     **{f"baseline.{k}": r[f"baseline_{k}"] for k in INTERVAL},
-                    "separated": r["separated"], "declared": r["declared"], "dependency": r["dependency"],
+                    **{k: r[k] for k in PAIR_FLAGS},
                 }
             expected = {}
             for p in report["pairs"]:
                 expected[(p["failed"], p["later"])] = {
                     **{f"after.{k}": p["after"][k] for k in INTERVAL},
                     **{f"baseline.{k}": p["baseline"][k] for k in INTERVAL},
-                    "separated": p["separated"], "declared": p["declared"], "dependency": p["dependency"],
+                    **{k: p[k] for k in PAIR_FLAGS},
                 }
             cmp.keyed(plan, "pairs", sql, expected, PAIR_FIELDS)
-            deps_sql = {k: {"after.runs": v["after.runs"], "after.failures": v["after.failures"]}
+            deps_sql = {k: {"after.objects": v["after.objects"], "after.failures": v["after.failures"]}
                         for k, v in sql.items() if v["dependency"]}
-            deps_json = {(d["failed"], d["later"]): {"after.runs": d["after"]["runs"],
+            deps_json = {(d["failed"], d["later"]): {"after.objects": d["after"]["objects"],
                                                      "after.failures": d["after"]["failures"]}
                          for d in report["dependencies"]}
-            cmp.keyed(plan, "dependencies", deps_sql, deps_json, ["after.runs", "after.failures"])
-            cmp.rounds[plan] = rows[0]["rounds"] if rows else 1
+            cmp.keyed(plan, "dependencies", deps_sql, deps_json, ["after.objects", "after.failures"])
+            rounds = rows[0]["rounds"] if rows else 1
+            cmp.value(plan, "plans.rounds", rounds, report["rounds"])
+            cmp.rounds[plan] = rounds
         elif name == "plan.sql":
             if len(rows) != 1:
                 cmp.mismatches.append(f"{plan}: plan.sql returned {len(rows)} rows")
                 continue
-            for field in ("reconciles", "guard_refusals", "other_version_rows"):
+            for field in ("reconciles", "objects", "guard_refusals", "other_version_rows"):
                 cmp.value(plan, f"plans.{field}", rows[0][field], report[field])
         elif name == "unknown_operations.sql":
             cmp.keyed(plan, "unknown_operations", {r["operation"]: {"n": r["step_rows"]} for r in rows},

@@ -1,4 +1,4 @@
--- One row per plan version: `plans[].reconciles`, `guard_refusals` and `other_version_rows` of
+-- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
 -- `analyze --format json`.
 -- Tested: tests/python/check_sql.py runs it and compares every number with `analyze --format json`.
 --
@@ -7,6 +7,7 @@
 --   reconciles          the larger of the `reconciles` rows of this version and the reconciles
 --                       seen in `steps` (distinct reconcile_id per file, among step rows of
 --                       operations the plan has), as in the analyzer
+--   objects             distinct objects (kind/namespace/name) among those step rows
 --   guard_refusals      sum of `reconciles.guard_refusals` of this version
 --   other_version_rows  rows of both tables with this plan name and another plan_hash
 WITH plan_operations AS (
@@ -18,7 +19,8 @@ reconciles AS (
     WHERE plan = '{plan}'
 ),
 steps AS (
-    SELECT filename AS file, reconcile_id, plan_hash, operation
+    SELECT filename AS file, reconcile_id, plan_hash, operation,
+           kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
     WHERE plan = '{plan}'
 ),
@@ -28,11 +30,14 @@ counts AS (
         (SELECT count(*) FROM (SELECT DISTINCT file, reconcile_id FROM steps
                                WHERE plan_hash = '{plan_hash}'
                                  AND operation IN (SELECT operation FROM plan_operations)) AS r) AS step_reconciles,
+        (SELECT count(DISTINCT object) FROM steps
+         WHERE plan_hash = '{plan_hash}'
+           AND operation IN (SELECT operation FROM plan_operations)) AS objects,
         (SELECT coalesce(sum(guard_refusals), 0) FROM reconciles WHERE plan_hash = '{plan_hash}') AS guard_refusals,
         (SELECT count(*) FROM reconciles WHERE plan_hash <> '{plan_hash}')
           + (SELECT count(*) FROM steps WHERE plan_hash <> '{plan_hash}') AS other_version_rows
 )
 SELECT '{plan}' AS plan, '{plan_hash}' AS plan_hash,
        greatest(reconcile_rows, step_reconciles) AS reconciles,
-       reconcile_rows, step_reconciles, guard_refusals, other_version_rows
+       reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
 FROM counts;

@@ -26,10 +26,16 @@
 --   blocked_in_control   control steps 'blocked' or 'skipped' whose blocked_by names this
 --                        operation, in reconciles where it was the control's first failure
 --   blocked_then_run_by_candidate         of those, the candidate's (first) step of the same
---                        operation was real, dry-run or reused
+--                        operation was a dry run
 --   blocked_then_succeeded_in_candidate   ... and succeeded
 --   newly_blocked        candidate steps 'blocked' or 'skipped' of an operation the control
 --                        executed (real or dry-run) in the same reconcile
+--   unblocked            candidate steps 'dry-run' or 'not-simulated' of an operation the control
+--                        did not execute in the same reconcile (the records' `unblocked`); of
+--                        those, unblocked_succeeded / unblocked_failed are dry runs that
+--                        succeeded / failed, unblocked_not_simulated the 'not-simulated' ones
+--   failures_real / failures_dry_run       failures among the real / dry-run executions
+--   failed_objects       distinct objects (kind/namespace/name) with a step 'failed' 
 WITH plan_operations AS (
     SELECT * FROM VALUES {plan_operations} AS t(operation, depends_on)
 ),
@@ -42,7 +48,8 @@ steps AS (
            seq, operation, execution, outcome, blocked_by,
            execution IN ('real', 'dry-run') AS executed,
            outcome = 'failed' AS failed,
-           outcome IN ('blocked', 'skipped') AS blocked
+           outcome IN ('blocked', 'skipped') AS blocked,
+           kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM shadow_steps
     WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
       AND operation IN (SELECT operation FROM operations)
@@ -70,8 +77,8 @@ candidate_first AS (
 blocked_by_first AS (
     SELECT f.first_failure AS operation,
            count(*) AS blocked_in_control,
-           count_if(c.execution IN ('real', 'dry-run', 'reused')) AS blocked_then_run,
-           count_if(c.execution IN ('real', 'dry-run', 'reused') AND c.outcome = 'succeeded')
+           count_if(c.execution = 'dry-run') AS blocked_then_run,
+           count_if(c.execution = 'dry-run' AND c.outcome = 'succeeded')
                AS blocked_then_succeeded
     FROM first_failures f
     JOIN steps b ON b.file = f.file AND b.reconcile_id = f.reconcile_id
@@ -91,11 +98,29 @@ newly_blocked AS (
     WHERE NOT s.control AND s.blocked
     GROUP BY s.operation
 ),
+control_real AS (
+    SELECT DISTINCT file, reconcile_id, operation FROM steps WHERE control AND execution = 'real'
+),
+unblocked AS (
+    SELECT s.operation,
+           count(*) AS unblocked,
+           count_if(s.execution = 'dry-run' AND s.outcome = 'succeeded') AS unblocked_succeeded,
+           count_if(s.execution = 'dry-run' AND s.outcome = 'failed') AS unblocked_failed,
+           count_if(s.execution = 'not-simulated') AS unblocked_not_simulated
+    FROM steps s
+    LEFT JOIN control_real r ON r.file = s.file AND r.reconcile_id = s.reconcile_id
+                            AND r.operation = s.operation
+    WHERE NOT s.control AND s.execution IN ('dry-run', 'not-simulated') AND r.operation IS NULL
+    GROUP BY s.operation
+),
 executions AS (
     SELECT operation,
            count_if(execution = 'real') AS executions_real,
            count_if(execution = 'dry-run') AS executions_dry_run,
-           count_if(executed AND failed) AS failures
+           count_if(executed AND failed) AS failures,
+           count_if(execution = 'real' AND failed) AS failures_real,
+           count_if(execution = 'dry-run' AND failed) AS failures_dry_run,
+           count(DISTINCT CASE WHEN failed THEN object END) AS failed_objects
     FROM steps
     GROUP BY operation
 ),
@@ -110,6 +135,9 @@ SELECT '{plan}' AS plan,
        coalesce(x.executions_real, 0) AS executions_real,
        coalesce(x.executions_dry_run, 0) AS executions_dry_run,
        coalesce(x.failures, 0) AS failures,
+       coalesce(x.failures_real, 0) AS failures_real,
+       coalesce(x.failures_dry_run, 0) AS failures_dry_run,
+       coalesce(x.failed_objects, 0) AS failed_objects,
        CASE WHEN coalesce(x.executions_real, 0) + coalesce(x.executions_dry_run, 0) = 0 THEN 0.0
             ELSE CAST(x.failures AS DOUBLE) / CAST(x.executions_real + x.executions_dry_run AS DOUBLE)
        END AS failure_rate,
@@ -117,10 +145,15 @@ SELECT '{plan}' AS plan,
        coalesce(b.blocked_in_control, 0) AS blocked_in_control,
        coalesce(b.blocked_then_run, 0) AS blocked_then_run_by_candidate,
        coalesce(b.blocked_then_succeeded, 0) AS blocked_then_succeeded_in_candidate,
-       coalesce(nb.newly_blocked, 0) AS newly_blocked
+       coalesce(nb.newly_blocked, 0) AS newly_blocked,
+       coalesce(u.unblocked, 0) AS unblocked,
+       coalesce(u.unblocked_succeeded, 0) AS unblocked_succeeded,
+       coalesce(u.unblocked_failed, 0) AS unblocked_failed,
+       coalesce(u.unblocked_not_simulated, 0) AS unblocked_not_simulated
 FROM operations o
 LEFT JOIN executions x ON x.operation = o.operation
 LEFT JOIN first_failure_counts ff ON ff.operation = o.operation
 LEFT JOIN blocked_by_first b ON b.operation = o.operation
 LEFT JOIN newly_blocked nb ON nb.operation = o.operation
+LEFT JOIN unblocked u ON u.operation = o.operation
 ORDER BY o.operation;

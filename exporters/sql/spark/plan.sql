@@ -3,7 +3,7 @@
 -- exporters/sql/spark/tables.sql; the file of a row is _metadata.file_path. Placeholders as
 -- there, except {dir}, which only tables.sql uses.
 --
--- One row per plan version: `plans[].reconciles`, `guard_refusals` and `other_version_rows` of
+-- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
 -- `analyze --format json`.
 --
 -- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
@@ -11,6 +11,7 @@
 --   reconciles          the larger of the `reconciles` rows of this version and the reconciles
 --                       seen in `steps` (distinct reconcile_id per file, among step rows of
 --                       operations the plan has), as in the analyzer
+--   objects             distinct objects (kind/namespace/name) among those step rows
 --   guard_refusals      sum of `reconciles.guard_refusals` of this version
 --   other_version_rows  rows of both tables with this plan name and another plan_hash
 WITH plan_operations AS (
@@ -22,7 +23,8 @@ reconciles AS (
     WHERE plan = '{plan}'
 ),
 steps AS (
-    SELECT _metadata.file_path AS file, reconcile_id, plan_hash, operation
+    SELECT _metadata.file_path AS file, reconcile_id, plan_hash, operation,
+           kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM shadow_steps
     WHERE plan = '{plan}'
 ),
@@ -32,11 +34,14 @@ counts AS (
         (SELECT count(*) FROM (SELECT DISTINCT file, reconcile_id FROM steps
                                WHERE plan_hash = '{plan_hash}'
                                  AND operation IN (SELECT operation FROM plan_operations)) AS r) AS step_reconciles,
+        (SELECT count(DISTINCT object) FROM steps
+         WHERE plan_hash = '{plan_hash}'
+           AND operation IN (SELECT operation FROM plan_operations)) AS objects,
         (SELECT coalesce(sum(guard_refusals), 0) FROM reconciles WHERE plan_hash = '{plan_hash}') AS guard_refusals,
         (SELECT count(*) FROM reconciles WHERE plan_hash <> '{plan_hash}')
           + (SELECT count(*) FROM steps WHERE plan_hash <> '{plan_hash}') AS other_version_rows
 )
 SELECT '{plan}' AS plan, '{plan_hash}' AS plan_hash,
        greatest(reconcile_rows, step_reconciles) AS reconciles,
-       reconcile_rows, step_reconciles, guard_refusals, other_version_rows
+       reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
 FROM counts;
