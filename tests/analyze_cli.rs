@@ -237,13 +237,13 @@ fn group_gates_one_rollout_group_with_its_exit_code() {
     // 60 objects: 15 fail at Namespace, which makes Secret fail (undeclared); 15 others fail at
     // Config, harmlessly; Deploy never fails.
     let objects: Vec<common::Object> = (0..60)
-        .map(|i| common::Object {
-            faults: match i % 4 {
-                0 => vec!["Namespace"],
-                1 => vec!["Config"],
-                _ => Vec::new(),
-            },
-            reconciles: 3,
+        .map(|i| {
+            let faults: &[&'static str] = match i % 4 {
+                0 => &["Namespace"],
+                1 => &["Config"],
+                _ => &[],
+            };
+            common::Object::new(faults, 3)
         })
         .collect();
     let data = dir.path().join("data");

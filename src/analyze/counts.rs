@@ -105,13 +105,19 @@ pub struct First {
 }
 
 impl First {
-    /// Keeps the earlier of `slot` and the observation `(key, failed)`.
+    /// Keeps the earlier of `slot` and the observation `(key, failed)`; of two observations of
+    /// the same run (a reconcile recorded twice), the failed one, so the choice never depends on
+    /// the order the files are read in.
     pub fn offer(slot: &mut Option<Self>, key: &RunKey, failed: bool) {
-        if slot.as_ref().is_none_or(|f| *key < f.key) {
-            *slot = Some(Self {
-                key: key.clone(),
-                failed,
-            });
+        match slot {
+            Some(f) if *key == f.key => f.failed |= failed,
+            Some(f) if *key > f.key => {}
+            _ => {
+                *slot = Some(Self {
+                    key: key.clone(),
+                    failed,
+                });
+            }
         }
     }
 }
@@ -138,6 +144,8 @@ pub mod flag {
     pub const RETRY_RESOLVED: u8 = 4;
     /// It executed (real or dry-run) in some run.
     pub const EXECUTED: u8 = 8;
+    /// It ran in the control and the candidate blocked it, in some reconcile.
+    pub const NEWLY_BLOCKED: u8 = 16;
 }
 
 /// The evidence of one object (kind, namespace and name) under one plan.
@@ -313,6 +321,14 @@ mod tests {
         First::offer(&mut slot, &key(5, "z", false), true);
         First::offer(&mut slot, &key(5, "a", true), false);
         assert!(!slot.unwrap().failed);
+        // The same run offered twice (a reconcile recorded twice): the failed one, in any order.
+        for order in [[true, false], [false, true]] {
+            let mut slot = None;
+            for failed in order {
+                First::offer(&mut slot, &key(5, "a", true), failed);
+            }
+            assert!(slot.unwrap().failed);
+        }
     }
 
     #[test]

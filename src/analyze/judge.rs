@@ -229,6 +229,47 @@ fn contradiction(category: Category, name: &str, ev: &Evidence, deps: &[Pair]) -
     }
 }
 
+/// A pair that separates and is not declared, but has fewer than `min_samples` objects on a side:
+/// a dependency the data points at without enough objects to say so. It keeps the operations it
+/// touches from `supported` (`suspects` of [`verdict`]).
+fn underpowered(p: &Pair) -> bool {
+    p.separated && !p.declared && !p.dependency
+}
+
+/// Inconclusive because of suspect pairs: their numbers and how many objects are missing.
+fn suspected(suspects: &[&Pair], min_samples: u64) -> Judged {
+    let words: Vec<String> = suspects
+        .iter()
+        .map(|d| {
+            format!(
+                "{} failed in {} after {} failed (baseline {})",
+                d.later,
+                pct(d.after.failures, d.after.objects),
+                d.failed,
+                pct(d.baseline.failures, d.baseline.objects)
+            )
+        })
+        .collect();
+    let needed = suspects
+        .iter()
+        .map(|d| {
+            min_samples
+                .saturating_sub(d.after.objects)
+                .max(min_samples.saturating_sub(d.baseline.objects))
+        })
+        .max()
+        .unwrap_or(0);
+    (
+        Verdict::Inconclusive,
+        Reason::TooFewObjects,
+        min_samples.saturating_sub(needed),
+        format!(
+            "{}: that would be an undeclared dependency, but a side has fewer than {min_samples} objects ({needed} more needed)",
+            words.join("; ")
+        ),
+    )
+}
+
 /// A non-critical claim: its failure need not block the operations after it.
 fn non_critical(ev: &Evidence, min_samples: u64) -> Judged {
     if ev.later_free {
@@ -277,9 +318,14 @@ fn critical(ev: &Evidence, min_samples: u64) -> Judged {
             Reason::Exercised,
             ev.exercised,
             format!(
-                "failed under the candidate in {} and ran after another failure in {} ({} objects in all), with no undeclared dependency: as critical it blocks the gated operations, as the legacy loop did",
+                "failed under the candidate in {} (its failure blocked the gated operations, as the legacy loop did) and ran after another failure in {}{}; {} objects in all",
                 count(ev.candidate_failed),
-                ev.ran_after,
+                count(ev.ran_after),
+                if ev.ran_after == 0 {
+                    " (so whether it needs an operation it does not depend on is untested)"
+                } else {
+                    " without failing more often than its baseline"
+                },
                 ev.exercised
             ),
         );
@@ -294,16 +340,29 @@ fn verdict(
     plan: &ReconcilePlan,
     op: OpId,
     ev: &Evidence,
-    dependencies: &[Pair],
+    (pairs, dependencies): (&[Pair], &[Pair]),
     min_samples: u64,
 ) -> VerdictReport {
     let name = plan.name_of(op);
     let category = plan.operation(op).category();
-    let (verdict, reason, objects, evidence) = contradiction(category, name, ev, dependencies)
-        .unwrap_or_else(|| match category {
+    let judged =
+        contradiction(category, name, ev, dependencies).unwrap_or_else(|| match category {
             Category::NonCritical => non_critical(ev, min_samples),
             Category::Critical => critical(ev, min_samples),
         });
+    // A claim the data would support is held back by a dependency it points at without enough
+    // objects: one that ends here, or (non-critical) starts here.
+    let suspects: Vec<&Pair> = pairs
+        .iter()
+        .filter(|p| underpowered(p))
+        .filter(|p| p.later == name || (category == Category::NonCritical && p.failed == name))
+        .collect();
+    let (verdict, reason, objects, evidence) =
+        if judged.0 == Verdict::Supported && !suspects.is_empty() {
+            suspected(&suspects, min_samples)
+        } else {
+            judged
+        };
     VerdictReport {
         operation: name.to_owned(),
         claim: category.as_str(),
@@ -340,7 +399,15 @@ pub(super) fn judge(
     let verdicts: Vec<VerdictReport> = plan
         .phased_order()
         .iter()
-        .map(|&op| verdict(plan, op, &evidences[op.index()], &dependencies, min_samples))
+        .map(|&op| {
+            verdict(
+                plan,
+                op,
+                &evidences[op.index()],
+                (&found.pairs, &dependencies),
+                min_samples,
+            )
+        })
         .collect();
     let mut unblocked = Vec::new();
     for &x in plan.phased_order() {

@@ -283,7 +283,8 @@ pub struct VerdictReport {
     pub reason: Reason,
     /// Objects whose observations test the claim.
     pub objects: u64,
-    /// More objects needed before the verdict can be other than inconclusive (0 when none).
+    /// More objects testing the claim needed before the verdict can be other than inconclusive
+    /// (0 when it is not inconclusive).
     pub objects_needed: u64,
     /// Why, in one sentence, with the numbers that decided it.
     pub evidence: String,
@@ -307,6 +308,8 @@ pub enum FindingCode {
     NotExercised,
     /// Inconclusive: a member failed only where the candidate's retry resolved the conflict.
     ResolvedByRetry,
+    /// Inconclusive: the memory bound left failing runs out of the ordering pairs.
+    RunsNotKept,
 }
 
 /// One fact behind a group's readiness.
@@ -322,7 +325,7 @@ pub struct Finding {
     pub fix: Option<String>,
     /// How to get the evidence that is missing, for inconclusive findings.
     pub next_step: Option<String>,
-    /// More objects needed, for `too-few-objects`.
+    /// More objects needed, for `too-few-objects` (null otherwise).
     pub objects_needed: Option<u64>,
 }
 

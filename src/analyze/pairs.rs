@@ -106,7 +106,7 @@ fn observe(n: usize, c: &PlanCounts, explains: &[bool]) -> Observed {
     let mut exposed = vec![0; n];
     let mut ran_after = vec![0; n];
     let mut exercised = vec![0; n];
-    let mut namespaces: Vec<HashSet<Option<&str>>> = vec![HashSet::new(); n * n];
+    let mut namespaces: Vec<HashSet<&str>> = vec![HashSet::new(); n * n];
     let mut first: Vec<Option<(&RunKey, bool)>> = vec![None; n * n];
     let mut touched: Vec<usize> = Vec::new();
     for object in c.objects.values() {
@@ -118,6 +118,8 @@ fn observe(n: usize, c: &PlanCounts, explains: &[bool]) -> Observed {
                         touched.push(x * n + y);
                         *slot = Some((at, y_failed));
                     }
+                    // The same run twice (a reconcile recorded twice): the failed observation.
+                    Some((earliest, failed)) if at == *earliest => *failed |= y_failed,
                     Some((earliest, _)) if at < *earliest => *slot = Some((at, y_failed)),
                     Some(_) => {}
                 }
@@ -131,7 +133,7 @@ fn observe(n: usize, c: &PlanCounts, explains: &[bool]) -> Observed {
                 .expect("a touched slot holds an observation");
             after[i].add(failed);
             if failed {
-                namespaces[i].insert(object.namespace.as_deref());
+                namespaces[i].insert(object.namespace.as_deref().unwrap_or(""));
             }
             exposed_here[i / n] = true;
             ran_after_here[i % n] = true;
@@ -263,7 +265,7 @@ pub fn find(plan: &ReconcilePlan, c: &PlanCounts, min_samples: u64, z: f64) -> P
         namespaces: c
             .objects
             .values()
-            .map(|o| o.namespace.as_deref())
+            .map(|o| o.namespace.as_deref().unwrap_or(""))
             .collect::<HashSet<_>>()
             .len() as u64,
     };
@@ -286,7 +288,8 @@ pub fn find(plan: &ReconcilePlan, c: &PlanCounts, min_samples: u64, z: f64) -> P
         seen.push(std::mem::replace(&mut explanation, detected));
         let repeated = seen.iter().position(|s| *s == explanation);
         if repeated.is_some() || rounds >= MAX_ROUNDS {
-            let cycle = &seen[repeated.unwrap_or(0)..];
+            // The states of the cycle; at the round limit, the last two.
+            let cycle = &seen[repeated.unwrap_or(seen.len().saturating_sub(2))..];
             let agreed: BTreeSet<Edge> = cycle.iter().skip(1).fold(cycle[0].clone(), |acc, s| {
                 acc.intersection(s).copied().collect()
             });

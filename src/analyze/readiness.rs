@@ -1,12 +1,12 @@
 //! Readiness per rollout group: the findings that stop it (with the plan change that fixes each)
 //! or leave it open (with what evidence is missing and how to get it), and one sentence.
 
-use super::counts::PlanCounts;
+use super::counts::{PlanCounts, flag};
 use super::{Finding, FindingCode, GroupReport, Pair, Readiness, Reason, Verdict, VerdictReport};
 use crate::plan::{OpId, ReconcilePlan};
 
 /// How to test a classification that was never exercised.
-const NOT_EXERCISED: &str = "enforcing changes nothing observed so far for it; to test its classification, make it fail where that is safe and record the shadow there: a fault scenario in staging (remove or break an input it reads), or `shadow-reconciler simulate --scenario mixed --with-plan PLAN` for the reference reconcilers; then analyze again";
+const NOT_EXERCISED: &str = "enforcing changes nothing observed so far for an operation that never failed; to test its classification, make it fail where that is safe and record the shadow there: a fault scenario in staging (remove or break an input it reads), or `shadow-reconciler simulate --scenario mixed --with-plan PLAN` for the reference reconcilers; then analyze again";
 /// How to get more objects.
 const TOO_FEW: &str = "keep recording until enough objects have tested it (more objects, or a fault scenario in staging), then analyze again";
 /// What a retry-resolved failure leaves open.
@@ -73,7 +73,7 @@ fn verdict_finding(v: &VerdictReport) -> Option<Finding> {
     };
     let mut f = finding(code, &[op], evidence);
     f.next_step = Some(next.to_owned());
-    f.objects_needed = (v.objects_needed > 0).then_some(v.objects_needed);
+    f.objects_needed = (code == FindingCode::TooFewObjects).then_some(v.objects_needed);
     Some(f)
 }
 
@@ -135,6 +135,9 @@ fn summary(readiness: Readiness, findings: &[Finding], min_samples: u64) -> Stri
                     plural(never, "member")
                 ));
             }
+            if let Some(f) = findings.iter().find(|f| f.code == FindingCode::RunsNotKept) {
+                parts.push(f.evidence.clone());
+            }
             let retried = count(FindingCode::ResolvedByRetry);
             if retried > 0 {
                 parts.push(format!(
@@ -180,6 +183,21 @@ pub(super) fn groups(
             let mut findings = blocking_findings(plan, c, &ops, dependencies);
             for v in verdicts.iter().filter(|v| member(&v.operation)) {
                 findings.extend(verdict_finding(v));
+            }
+            if c.runs_not_kept > 0 {
+                let mut f = finding(
+                    FindingCode::RunsNotKept,
+                    &[],
+                    format!(
+                        "{} distinct failing runs of objects were left out of the ordering pairs by the memory bound ({} kept), so some objects' first observations may be missing",
+                        c.runs_not_kept, c.signatures
+                    ),
+                );
+                f.next_step = Some(
+                    "analyse a shorter period (one directory per day or week) so every run is kept"
+                        .to_owned(),
+                );
+                findings.push(f);
             }
             if objects < min_samples {
                 let mut f = finding(
@@ -259,14 +277,23 @@ fn blocking_findings(
         let counts = &c.ops[op.index()];
         let name = plan.name_of(op);
         if counts.newly_blocked > 0 {
-            findings.push(finding(
+            let objects = c
+                .objects
+                .values()
+                .filter(|o| o.has(op.index(), flag::NEWLY_BLOCKED))
+                .count();
+            let mut f = finding(
                 FindingCode::NewlyBlocked,
                 &[name],
                 format!(
-                    "{name} ran in the control and was blocked in the candidate in {} reconciles: if it does not need the operation that blocked it, give it `gate: none`; if it does, this is the intended change",
+                    "{name} ran in the control and was blocked in the candidate in {} reconciles of {objects} objects: enforcing stops running it where the legacy loop ran it",
                     counts.newly_blocked
                 ),
+            );
+            f.fix = Some(format!(
+                "if {name} does not need the operation that blocked it, give it `gate: none` (or drop that dependsOn); if it does, the blocking is the change the plan intends, and this finding stays until the plan no longer blocks it"
             ));
+            findings.push(f);
         }
         if counts.newly_blocked_by > 0 {
             findings.push(finding(

@@ -531,6 +531,9 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     for y in candidate.iter().filter(|r| r.outcome == Outcome::Blocked) {
         if control.iter().any(|r| r.op == y.op && r.executed()) {
             c.ops[y.op].newly_blocked += 1;
+            if let Some(o) = c.objects.get_mut(p.object.as_str()) {
+                o.flags[y.op] |= flag::NEWLY_BLOCKED;
+            }
             for &x in &y.blocked_by {
                 c.ops[x].newly_blocked_by += 1;
             }

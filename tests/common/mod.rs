@@ -182,13 +182,30 @@ pub struct Object {
     pub faults: Vec<&'static str>,
     /// Reconciles of it.
     pub reconciles: usize,
+    /// Operations that fail for it too from its second reconcile on (a fault that appears on
+    /// retries only).
+    pub retry_faults: Vec<&'static str>,
+}
+
+impl Object {
+    /// An object with `faults`, reconciled `reconciles` times.
+    pub fn new(faults: &[&'static str], reconciles: usize) -> Self {
+        Self {
+            faults: faults.to_vec(),
+            reconciles,
+            retry_faults: Vec::new(),
+        }
+    }
 }
 
 /// A world's truth: `(failed, later)`: `later` fails whenever `failed` failed.
 pub type Truth = &'static [(&'static str, &'static str)];
 
-fn world(plan: &ReconcilePlan, object: &Object, truth: Truth) -> Vec<StepResult> {
+fn world(plan: &ReconcilePlan, object: &Object, truth: Truth, retry: bool) -> Vec<StepResult> {
     let mut failing: Vec<&str> = object.faults.clone();
+    if retry {
+        failing.extend(&object.retry_faults);
+    }
     for &(failed, later) in truth {
         if failing.contains(&failed) {
             failing.push(later);
@@ -239,7 +256,7 @@ pub fn record_world(
                     uid: Some(format!("uid-{i}")),
                 },
                 start + Duration::from_millis(n),
-                &world(plan, object, truth),
+                &world(plan, object, truth, round > 0),
                 Some(format!("{n:032x}")),
             );
             sink.record(&record);

@@ -18,7 +18,8 @@
 --   A run is the control's or the candidate's steps of one reconcile (one reconcile_id within one
 --   file) in `seq` order, reduced to the steps that executed (real or dry-run) or failed.
 --   The unit is the object (kind/namespace/name): each object counts once on each side of a
---   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first).
+--   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first;
+--   of two observations of the same run, a reconcile recorded twice, the failed one).
 --   Y's baseline: per object, the first run in which Y executed with no failed step before it.
 --   Y after X: per object, the first run in which Y executed after X failed and every OTHER
 --   failed step before Y is explained by X: it depends on X through the declared dependencies
@@ -113,7 +114,7 @@ SELECT b.later, b.objects, b.failures,
 FROM (SELECT later, count(*) AS objects, sum(CASE WHEN failed THEN 1 ELSE 0 END) AS failures
       FROM (SELECT operation AS later, failed,
                    row_number() OVER (PARTITION BY operation, object
-                                      ORDER BY t, reconcile_id, control DESC) AS n
+                                      ORDER BY t, reconcile_id, control DESC, failed DESC) AS n
             FROM {scratch}.sr_steps
             WHERE executed AND failures_before = 0) f
       WHERE n = 1
@@ -200,7 +201,7 @@ WITH unexplained AS (
 firsts AS (
     SELECT p.failed, p.later, p.later_failed, p.namespace,
            row_number() OVER (PARTITION BY p.failed, p.later, p.object
-                              ORDER BY p.t, p.reconcile_id, p.control DESC) AS n
+                              ORDER BY p.t, p.reconcile_id, p.control DESC, p.later_failed DESC) AS n
     FROM {scratch}.sr_observed_after p
     LEFT JOIN unexplained u ON u.failed = p.failed AND u.failures_before = p.failures_before
     WHERE u.failed IS NULL
