@@ -293,13 +293,7 @@ fn markdown(a: &Analysis) -> String {
         }
         out.push_str("\n### Readiness to enforce\n\n");
         for g in &plan.readiness {
-            let _ = writeln!(
-                out,
-                "- `{}`: **{}**: {}",
-                g.group,
-                g.readiness.as_str(),
-                g.summary
-            );
+            let _ = writeln!(out, "- `{}`: {}", g.group, g.summary);
             for f in &g.findings {
                 let _ = writeln!(out, "  - {}", finding_line(f));
             }
