@@ -355,3 +355,57 @@ fn a_dependency_the_data_points_at_without_enough_objects_holds_the_verdict_back
     assert_eq!(verdict(&report, "Secret").verdict, Verdict::Inconclusive);
     assert_eq!(report.readiness[0].readiness, Readiness::Inconclusive);
 }
+
+#[test]
+fn an_operation_the_candidate_newly_blocks_is_a_notice_not_a_stop() {
+    // Deploy runs first in the legacy loop; in phased order it comes last, gated on critical
+    // failures, so when the critical Namespace fails the candidate blocks what the control ran.
+    let text = PLAN
+        .replace(
+            "    - name: Namespace\n      phase: 1\n      category: non-critical",
+            "    - name: Namespace\n      phase: 1\n      category: critical",
+        )
+        .replace(
+            "    - name: Deploy\n      phase: 4\n      category: non-critical",
+            "    - name: Deploy\n      phase: 4\n      category: non-critical\n      gate: no-critical-failure",
+        )
+        .replace(
+            "order: [Namespace, Secret, Config, Deploy]",
+            "order: [Deploy, Namespace, Secret, Config]",
+        );
+    let plan = synthetic(&text);
+    let mut objects = vec![Object::new(&["Namespace"], 3); 40];
+    objects.extend(vec![Object::new(&[], 3); 60]);
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &plan, &objects, &[]);
+    let report = analyse(dir.path(), &plan, 30);
+    let group = &report.readiness[0];
+    assert_ne!(group.readiness, Readiness::NotReady, "{group:#?}");
+    let notice = group
+        .findings
+        .iter()
+        .find(|f| f.code == FindingCode::NewlyBlocked)
+        .unwrap_or_else(|| panic!("{group:#?}"));
+    assert_eq!(notice.operations, ["Deploy"]);
+    assert!(
+        notice.evidence.contains("in 120 reconciles of 40 objects"),
+        "{notice:?}"
+    );
+    assert!(notice.fix.as_deref().unwrap().contains("gate: none"));
+    assert!(
+        group
+            .summary
+            .contains("note: enforcing stops running Deploy"),
+        "{}",
+        group.summary
+    );
+    assert_eq!(
+        report
+            .operations
+            .iter()
+            .find(|o| o.operation == "Deploy")
+            .unwrap()
+            .newly_blocked,
+        120
+    );
+}

@@ -36,8 +36,6 @@ pub struct OpCounts {
     pub unblocked_not_simulated: u64,
     /// Times it ran in the control and was blocked in the candidate.
     pub newly_blocked: u64,
-    /// Times its failure blocked, in the candidate, an operation the control ran.
-    pub newly_blocked_by: u64,
 }
 
 impl OpCounts {
@@ -58,7 +56,6 @@ impl OpCounts {
         self.unblocked_failed += b.unblocked_failed;
         self.unblocked_not_simulated += b.unblocked_not_simulated;
         self.newly_blocked += b.newly_blocked;
-        self.newly_blocked_by += b.newly_blocked_by;
     }
 }
 

@@ -298,7 +298,8 @@ pub enum FindingCode {
     UndeclaredDependency,
     /// Not ready: a non-critical operation's failure makes later operations fail.
     HarmsLater,
-    /// Not ready: the candidate blocked operations the control ran.
+    /// A notice, whatever the readiness: the candidate blocked operations the control ran (what
+    /// a gate or a dependency asks for; enforcing changes it).
     NewlyBlocked,
     /// Not ready: the shadow guard refused a write of the candidate.
     GuardRefusals,
@@ -340,7 +341,8 @@ pub struct GroupReport {
     pub readiness: Readiness,
     /// The readiness and what to do about it, in one sentence.
     pub summary: String,
-    /// What it rests on (empty when ready); not-ready findings first.
+    /// What it rests on: the findings that stop it first, then what is open, then notices (only
+    /// notices when ready).
     pub findings: Vec<Finding>,
 }
 

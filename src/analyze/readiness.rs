@@ -1,6 +1,8 @@
 //! Readiness per rollout group: the findings that stop it (with the plan change that fixes each)
 //! or leave it open (with what evidence is missing and how to get it), and one sentence.
 
+use std::fmt::Write as _;
+
 use super::counts::{PlanCounts, flag};
 use super::{Finding, FindingCode, GroupReport, Pair, Readiness, Reason, Verdict, VerdictReport};
 use crate::plan::{OpId, ReconcilePlan};
@@ -78,6 +80,24 @@ fn verdict_finding(v: &VerdictReport) -> Option<Finding> {
 }
 
 fn summary(readiness: Readiness, findings: &[Finding], min_samples: u64) -> String {
+    let mut text = judgement(readiness, findings, min_samples);
+    let newly: Vec<&str> = findings
+        .iter()
+        .filter(|f| notice(f))
+        .flat_map(|f| f.operations.iter().map(String::as_str))
+        .collect();
+    if !newly.is_empty() {
+        let _ = write!(
+            text,
+            "; note: enforcing stops running {} where the legacy loop ran {} (see the findings)",
+            newly.join(", "),
+            if newly.len() == 1 { "it" } else { "them" }
+        );
+    }
+    text
+}
+
+fn judgement(readiness: Readiness, findings: &[Finding], min_samples: u64) -> String {
     let count = |code| findings.iter().filter(|f| f.code == code).count();
     match readiness {
         Readiness::Ready => format!(
@@ -92,7 +112,6 @@ fn summary(readiness: Readiness, findings: &[Finding], min_samples: u64) -> Stri
                     FindingCode::HarmsLater,
                     "non-critical operations whose failure harms later ones",
                 ),
-                (FindingCode::NewlyBlocked, "newly blocked operations"),
                 (FindingCode::GuardRefusals, "shadow guard refusals"),
             ] {
                 let n = count(code);
@@ -211,9 +230,11 @@ pub(super) fn groups(
                 f.next_step = Some(TOO_FEW.to_owned());
                 findings.push(f);
             }
+            // Stopping findings first, then what is open, then notices.
+            findings.sort_by_key(|f| (!blocking(f), notice(f)));
             let readiness = if findings.iter().any(blocking) {
                 Readiness::NotReady
-            } else if findings.is_empty()
+            } else if findings.iter().all(notice)
                 && verdicts
                     .iter()
                     .filter(|v| member(&v.operation))
@@ -238,15 +259,18 @@ pub(super) fn groups(
 fn blocking(f: &Finding) -> bool {
     matches!(
         f.code,
-        FindingCode::UndeclaredDependency
-            | FindingCode::HarmsLater
-            | FindingCode::NewlyBlocked
-            | FindingCode::GuardRefusals
+        FindingCode::UndeclaredDependency | FindingCode::HarmsLater | FindingCode::GuardRefusals
     )
 }
 
-/// What stops the group of `ops` regardless of verdicts: guard refusals, the dependencies that
-/// start or end in it, newly blocked operations; and its members' harm to later operations.
+/// Whether a finding only tells what enforcing changes: the candidate blocking operations the
+/// control ran is what a gate or a dependency asks for, not a contradiction of the plan.
+fn notice(f: &Finding) -> bool {
+    f.code == FindingCode::NewlyBlocked
+}
+
+/// The group findings that do not come from verdicts: guard refusals and the dependencies that
+/// start or end in it (which stop it), newly blocked operations (a notice).
 fn blocking_findings(
     plan: &ReconcilePlan,
     c: &PlanCounts,
@@ -291,19 +315,9 @@ fn blocking_findings(
                 ),
             );
             f.fix = Some(format!(
-                "if {name} does not need the operation that blocked it, give it `gate: none` (or drop that dependsOn); if it does, the blocking is the change the plan intends, and this finding stays until the plan no longer blocks it"
+                "if {name} does not need the operation that blocked it, give it `gate: none` (or drop that dependsOn); if it does, the blocking is what the plan intends and nothing needs to change"
             ));
             findings.push(f);
-        }
-        if counts.newly_blocked_by > 0 {
-            findings.push(finding(
-                FindingCode::NewlyBlocked,
-                &[name],
-                format!(
-                    "{name}'s failure blocked, in the candidate, operations the control ran ({} times): if they do not need it, make it non-critical or drop their dependsOn on it",
-                    counts.newly_blocked_by
-                ),
-            ));
         }
     }
     findings

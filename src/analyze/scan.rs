@@ -534,9 +534,6 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             if let Some(o) = c.objects.get_mut(p.object.as_str()) {
                 o.flags[y.op] |= flag::NEWLY_BLOCKED;
             }
-            for &x in &y.blocked_by {
-                c.ops[x].newly_blocked_by += 1;
-            }
         }
     }
 }
