@@ -74,6 +74,15 @@ fn population(rng: &mut Rng, n: usize, faults: &[(&'static str, f64)]) -> Vec<Ob
         .collect()
 }
 
+/// The pair (Namespace, Secret), which every world here observes.
+fn namespace_then_secret(report: &analyze::PlanReport) -> &analyze::Pair {
+    report
+        .pairs
+        .iter()
+        .find(|p| p.failed == "Namespace" && p.later == "Secret")
+        .unwrap_or_else(|| panic!("no pair (Namespace, Secret): {:#?}", report.pairs))
+}
+
 fn verdict<'a>(report: &'a analyze::PlanReport, op: &str) -> &'a analyze::VerdictReport {
     report.verdicts.iter().find(|v| v.operation == op).unwrap()
 }
@@ -184,11 +193,7 @@ fn one_stubborn_object_retried_many_times_proves_nothing() {
     record(dir.path(), &plan, &objects, &[]);
     let report = analyse(dir.path(), &plan, 30);
     assert!(report.dependencies.is_empty(), "{:#?}", report.dependencies);
-    let pair = report
-        .pairs
-        .iter()
-        .find(|p| p.failed == "Namespace" && p.later == "Secret")
-        .unwrap();
+    let pair = namespace_then_secret(&report);
     assert_eq!((pair.after.failures, pair.after.objects), (1, 1));
     // Namespace's failure was followed by later operations in that one object; Secret's never on
     // its own (Namespace's unexplained failure always came first).
@@ -301,11 +306,7 @@ fn retries_that_fail_differently_from_the_first_observation_change_nothing() {
     record(dir.path(), &plan, &objects, &[]);
     let report = analyse(dir.path(), &plan, 30);
     assert!(report.dependencies.is_empty(), "{:#?}", report.dependencies);
-    let pair = report
-        .pairs
-        .iter()
-        .find(|p| p.failed == "Namespace" && p.later == "Secret")
-        .unwrap();
+    let pair = namespace_then_secret(&report);
     assert_eq!(
         (pair.after.failures, pair.after.objects),
         (0, 60),
@@ -333,11 +334,7 @@ fn a_dependency_the_data_points_at_without_enough_objects_holds_the_verdict_back
     let dir = tempfile::tempdir().unwrap();
     record(dir.path(), &plan, &objects, truth);
     let report = analyse(dir.path(), &plan, 30);
-    let pair = report
-        .pairs
-        .iter()
-        .find(|p| p.failed == "Namespace" && p.later == "Secret")
-        .unwrap();
+    let pair = namespace_then_secret(&report);
     assert!(pair.separated && !pair.dependency, "{pair:?}");
     // Namespace's failure was followed by later operations in 180 objects: without the pair it
     // would read `failure-harmless`. The pair holds it back, naming the 10 missing objects.
