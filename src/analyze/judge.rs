@@ -85,14 +85,14 @@ fn evidence(
     observed: &pairs::Observed,
 ) -> Evidence {
     let i = op.index();
-    let count = |f: &dyn Fn(&super::counts::ObjectCounts) -> bool| {
+    let objects_with = |f: &dyn Fn(&super::counts::ObjectCounts) -> bool| {
         c.objects.values().filter(|o| f(o)).count() as u64
     };
     Evidence {
-        executed: count(&|o| o.has(i, flag::EXECUTED)),
-        failed: count(&|o| o.has(i, flag::FAILED)),
-        candidate_failed: count(&|o| o.has(i, flag::CANDIDATE_FAILED)),
-        resolved_by_retry: count(&|o| {
+        executed: objects_with(&|o| o.has(i, flag::EXECUTED)),
+        failed: objects_with(&|o| o.has(i, flag::FAILED)),
+        candidate_failed: objects_with(&|o| o.has(i, flag::CANDIDATE_FAILED)),
+        resolved_by_retry: objects_with(&|o| {
             o.has(i, flag::RETRY_RESOLVED) && !o.has(i, flag::CANDIDATE_FAILED)
         }),
         exposed: observed.exposed[i],

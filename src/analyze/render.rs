@@ -67,21 +67,35 @@ fn evidence(d: &super::Pair) -> String {
     )
 }
 
-/// A plan's figures in one line; `simulate` prints the same figures for the same data
-/// (`scenario::summary`), with the same words.
+/// A plan's shared figures in one line: `analyze` and `simulate`'s summary both print them
+/// through this, so the words are the same by construction.
+#[must_use]
+pub fn figures_line(
+    reconciles: u64,
+    objects: u64,
+    control_failed: u64,
+    [unblocked, succeeded, not_simulated, newly_blocked]: [u64; 4],
+) -> String {
+    format!(
+        "{reconciles} reconciles of {objects} objects, control failed in {control_failed}; unblocked by the candidate: {unblocked} ({} dry-run, {succeeded} would have succeeded; {not_simulated} not simulated); newly blocked: {newly_blocked}",
+        unblocked - not_simulated
+    )
+}
+
+/// A plan's figures in one line ([`figures_line`]).
 #[must_use]
 pub fn plan_line(plan: &PlanReport) -> String {
     let sum = |f: fn(&super::OperationReport) -> u64| plan.operations.iter().map(f).sum::<u64>();
-    format!(
-        "{} reconciles of {} objects, control failed in {}; unblocked by the candidate: {} ({} dry-run, {} would have succeeded; {} not simulated); newly blocked: {}",
+    figures_line(
         plan.reconciles,
         plan.objects,
         sum(|o| o.first_failure),
-        sum(|o| o.unblocked),
-        sum(|o| o.unblocked - o.unblocked_not_simulated),
-        sum(|o| o.unblocked_succeeded),
-        sum(|o| o.unblocked_not_simulated),
-        sum(|o| o.newly_blocked),
+        [
+            sum(|o| o.unblocked),
+            sum(|o| o.unblocked_succeeded),
+            sum(|o| o.unblocked_not_simulated),
+            sum(|o| o.newly_blocked),
+        ],
     )
 }
 

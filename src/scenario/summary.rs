@@ -143,16 +143,16 @@ impl Summary {
     /// line on the same data.
     #[must_use]
     pub fn plan_line(&self, plan: &str) -> String {
-        format!(
-            "{} reconciles of {} objects, control failed in {}; unblocked by the candidate: {} ({} dry-run, {} would have succeeded; {} not simulated); newly blocked: {}",
+        crate::analyze::render::figures_line(
             self.reconciles.get(plan).copied().unwrap_or(0),
-            self.objects.get(plan).map_or(0, BTreeSet::len),
+            self.objects.get(plan).map_or(0, |o| o.len() as u64),
             self.control_failed.get(plan).copied().unwrap_or(0),
-            self.plan_sum(plan, |c| c.unblocked),
-            self.plan_sum(plan, |c| c.unblocked - c.unblocked_unknown),
-            self.plan_sum(plan, |c| c.unblocked_succeeded),
-            self.plan_sum(plan, |c| c.unblocked_unknown),
-            self.plan_sum(plan, |c| c.newly_blocked),
+            [
+                self.plan_sum(plan, |c| c.unblocked),
+                self.plan_sum(plan, |c| c.unblocked_succeeded),
+                self.plan_sum(plan, |c| c.unblocked_unknown),
+                self.plan_sum(plan, |c| c.newly_blocked),
+            ],
         )
     }
     /// Conflicts the candidate's retry would have resolved.
