@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: plans from inline YAML and scripted worlds.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod apiserver;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,0 +1,586 @@
+//! A real control plane for the tests: etcd and kube-apiserver on loopback, as envtest gives Go
+//! controllers, plus what envtest does not: RBAC with an admin and service-account tokens, and an
+//! audit log of every write that the tests read back.
+//!
+//! - etcd is the official binary shipped by the `etcd-bin-vendored` crate (pinned in Cargo.toml);
+//! - kube-apiserver and kubectl are built from the Go module proxy by `scripts/kube-apiserver.sh`
+//!   (once per machine, cached); `SHADOW_RECONCILER_KUBE_BIN_DIR` points at another build.
+//!
+//! Both run from a temporary directory and are stopped when the [`ControlPlane`] is dropped, also
+//! when the test panics. Each runs under a small shell guard that stops it when the test process's
+//! end of a pipe closes, so even a test process killed with SIGKILL leaves nothing behind.
+//!
+//! There is no kube-controller-manager, as in envtest: namespaces stay `Terminating`, nothing is
+//! garbage-collected, and no ServiceAccount or token is created unless a test asks for it.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The kube-apiserver version the tests are held to (the build script takes it from
+/// tools/kube-apiserver/go.mod; the harness checks that `/version` agrees).
+pub const KUBE_VERSION: &str = "v1.37.2";
+
+/// Names the test process's user agents carry, so the audit can tell them apart.
+pub const ADMIN_USER_AGENT: &str = "shadow-reconciler-tests/admin";
+
+/// How long a start may take before the harness gives up. A generous bound: it only decides when
+/// a broken start is reported, never whether a working one passes.
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A running etcd and kube-apiserver, stopped on drop.
+pub struct ControlPlane {
+    dir: tempfile::TempDir,
+    etcd: Guarded,
+    apiserver: Guarded,
+    url: String,
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    ca: PathBuf,
+    admin_token: String,
+    audit_log: PathBuf,
+}
+
+/// A process run under the guard: closing `stdin` stops it.
+struct Guarded {
+    name: &'static str,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    log: PathBuf,
+}
+
+impl Guarded {
+    fn spawn(name: &'static str, program: &Path, args: &[String], log: PathBuf) -> Self {
+        // The guard: run the program with its output in `log`; when our end of the pipe on the
+        // guard's stdin closes (drop, panic, or this process killed), send it SIGTERM, then SIGKILL.
+        const GUARD: &str = r#"exec 3<&0
+"$@" </dev/null >>"$LOG" 2>&1 &
+child=$!
+{ read -r _ <&3; kill -TERM "$child" 2>/dev/null; sleep 10; kill -KILL "$child" 2>/dev/null; } &
+watcher=$!
+wait "$child"
+status=$?
+kill "$watcher" 2>/dev/null
+exit "$status""#;
+        let child = Command::new("bash")
+            .arg("-c")
+            .arg(GUARD)
+            .arg("guard")
+            .arg(program)
+            .args(args)
+            .env("LOG", &log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({}): {e}", program.display()));
+        let mut guarded = Self {
+            name,
+            child,
+            stdin: None,
+            log,
+        };
+        guarded.stdin = guarded.child.stdin.take();
+        guarded
+    }
+
+    /// Panics with the end of the log if the process has exited.
+    fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "{} exited ({status}) while starting; the end of its log ({}):\n{}",
+                self.name,
+                self.log.display(),
+                tail(&self.log, 40)
+            );
+        }
+    }
+
+    fn stop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The guard ignored its closed pipe: stop it (and, through the closed pipe, its child).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The directory with kube-apiserver and kubectl: `SHADOW_RECONCILER_KUBE_BIN_DIR`, else what
+/// `scripts/kube-apiserver.sh` builds or finds in its cache. Panics (never skips) if neither works.
+pub fn kube_bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("SHADOW_RECONCILER_KUBE_BIN_DIR") {
+            let dir = PathBuf::from(dir);
+            assert!(
+                dir.join("kube-apiserver").is_file() && dir.join("kubectl").is_file(),
+                "SHADOW_RECONCILER_KUBE_BIN_DIR={} holds no kube-apiserver and kubectl",
+                dir.display()
+            );
+            return dir;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kube-apiserver.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            output.status.success(),
+            "{} failed ({}): the tests need a real kube-apiserver; see docs/testing.md",
+            script.display(),
+            output.status
+        );
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+    })
+}
+
+/// The etcd binary of the `etcd-bin-vendored` crate.
+pub fn etcd_bin() -> &'static Path {
+    etcd_bin_vendored::etcd_bin_path()
+        .unwrap_or_else(|e| panic!("no vendored etcd binary for this platform: {e}"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn run_ok(command: &mut Command, what: &str) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A CA, a serving certificate for 127.0.0.1 signed by it, and a service-account key pair.
+fn write_pki(dir: &Path) {
+    let openssl = |args: &[&str], what: &str| {
+        run_ok(Command::new("openssl").args(args).current_dir(dir), what);
+    };
+    openssl(
+        &[
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "3", "-subj",
+            "/CN=shadow-reconciler-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+        "openssl (test CA)",
+    );
+    openssl(
+        &[
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=kube-apiserver",
+        ],
+        "openssl (serving key)",
+    );
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write server.ext");
+    openssl(
+        &[
+            "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.crt", "-days", "3", "-extfile", "server.ext",
+        ],
+        "openssl (serving certificate)",
+    );
+    openssl(
+        &["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "sa.key"],
+        "openssl (service-account key)",
+    );
+    openssl(
+        &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
+        "openssl (service-account public key)",
+    );
+}
+
+/// Every write is recorded with its user, user agent and URI (which carries `dryRun=All`);
+/// reads are not.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+";
+
+fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .expect("read /dev/urandom");
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver and waits until the API server is ready.
+    pub fn start() -> Self {
+        let bin = kube_bin_dir().to_path_buf();
+        let dir = tempfile::Builder::new()
+            .prefix("shadow-reconciler-control-plane-")
+            .tempdir()
+            .expect("temp dir");
+        let root = dir.path();
+        write_pki(root);
+        let admin_token = random_token();
+        std::fs::write(
+            root.join("tokens.csv"),
+            format!("{admin_token},admin,admin,system:masters\n"),
+        )
+        .expect("write the token file");
+        std::fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY).expect("audit policy");
+        let audit_log = root.join("audit.log");
+
+        let (client_port, peer_port) = (free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd = Guarded::spawn(
+            "etcd",
+            etcd_bin(),
+            &[
+                format!("--data-dir={}", root.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=default={peer_url}"),
+                "--unsafe-no-fsync".to_owned(),
+                "--log-level=warn".to_owned(),
+            ],
+            root.join("etcd.log"),
+        );
+
+        let port = free_port();
+        let path = |name: &str| root.join(name).display().to_string();
+        let apiserver = Guarded::spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".to_owned(),
+                "--advertise-address=127.0.0.1".to_owned(),
+                // No Endpoints object for the `kubernetes` Service: loopback is not a valid
+                // endpoint, and nothing in the tests reaches the API server through it.
+                "--endpoint-reconciler-type=none".to_owned(),
+                format!("--secure-port={port}"),
+                format!("--tls-cert-file={}", path("server.crt")),
+                format!("--tls-private-key-file={}", path("server.key")),
+                format!("--token-auth-file={}", path("tokens.csv")),
+                "--authorization-mode=RBAC".to_owned(),
+                format!("--service-account-key-file={}", path("sa.pub")),
+                format!("--service-account-signing-key-file={}", path("sa.key")),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+                "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+                "--allow-privileged=true".to_owned(),
+                // As envtest: without kube-controller-manager no ServiceAccount is created, so the
+                // admission plugin that would require one for pods is off.
+                "--disable-admission-plugins=ServiceAccount".to_owned(),
+                format!("--audit-policy-file={}", path("audit-policy.yaml")),
+                format!("--audit-log-path={}", audit_log.display()),
+                "--audit-log-mode=blocking".to_owned(),
+                "--audit-log-format=json".to_owned(),
+                format!("--cert-dir={}", path("certs")),
+            ],
+            root.join("kube-apiserver.log"),
+        );
+        let url = format!("https://127.0.0.1:{port}");
+        let ca = root.join("ca.crt");
+        let kubeconfig = root.join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text(&url, &ca, &admin_token, "admin"))
+            .expect("write the kubeconfig");
+        let mut plane = Self {
+            dir,
+            etcd,
+            apiserver,
+            url,
+            bin,
+            kubeconfig,
+            ca,
+            admin_token,
+            audit_log,
+        };
+        plane.wait_ready();
+        plane
+    }
+
+    fn wait_ready(&mut self) {
+        let started = Instant::now();
+        loop {
+            self.etcd.check_alive();
+            self.apiserver.check_alive();
+            let ready = self.kubectl_output(&["get", "--raw", "/readyz"]);
+            if ready.status.success() {
+                break;
+            }
+            assert!(
+                started.elapsed() < START_TIMEOUT,
+                "kube-apiserver not ready after {START_TIMEOUT:?}: {}\nthe end of its log:\n{}",
+                String::from_utf8_lossy(&ready.stderr),
+                tail(&self.apiserver.log, 40)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        // The bootstrap controllers create `default` and the system namespaces shortly after
+        // readiness; tests create objects there.
+        while !self.kubectl_output(&["get", "namespace", "default"]).status.success() {
+            assert!(
+                started.elapsed() < START_TIMEOUT,
+                "namespace default never appeared"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let version = self.kubectl(&["version", "-o", "json"]);
+        let version: serde_json::Value = serde_json::from_str(&version).expect("version JSON");
+        assert_eq!(
+            version["serverVersion"]["gitVersion"], KUBE_VERSION,
+            "the API server reports another version than the one the tests are held to"
+        );
+    }
+
+    /// The API server's URL (`https://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A kubeconfig for the admin (group `system:masters`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The control plane's temporary directory (logs, certificates, the audit log).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a kubeconfig that authenticates with `token` and returns its path.
+    pub fn kubeconfig_for(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("kubeconfig-{name}"));
+        std::fs::write(&path, kubeconfig_text(&self.url, &self.ca, token, name))
+            .expect("write a kubeconfig");
+        path
+    }
+
+    /// A kube-rs client for the admin with the given user agent.
+    pub async fn client(&self, user_agent: &str) -> kube::Client {
+        self.client_with_token(&self.admin_token.clone(), user_agent)
+            .await
+    }
+
+    /// A kube-rs client authenticated by `token`.
+    pub async fn client_with_token(&self, token: &str, user_agent: &str) -> kube::Client {
+        let config = self.config_with_token(token, user_agent).await;
+        kube::Client::try_from(config).expect("kube client")
+    }
+
+    /// A kube-rs configuration authenticated by `token`, as `Config::from_kubeconfig` builds it.
+    pub async fn config_with_token(&self, token: &str, user_agent: &str) -> kube::Config {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&kubeconfig_text(
+            &self.url, &self.ca, token, "client",
+        ))
+        .expect("kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("kube config");
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(user_agent).expect("user agent"),
+        ));
+        config
+    }
+
+    /// Runs kubectl as the admin; panics with its stderr if it fails. Returns stdout.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let output = self.kubectl_output(args);
+        assert!(
+            output.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Runs kubectl as the admin.
+    pub fn kubectl_output(&self, args: &[&str]) -> Output {
+        self.kubectl_command()
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// kubectl as the admin, with stdin for `apply -f -`.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let mut child = self
+            .kubectl_command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write kubectl's stdin");
+        let output = child.wait_with_output().expect("kubectl");
+        assert!(
+            output.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn kubectl_command(&self) -> Command {
+        let mut command = Command::new(self.bin.join("kubectl"));
+        command
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .arg("--request-timeout=60s");
+        command
+    }
+
+    /// A token for a ServiceAccount (TokenRequest API), valid for an hour.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.kubectl(&["create", "token", name, "-n", namespace, "--duration=1h"])
+            .trim()
+            .to_owned()
+    }
+
+    /// Every write the API server has audited so far, in order.
+    pub fn audit(&self) -> Vec<AuditEvent> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("audit log line is not JSON ({e}): {line}"));
+                AuditEvent::from_json(&v)
+            })
+            .filter(|e| e.stage == "ResponseComplete")
+            .collect()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.apiserver.stop();
+        self.etcd.stop();
+        if std::env::var_os("SHADOW_RECONCILER_KEEP_CONTROL_PLANE").is_some() {
+            let kept = std::mem::replace(
+                &mut self.dir,
+                tempfile::tempdir().expect("temp dir"),
+            )
+            .keep();
+            eprintln!("control plane directory kept: {}", kept.display());
+        }
+    }
+}
+
+fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {url}\n    certificate-authority: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: {user}\ncurrent-context: test\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
+        ca.display()
+    )
+}
+
+/// One write as the API server audited it.
+#[derive(Debug, Clone)]
+pub struct AuditEvent {
+    /// `ResponseComplete` for the events [`ControlPlane::audit`] returns.
+    pub stage: String,
+    /// `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: String,
+    /// The request URI, with its query (`dryRun=All`).
+    pub uri: String,
+    /// The authenticated user.
+    pub user: String,
+    /// The client's user agent.
+    pub user_agent: String,
+    /// The answer's HTTP code.
+    pub code: u16,
+    /// Resource, namespace, name and subresource of the object written.
+    pub resource: String,
+    /// Namespace of the object, empty for cluster-scoped ones.
+    pub namespace: String,
+    /// Name of the object (empty for a create without a name in the URI).
+    pub name: String,
+    /// `status` for the status subresource.
+    pub subresource: String,
+}
+
+impl AuditEvent {
+    fn from_json(v: &serde_json::Value) -> Self {
+        let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        Self {
+            stage: s(&v["stage"]),
+            verb: s(&v["verb"]),
+            uri: s(&v["requestURI"]),
+            user: s(&v["user"]["username"]),
+            user_agent: s(&v["userAgent"]),
+            code: v["responseStatus"]["code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or_default(),
+            resource: s(&v["objectRef"]["resource"]),
+            namespace: s(&v["objectRef"]["namespace"]),
+            name: s(&v["objectRef"]["name"]),
+            subresource: s(&v["objectRef"]["subresource"]),
+        }
+    }
+
+    /// Whether the request asked for a dry run.
+    pub fn dry_run(&self) -> bool {
+        self.uri
+            .split_once('?')
+            .is_some_and(|(_, q)| q.split('&').any(|kv| kv == "dryRun=All"))
+    }
+
+    /// Whether the write was accepted (and, unless a dry run, persisted).
+    pub fn succeeded(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+}
