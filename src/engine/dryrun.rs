@@ -2,12 +2,15 @@
 //!
 //! It is a `tower` service under an ordinary `kube::Client`, so operations use the same typed
 //! `Api<K>` calls in the control and in the candidate. It
-//! - adds `dryRun=All` to every POST, PUT, PATCH and DELETE;
+//! - adds `dryRun=All` to every POST, PUT, PATCH and DELETE, and, for a DELETE that carries
+//!   `DeleteOptions` in its body (kube-rs always sends one), to the body too: the API server reads
+//!   a DELETE's options from its body when it has one and then ignores the query, so a query
+//!   parameter alone would let the delete persist;
 //! - keeps a per-reconcile overlay of the would-be objects dry-run writes return, so a later GET
 //!   of the same object in the same candidate run sees it, and a dry-run DELETE makes later GETs
 //!   answer 404 (lists and watches do not see the overlay);
 //! - refuses, and counts, any mutating request that would reach the API server without
-//!   `dryRun=All` (the guard, defence in depth below the rewriting);
+//!   `dryRun=All` where the server reads it (the guard, defence in depth below the rewriting);
 //! - sends its own `User-Agent`, so audit logs can attribute its requests.
 
 use std::collections::HashMap;
@@ -136,6 +139,23 @@ fn has_dry_run(uri: &http::Uri) -> bool {
         .is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All"))
 }
 
+/// Whether a DELETE body (`DeleteOptions`) asks for a dry run.
+fn body_has_dry_run(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|o| o.get("dryRun").and_then(|d| d.as_array().cloned()))
+        .is_some_and(|d| d.iter().any(|v| v == "All"))
+}
+
+/// The `DeleteOptions` body with `dryRun: ["All"]`; `None` if it is not a JSON object.
+fn body_with_dry_run(body: &[u8]) -> Option<Vec<u8>> {
+    let mut options: serde_json::Value = serde_json::from_slice(body).ok()?;
+    options
+        .as_object_mut()?
+        .insert("dryRun".into(), serde_json::json!(["All"]));
+    serde_json::to_vec(&options).ok()
+}
+
 fn with_dry_run(uri: &http::Uri) -> Result<http::Uri, http::Error> {
     let path = uri.path();
     let query = match uri.query().filter(|q| !q.is_empty()) {
@@ -196,6 +216,29 @@ impl tower::Service<Request<Body>> for DryRunService {
             let mutating = is_mutating(&method);
             if mutating && this.add_dry_run && !has_dry_run(request.uri()) {
                 *request.uri_mut() = with_dry_run(request.uri())?;
+            }
+            // A DELETE with a body: the server takes its options from the body alone.
+            if method == Method::DELETE {
+                let (mut parts, body) = request.into_parts();
+                let mut bytes = body.collect_bytes().await?.to_vec();
+                if !bytes.is_empty()
+                    && this.add_dry_run
+                    && !body_has_dry_run(&bytes)
+                    && let Some(rewritten) = body_with_dry_run(&bytes)
+                {
+                    bytes = rewritten;
+                    parts.headers.remove(header::CONTENT_LENGTH);
+                }
+                if !bytes.is_empty() && !body_has_dry_run(&bytes) {
+                    this.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    this.local.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(format!(
+                        "shadow guard refused DELETE {}: its DeleteOptions body, which the API server reads instead of the query, lacks dryRun: [All]",
+                        parts.uri.path()
+                    )
+                    .into());
+                }
+                request = Request::from_parts(parts, Body::from(bytes));
             }
             if mutating && !has_dry_run(request.uri()) {
                 this.stats.refused.fetch_add(1, Ordering::Relaxed);

@@ -137,18 +137,47 @@ fn verb(
     })
 }
 
-fn dry_run(params: &HashMap<String, String>, body: &[u8]) -> Result<bool, ApiError> {
-    let in_body = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|b| b.get("dryRun").and_then(Value::as_array).cloned())
-        .is_some_and(|v| v.iter().any(|x| x == "All"));
-    match params.get("dryRun").map(String::as_str) {
-        None | Some("") => Ok(in_body),
-        Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
-        ))),
+/// Whether a write is a dry run. As the real server: a DELETE (or deletecollection) with a body
+/// takes its options, `dryRun` included, from the `DeleteOptions` in the body and ignores the
+/// query; every other write takes `dryRun` from the query.
+fn dry_run(verb: &str, params: &HashMap<String, String>, body: &[u8]) -> Result<bool, ApiError> {
+    let (values, options): (Vec<String>, &str) =
+        if matches!(verb, "delete" | "deletecollection") && !body.is_empty() {
+            let values = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|b| b.get("dryRun").and_then(Value::as_array).cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_owned())
+                .collect();
+            (values, "DeleteOptions")
+        } else {
+            let options = match verb {
+                "create" => "CreateOptions",
+                "update" => "UpdateOptions",
+                "patch" => "PatchOptions",
+                _ => "DeleteOptions",
+            };
+            let values = params
+                .get("dryRun")
+                .filter(|v| !v.is_empty())
+                .map(|v| vec![v.clone()])
+                .unwrap_or_default();
+            (values, options)
+        };
+    if values.iter().all(|v| v == "All") {
+        return Ok(!values.is_empty());
     }
+    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    Err(ApiError::invalid_kind(
+        "meta.k8s.io",
+        options,
+        "",
+        &format!(
+            "dryRun: Unsupported value: [{}]: supported values: \"All\"",
+            quoted.join(", ")
+        ),
+    ))
 }
 
 /// A second writer bumps the target object (no-op when it does not exist): a read before it, or
@@ -225,7 +254,7 @@ pub(super) async fn handle(
     // dryRun is a parameter of the mutating verbs only; reads ignore it, as the real server does.
     let prepared = verb(&method, &target, &params).and_then(|v| {
         let mutating = !matches!(v, "get" | "list" | "watch");
-        Ok((v, mutating && dry_run(&params, &body)?))
+        Ok((v, mutating && dry_run(v, &params, &body)?))
     });
     let (verb, dry_run) = match prepared {
         Ok(p) => p,
@@ -337,7 +366,14 @@ fn serve(
         "create" if opts.status => Err(ApiError::method_not_allowed("POST", "status")),
         "create" => Ok(answer(store.create(rt, ns, parse_body()?, opts)?)),
         "update" => Ok(answer(store.replace(rt, ns, name, parse_body()?, opts)?)),
-        "patch" => patch(&mut store, target, content_type, body, opts),
+        "patch" => patch(
+            &mut store,
+            target,
+            content_type,
+            body,
+            opts,
+            params.get("fieldManager").map(String::as_str),
+        ),
         "delete" => {
             let options: Value = if body.is_empty() {
                 json!({})
@@ -350,7 +386,29 @@ fn serve(
             let uid = options
                 .pointer("/preconditions/uid")
                 .and_then(Value::as_str);
-            Ok(answer(store.delete(rt, ns, name, rv, uid, dry_run)?))
+            let written = store.delete(rt, ns, name, rv, uid, dry_run)?;
+            if written.object["metadata"]
+                .get("deletionTimestamp")
+                .is_some()
+            {
+                // Held by finalizers: the object, with its deletionTimestamp.
+                return Ok(answer(written));
+            }
+            // Gone (or, in a dry run, would be): a `Status`, as for every kind the simulator
+            // serves (the real server returns the object only for a few storage kinds).
+            let mut details = json!({
+                "name": name,
+                "kind": rt.plural,
+                "uid": written.object["metadata"]["uid"],
+            });
+            if !rt.group.is_empty() {
+                details["group"] = json!(rt.group);
+            }
+            let status = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": details,
+            });
+            Ok((StatusCode::OK, written.persisted, status))
         }
         "deletecollection" => delete_collection(&mut store, target, params, dry_run),
         other => Err(ApiError::bad_request(format!("unsupported verb {other}"))),
@@ -372,15 +430,25 @@ fn list(store: &Store, target: &Target, params: &HashMap<String, String>) -> Ser
         .list(rt, target.namespace.as_deref())
         .filter(|o| labels.matches_labels(o) && fields.matches_fields(o))
         .filter(|o| after.as_ref().is_none_or(|a| list_key(o) > *a))
+        .map(|o| list_item(rt, o))
         .collect();
     let mut metadata = json!({"resourceVersion": store.resource_version().to_string()});
     if let Some(limit) = limit
         && items.len() > limit
     {
+        let remaining = items.len() - limit;
         items.truncate(limit);
         if let Some(last) = items.last() {
             metadata["continue"] = json!(encode_continue(&list_key(last)));
         }
+        // The real server counts what is left only when no selector filters it.
+        if labels.is_empty() && fields.is_empty() {
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+    }
+    if rt.custom && metadata.get("continue").is_none() {
+        // Custom resources' lists are unstructured: the real server writes the empty token.
+        metadata["continue"] = json!("");
     }
     let kind = format!("{}List", rt.kind);
     let list =
@@ -394,10 +462,19 @@ fn patch(
     content_type: &str,
     body: &[u8],
     opts: WriteOptions,
+    field_manager: Option<&str>,
 ) -> Served {
     let (rt, ns) = (&target.rt, target.namespace.as_deref());
     let name = target.name.as_deref().unwrap_or_default();
     let kind = PatchType::from_content_type(content_type)?;
+    if kind == PatchType::Apply && field_manager.is_none_or(str::is_empty) {
+        return Err(ApiError::invalid_kind(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            "fieldManager: Required value: is required for apply patch",
+        ));
+    }
     let patch = Patch::parse(kind, body)?;
     if kind == PatchType::Apply && !opts.status && store.get(rt, ns, name).is_err() {
         // Server-side apply of a missing object creates it.
@@ -446,13 +523,25 @@ fn delete_collection(
     for (ns, name) in doomed {
         let w = store.delete(rt, ns.as_deref(), &name, None, None, dry_run)?;
         persisted |= w.persisted;
-        items.push(w.object);
+        items.push(list_item(rt, w.object));
     }
     let metadata = json!({"resourceVersion": store.resource_version().to_string()});
     let kind = format!("{}List", rt.kind);
     let list =
         json!({"kind": kind, "apiVersion": rt.api_version(), "metadata": metadata, "items": items});
     Ok((StatusCode::OK, persisted, list))
+}
+
+/// An object as a list carries it: the real server leaves `apiVersion` and `kind` out of the items
+/// of built-in kinds (the list says them), and keeps them for custom resources.
+fn list_item(rt: &ResourceType, mut obj: Value) -> Value {
+    if !rt.custom
+        && let Some(map) = obj.as_object_mut()
+    {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    obj
 }
 
 fn list_key(obj: &Value) -> String {

@@ -109,6 +109,8 @@ pub fn normalize_secret(secret: &mut Value) {
     let Some(map) = secret.as_object_mut() else {
         return;
     };
+    map.entry("type")
+        .or_insert_with(|| Value::String("Opaque".into()));
     let Some(Value::Object(string_data)) = map.remove("stringData") else {
         return;
     };
@@ -133,62 +135,223 @@ pub fn normalize_secret(secret: &mut Value) {
 enum Requirement {
     Equals(String, String),
     NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
     Exists(String),
     NotExists(String),
 }
 
-/// A parsed `labelSelector` or `fieldSelector` (equality-based terms).
+/// A token of a selector, as the real server's lexer splits it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Bang,
+    Equals,
+    DoubleEquals,
+    NotEquals,
+    Comma,
+    Open,
+    Close,
+    In,
+    NotIn,
+}
+
+impl Token {
+    fn text(&self) -> &str {
+        match self {
+            Self::Word(w) => w,
+            Self::Bang => "!",
+            Self::Equals => "=",
+            Self::DoubleEquals => "==",
+            Self::NotEquals => "!=",
+            Self::Comma => ",",
+            Self::Open => "(",
+            Self::Close => ")",
+            Self::In => "in",
+            Self::NotIn => "notin",
+        }
+    }
+}
+
+fn tokens(s: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        match c {
+            c if c.is_whitespace() => {
+                chars.next();
+            }
+            '!' | '=' => {
+                chars.next();
+                let double = chars.peek() == Some(&'=');
+                if double {
+                    chars.next();
+                }
+                out.push(match (c, double) {
+                    ('!', true) => Token::NotEquals,
+                    ('!', false) => Token::Bang,
+                    (_, true) => Token::DoubleEquals,
+                    _ => Token::Equals,
+                });
+            }
+            ',' | '(' | ')' => {
+                chars.next();
+                out.push(match c {
+                    ',' => Token::Comma,
+                    '(' => Token::Open,
+                    _ => Token::Close,
+                });
+            }
+            _ => {
+                let mut word = String::new();
+                while let Some(&c) = chars.peek() {
+                    if c.is_whitespace() || "!=,()".contains(c) {
+                        break;
+                    }
+                    word.push(c);
+                    chars.next();
+                }
+                out.push(match word.as_str() {
+                    "in" => Token::In,
+                    "notin" => Token::NotIn,
+                    _ => Token::Word(word),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A parsed `labelSelector` or `fieldSelector`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Selector(Vec<Requirement>);
 
+fn parse_error(found: Option<&Token>, expected: &str) -> ApiError {
+    let found = found.map_or("EOS", Token::text);
+    ApiError::bad_request(format!(
+        "unable to parse requirement: found '{found}', expected: {expected}"
+    ))
+}
+
 impl Selector {
-    /// Parses a label selector: comma-separated `k=v`, `k==v`, `k!=v`, `k`, `!k`.
+    /// Parses a label selector as the real server does: comma-separated requirements `k=v`,
+    /// `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
     pub fn labels(s: &str) -> Result<Self, ApiError> {
-        Self::parse(s, true)
+        let tokens = tokens(s);
+        let mut at = 0;
+        let mut reqs = Vec::new();
+        let next = |at: &mut usize| {
+            let t = tokens.get(*at);
+            *at += 1;
+            t
+        };
+        while at < tokens.len() {
+            let negated = tokens[at] == Token::Bang;
+            if negated {
+                at += 1;
+            }
+            let key = match next(&mut at) {
+                Some(Token::Word(k)) => k.clone(),
+                other => return Err(parse_error(other, "identifier")),
+            };
+            let op = tokens.get(at).cloned();
+            let req = match op {
+                None | Some(Token::Comma) => {
+                    if negated {
+                        Requirement::NotExists(key)
+                    } else {
+                        Requirement::Exists(key)
+                    }
+                }
+                Some(_) if negated => {
+                    return Err(parse_error(op.as_ref(), "',' or 'end of string'"));
+                }
+                Some(Token::Equals | Token::DoubleEquals | Token::NotEquals) => {
+                    at += 1;
+                    let value = match tokens.get(at) {
+                        Some(Token::Word(v)) => {
+                            at += 1;
+                            v.clone()
+                        }
+                        None | Some(Token::Comma) => String::new(),
+                        other => return Err(parse_error(other, "identifier")),
+                    };
+                    if op == Some(Token::NotEquals) {
+                        Requirement::NotEquals(key, value)
+                    } else {
+                        Requirement::Equals(key, value)
+                    }
+                }
+                Some(Token::In | Token::NotIn) => {
+                    at += 1;
+                    let open = next(&mut at);
+                    if open != Some(&Token::Open) {
+                        return Err(parse_error(open, "'('"));
+                    }
+                    let mut values = Vec::new();
+                    loop {
+                        match next(&mut at) {
+                            Some(Token::Word(v)) => values.push(v.clone()),
+                            Some(Token::Close) if values.is_empty() => break,
+                            other => return Err(parse_error(other, "identifier")),
+                        }
+                        match next(&mut at) {
+                            Some(Token::Comma) => {}
+                            Some(Token::Close) => break,
+                            other => return Err(parse_error(other, "',' or ')'")),
+                        }
+                    }
+                    if op == Some(Token::In) {
+                        Requirement::In(key, values)
+                    } else {
+                        Requirement::NotIn(key, values)
+                    }
+                }
+                Some(other) => {
+                    return Err(parse_error(Some(&other), "'=', '!=', '==', 'in', notin'"));
+                }
+            };
+            reqs.push(req);
+            match next(&mut at) {
+                None | Some(Token::Comma) => {}
+                other => return Err(parse_error(other, "',' or 'end of string'")),
+            }
+        }
+        Ok(Self(reqs))
     }
 
-    /// Parses a field selector; only `metadata.name` and `metadata.namespace` are supported.
+    /// Parses a field selector; only `metadata.name` and `metadata.namespace` are supported (as
+    /// for ConfigMaps and custom resources on the real server).
     pub fn fields(s: &str) -> Result<Self, ApiError> {
-        let selector = Self::parse(s, false)?;
-        for req in &selector.0 {
-            let (Requirement::Equals(key, _) | Requirement::NotEquals(key, _)) = req else {
+        let mut reqs = Vec::new();
+        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (key, value, equal) = if let Some((k, v)) = term.split_once("!=") {
+                (k, v, false)
+            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (k, v, true)
+            } else {
                 return Err(ApiError::bad_request(format!(
-                    "invalid field selector {s:?}: only = and != are supported"
+                    "invalid selector: '{s}'; can't understand '{term}'"
                 )));
             };
             if key != "metadata.name" && key != "metadata.namespace" {
                 return Err(ApiError::bad_request(format!(
-                    "field label not supported: {key} (the simulator supports metadata.name and metadata.namespace)"
+                    "{key:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
                 )));
             }
-        }
-        Ok(selector)
-    }
-
-    fn parse(s: &str, labels: bool) -> Result<Self, ApiError> {
-        let mut reqs = Vec::new();
-        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            if term.contains(" in ") || term.contains(" notin ") || term.contains('(') {
-                return Err(ApiError::bad_request(format!(
-                    "unable to parse requirement {term:?}: set-based requirements are not supported by the simulator"
-                )));
-            }
-            let req = if let Some((k, v)) = term.split_once("!=") {
-                Requirement::NotEquals(k.trim().to_owned(), v.trim().to_owned())
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                Requirement::Equals(k.trim().to_owned(), v.trim().to_owned())
-            } else if labels && let Some(k) = term.strip_prefix('!') {
-                Requirement::NotExists(k.trim().to_owned())
-            } else if labels {
-                Requirement::Exists(term.to_owned())
+            let (key, value) = (key.to_owned(), value.to_owned());
+            reqs.push(if equal {
+                Requirement::Equals(key, value)
             } else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid field selector term {term:?}"
-                )));
-            };
-            reqs.push(req);
+                Requirement::NotEquals(key, value)
+            });
         }
         Ok(Self(reqs))
+    }
+
+    /// Whether the selector has no requirement.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Whether the object's labels satisfy the selector.
@@ -198,6 +361,8 @@ impl Selector {
         self.0.iter().all(|req| match req {
             Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
             Requirement::Exists(k) => label(k).is_some(),
             Requirement::NotExists(k) => label(k).is_none(),
         })
@@ -213,7 +378,10 @@ impl Selector {
         self.0.iter().all(|req| match req {
             Requirement::Equals(k, v) => field(k) == v,
             Requirement::NotEquals(k, v) => field(k) != v,
-            Requirement::Exists(_) | Requirement::NotExists(_) => true,
+            Requirement::In(..)
+            | Requirement::NotIn(..)
+            | Requirement::Exists(_)
+            | Requirement::NotExists(_) => true,
         })
     }
 }
@@ -266,9 +434,29 @@ mod tests {
         ] {
             assert!(!Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
         }
-        let err = Selector::labels("app in (a,b)").unwrap_err();
-        assert_eq!(err.code, 400);
-        assert!(err.message.contains("set-based"), "{}", err.message);
+        for s in [
+            "app in (web,db)",
+            "app notin (db)",
+            "tier notin (back)",
+            "app in (web)",
+        ] {
+            assert!(Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
+        }
+        for s in ["app in (db)", "app notin (web,db)", "missing in (x)"] {
+            assert!(!Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
+        }
+        for (s, found) in [
+            ("app===", "'='"),
+            ("app in a", "'a'"),
+            ("app in (a", "'EOS'"),
+            ("!app=x", "'='"),
+            ("=x", "'='"),
+            ("a b", "'b'"),
+        ] {
+            let err = Selector::labels(s).unwrap_err();
+            assert_eq!(err.code, 400);
+            assert!(err.message.contains(found), "{s}: {}", err.message);
+        }
     }
 
     #[test]
@@ -310,7 +498,10 @@ mod tests {
     fn string_data_becomes_data() {
         let mut secret = json!({"data": {"a": "YQ=="}, "stringData": {"b": "b", "a": "override"}});
         normalize_secret(&mut secret);
-        assert_eq!(secret, json!({"data": {"a": "b3ZlcnJpZGU=", "b": "Yg=="}}));
+        assert_eq!(
+            secret,
+            json!({"data": {"a": "b3ZlcnJpZGU=", "b": "Yg=="}, "type": "Opaque"})
+        );
     }
 
     #[test]

@@ -111,10 +111,14 @@ impl Patch {
                 }
                 json_patch::merge(&mut patched, &doc);
             }
-            Self::Json(ops) => json_patch::patch(&mut patched, ops).map_err(|e| {
-                let message =
-                    format!("the server rejected our request due to an error in our request: {e}");
-                ApiError::new(422, "Invalid", message)
+            // The real server words every failed operation the same, without saying which.
+            Self::Json(ops) => json_patch::patch(&mut patched, ops).map_err(|_| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
+                .with_details(super::status::Details::default())
             })?,
         }
         Ok(patched)

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 /// One served resource (a group, version and plural), as discovery describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,20 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// Whether the real server keeps `metadata.generation` for this kind: custom resources and
+    /// the built-in kinds with a spec it versions; not ConfigMap, Secret, Namespace and the like.
+    #[must_use]
+    pub fn tracks_generation(&self) -> bool {
+        self.custom
+            || matches!(
+                (self.group.as_str(), self.plural.as_str()),
+                ("apiextensions.k8s.io", "customresourcedefinitions")
+                    | ("apps", "deployments")
+                    | ("batch", "jobs")
+                    | ("networking.k8s.io", "networkpolicies")
+            )
+    }
+
     fn builtin(
         group: &str,
         version: &str,
@@ -69,19 +84,23 @@ impl ResourceType {
 
     /// The discovery entries (`APIResource`) for the resource and its status subresource.
     pub(super) fn discovery(&self) -> Vec<Value> {
+        // In the real server's order.
         let verbs = [
-            "create",
             "delete",
             "deletecollection",
             "get",
             "list",
             "patch",
+            "create",
             "update",
             "watch",
         ];
+        // As the real server: the first 8 bytes of SHA-256 of `group/version/Kind`, base64.
+        let digest = sha2::Sha256::digest(format!("{}/{}/{}", self.group, self.version, self.kind));
         let mut entries = vec![json!({
             "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
             "kind": self.kind, "verbs": verbs,
+            "storageVersionHash": super::object::base64(&digest[..8]),
         })];
         if self.status_subresource {
             entries.push(json!({

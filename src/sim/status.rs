@@ -26,6 +26,8 @@ pub struct Details {
     pub resource: Option<(String, String)>,
     /// `details.retryAfterSeconds` (and the `Retry-After` header).
     pub retry_after: Option<u64>,
+    /// `details.causes`: (reason, message, field).
+    pub causes: Vec<(String, String, String)>,
 }
 
 impl ApiError {
@@ -38,7 +40,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, details: Details) -> Self {
+    pub(super) fn with_details(mut self, details: Details) -> Self {
         self.details = Some(Box::new(details));
         self
     }
@@ -48,6 +50,7 @@ impl ApiError {
             name: Some(name.to_owned()),
             resource: Some((group.to_owned(), plural.to_owned())),
             retry_after: None,
+            causes: Vec::new(),
         })
     }
 
@@ -100,7 +103,24 @@ impl ApiError {
         .about(&rt.group, &rt.plural, name)
     }
 
-    /// 409 `Conflict`: the precondition on resourceVersion (or uid) failed.
+    /// 409 `Conflict` of a delete whose precondition failed: as the real server, named by kind
+    /// (`Operation cannot be fulfilled on ConfigMap "a": the UID in the precondition ...`).
+    #[must_use]
+    pub fn precondition_failed(rt: &ResourceType, name: &str, why: &str) -> Self {
+        let resource = if rt.group.is_empty() {
+            rt.kind.clone()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {resource} {name:?}: {why}"),
+        )
+        .about(&rt.group, &rt.kind, name)
+    }
+
+    /// 409 `Conflict`: the precondition on resourceVersion failed.
     #[must_use]
     pub fn conflict(rt: &ResourceType, name: &str) -> Self {
         let message = format!(
@@ -111,15 +131,43 @@ impl ApiError {
         Self::new(409, "Conflict", message).about(&rt.group, &rt.plural, name)
     }
 
-    /// 422 `Invalid`: the object is not acceptable.
+    /// 422 `Invalid`: the object is not acceptable. `cause` is `field: message`, as the real
+    /// server words it (`metadata.name: Required value: ...`); it becomes `details.causes` too.
     #[must_use]
     pub fn invalid(rt: &ResourceType, name: &str, cause: &str) -> Self {
-        Self::new(
+        Self::invalid_kind(&rt.group, &rt.kind, name, cause)
+    }
+
+    /// 422 `Invalid` about a kind that is not a served resource (`PatchOptions.meta.k8s.io`).
+    #[must_use]
+    pub fn invalid_kind(group: &str, kind: &str, name: &str, cause: &str) -> Self {
+        let qualified = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let (field, message) = cause.split_once(": ").unwrap_or(("", cause));
+        let reason = if message.starts_with("Required value") {
+            "FieldValueRequired"
+        } else if message.starts_with("Invalid value") {
+            "FieldValueInvalid"
+        } else if message.starts_with("Unsupported value") {
+            "FieldValueNotSupported"
+        } else {
+            "FieldValueForbidden"
+        };
+        let mut error = Self::new(
             422,
             "Invalid",
-            format!("{} {name:?} is invalid: {cause}", rt.kind),
+            format!("{qualified} {name:?} is invalid: {cause}"),
         )
-        .about(&rt.group, &rt.plural, name)
+        .about(group, kind, name);
+        if let Some(details) = &mut error.details {
+            details
+                .causes
+                .push((reason.to_owned(), message.to_owned(), field.to_owned()));
+        }
+        error
     }
 
     /// 400 `BadRequest`: the request cannot be understood.
@@ -210,12 +258,25 @@ impl ApiError {
     pub fn body(&self) -> Value {
         let mut details = serde_json::Map::new();
         if let Some(d) = &self.details {
-            if let Some(name) = &d.name {
+            // As the real server: empty fields are left out.
+            if let Some(name) = d.name.as_ref().filter(|n| !n.is_empty()) {
                 details.insert("name".into(), json!(name));
             }
             if let Some((group, kind)) = &d.resource {
-                details.insert("group".into(), json!(group));
+                if !group.is_empty() {
+                    details.insert("group".into(), json!(group));
+                }
                 details.insert("kind".into(), json!(kind));
+            }
+            if !d.causes.is_empty() {
+                let causes: Vec<Value> = d
+                    .causes
+                    .iter()
+                    .map(|(reason, message, field)| {
+                        json!({"reason": reason, "message": message, "field": field})
+                    })
+                    .collect();
+                details.insert("causes".into(), Value::Array(causes));
             }
             if let Some(seconds) = d.retry_after {
                 details.insert("retryAfterSeconds".into(), json!(seconds));
@@ -225,7 +286,7 @@ impl ApiError {
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": self.message, "reason": self.reason, "code": self.code,
         });
-        if !details.is_empty() {
+        if self.details.is_some() {
             status["details"] = Value::Object(details);
         }
         status

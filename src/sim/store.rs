@@ -231,9 +231,19 @@ impl Store {
             .and_then(Value::as_str)
             .filter(|k| *k != rt.kind)
         {
+            // The real server's words, from its conversion of the decoded object.
+            let version = body
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .map_or(rt.version.as_str(), |v| v.rsplit('/').next().unwrap_or(v));
+            let internal = if rt.group.is_empty() {
+                "core"
+            } else {
+                rt.group.split('.').next().unwrap_or(&rt.group)
+            };
             return Err(ApiError::bad_request(format!(
-                "the kind of the provided object ({kind}) does not match the resource ({})",
-                rt.kind
+                "{kind} in version {version:?} cannot be handled as a {want}: converting ({version}.{kind}) to ({internal}.{want}): unknown conversion",
+                want = rt.kind
             )));
         }
         if let Some(v) = body.get("apiVersion").and_then(Value::as_str) {
@@ -293,7 +303,7 @@ impl Store {
                 rt,
                 &name,
                 &format!(
-                    "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                    "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
                 ),
             ));
         }
@@ -327,23 +337,31 @@ impl Store {
             }
             meta.insert("uid".into(), json!(uid));
             meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-            meta.insert("generation".into(), json!(1));
+            if rt.tracks_generation() {
+                meta.insert("generation".into(), json!(1));
+            } else {
+                meta.remove("generation");
+            }
             meta.remove("resourceVersion");
             meta.remove("deletionTimestamp");
         }
         let mut body = Self::with_version(rt, body);
+        if crd_types.is_some() && body.pointer("/spec/conversion").is_none() {
+            body["spec"]["conversion"] = json!({"strategy": "None"});
+        }
         if let Some(types) = &crd_types {
             body["status"] = crd_status(&body);
             if !opts.dry_run {
                 self.registry.register_crd(types.clone());
             }
         }
-        if rt.kind == "Namespace" && body.get("status").is_none() {
-            body["status"] = json!({"phase": "Active"});
+        if rt.kind == "Namespace" && rt.group.is_empty() {
+            namespace_defaults(&mut body, &name);
         }
         if rt.group.is_empty() && rt.plural == "secrets" {
             normalize_secret(&mut body);
         }
+        drop_empty(rt, &mut body);
         if opts.dry_run {
             return Ok(Written {
                 object: body,
@@ -414,10 +432,11 @@ impl Store {
             }
             new
         };
-        keep_server_fields(&old, &mut new);
+        keep_server_fields(rt, &old, &mut new);
         if rt.group.is_empty() && rt.plural == "secrets" {
             normalize_secret(&mut new);
         }
+        drop_empty(rt, &mut new);
         let mut new = Self::with_version(rt, new);
         let is_crd = rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions";
         if is_crd && !opts.status {
@@ -441,9 +460,11 @@ impl Store {
             });
         }
         if finalized {
-            let object = self.remove(rt, &k, new);
+            // The real server answers with the object as it was last stored, not with the
+            // resourceVersion of its deletion (which only the watch's DELETED event carries).
+            self.remove(rt, &k, new.clone());
             return Ok(Written {
-                object,
+                object: new,
                 persisted: true,
                 created: false,
             });
@@ -472,10 +493,27 @@ impl Store {
             .get(&k)
             .cloned()
             .ok_or_else(|| ApiError::not_found(rt, name))?;
-        if precondition_rv.is_some_and(|rv| Some(rv) != meta_str(&old, "resourceVersion"))
-            || precondition_uid.is_some_and(|uid| Some(uid) != meta_str(&old, "uid"))
-        {
-            return Err(ApiError::conflict(rt, name));
+        let (uid, rv) = (
+            meta_str(&old, "uid").unwrap_or_default(),
+            meta_str(&old, "resourceVersion").unwrap_or_default(),
+        );
+        if let Some(expected) = precondition_uid.filter(|u| *u != uid) {
+            return Err(ApiError::precondition_failed(
+                rt,
+                name,
+                &format!(
+                    "the UID in the precondition ({expected}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+                ),
+            ));
+        }
+        if let Some(expected) = precondition_rv.filter(|r| *r != rv) {
+            return Err(ApiError::precondition_failed(
+                rt,
+                name,
+                &format!(
+                    "the ResourceVersion in the precondition ({expected}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+                ),
+            ));
         }
         let old = Self::with_version(rt, old);
         if dry_run {
@@ -497,7 +535,9 @@ impl Store {
                 });
             }
             let mut new = old;
-            meta_mut(&mut new).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            let meta = meta_mut(&mut new);
+            meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
             let object = self.commit(rt, k, new, EventType::Modified);
             return Ok(Written {
                 object,
@@ -636,7 +676,7 @@ fn set_status(object: &mut Value, status: Option<&Value>) {
 
 /// Copies the fields the server owns from the stored object to its replacement, and bumps
 /// `generation` when anything outside metadata and status changed.
-fn keep_server_fields(old: &Value, new: &mut Value) {
+fn keep_server_fields(rt: &ResourceType, old: &Value, new: &mut Value) {
     let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
     let bump = spec_part(old) != spec_part(new);
     let old_meta = &old["metadata"];
@@ -655,10 +695,52 @@ fn keep_server_fields(old: &Value, new: &mut Value) {
             None => meta.remove(field),
         };
     }
-    meta.insert(
-        "generation".into(),
-        json!(if bump { generation + 1 } else { generation }),
-    );
+    if rt.tracks_generation() {
+        meta.insert(
+            "generation".into(),
+            json!(if bump { generation + 1 } else { generation }),
+        );
+    } else {
+        meta.remove("generation");
+    }
+}
+
+/// What the real server gives a new namespace: phase `Active`, the immutable
+/// `kubernetes.io/metadata.name` label and the `kubernetes` finalizer.
+fn namespace_defaults(body: &mut Value, name: &str) {
+    body["status"] = json!({"phase": "Active"});
+    let meta = meta_mut(body);
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+    }
+    if body.pointer("/spec/finalizers").is_none() {
+        body["spec"] = json!({"finalizers": ["kubernetes"]});
+    }
+}
+
+/// What the real server's typed encoding leaves out: empty `labels`, `annotations`,
+/// `finalizers` and `ownerReferences`, and, for built-in kinds, empty top-level maps and lists
+/// (`data: {}`). Custom resources keep their own fields as written.
+fn drop_empty(rt: &ResourceType, obj: &mut Value) {
+    let empty = |v: &Value| {
+        v.as_object().is_some_and(serde_json::Map::is_empty)
+            || v.as_array().is_some_and(Vec::is_empty)
+            || v.is_null()
+    };
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.retain(|k, v| {
+            !(matches!(
+                k.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            ) && empty(v))
+        });
+    }
+    if !rt.custom
+        && let Some(map) = obj.as_object_mut()
+    {
+        map.retain(|k, v| matches!(k.as_str(), "metadata" | "spec" | "status") || !empty(v));
+    }
 }
 
 /// The status a real API server gives an accepted CRD.

@@ -11,7 +11,7 @@
 //! end of a pipe closes, so even a test process killed with SIGKILL leaves nothing behind.
 //!
 //! There is no kube-controller-manager, as in envtest: namespaces stay `Terminating`, nothing is
-//! garbage-collected, and no ServiceAccount or token is created unless a test asks for it.
+//! garbage-collected, and no service account or token is created unless a test asks for it.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::fmt::Write as _;
@@ -31,7 +31,7 @@ pub const ADMIN_USER_AGENT: &str = "shadow-reconciler-tests/admin";
 
 /// How long a start may take before the harness gives up. A generous bound: it only decides when
 /// a broken start is reported, never whether a working one passes.
-const START_TIMEOUT: Duration = Duration::from_secs(300);
+const START_TIMEOUT: Duration = Duration::from_mins(5);
 
 /// A running etcd and kube-apiserver, stopped on drop.
 pub struct ControlPlane {
@@ -44,6 +44,7 @@ pub struct ControlPlane {
     ca: PathBuf,
     admin_token: String,
     audit_log: PathBuf,
+    etcd_url: String,
 }
 
 /// A process run under the guard: closing `stdin` stops it.
@@ -190,17 +191,42 @@ fn write_pki(dir: &Path) {
     };
     openssl(
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "3", "-subj",
-            "/CN=shadow-reconciler-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "3",
+            "-subj",
+            "/CN=shadow-reconciler-test-ca",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
         ],
         "openssl (test CA)",
     );
     openssl(
         &[
-            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=kube-apiserver",
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=kube-apiserver",
         ],
         "openssl (serving key)",
     );
@@ -212,13 +238,34 @@ fn write_pki(dir: &Path) {
     .expect("write server.ext");
     openssl(
         &[
-            "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.crt", "-days", "3", "-extfile", "server.ext",
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "3",
+            "-extfile",
+            "server.ext",
         ],
         "openssl (serving certificate)",
     );
     openssl(
-        &["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "sa.key"],
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            "sa.key",
+        ],
         "openssl (service-account key)",
     );
     openssl(
@@ -316,6 +363,10 @@ impl ControlPlane {
                 format!("--audit-log-path={}", audit_log.display()),
                 "--audit-log-mode=blocking".to_owned(),
                 "--audit-log-format=json".to_owned(),
+                // ServiceAccounts bypass the watch cache, so that a watch from a compacted
+                // revision reaches etcd and answers 410 Gone deterministically (the cache serves
+                // any revision as long as it has not dropped events, which a test cannot force).
+                "--watch-cache-sizes=serviceaccounts#0".to_owned(),
                 format!("--cert-dir={}", path("certs")),
             ],
             root.join("kube-apiserver.log"),
@@ -323,8 +374,11 @@ impl ControlPlane {
         let url = format!("https://127.0.0.1:{port}");
         let ca = root.join("ca.crt");
         let kubeconfig = root.join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text(&url, &ca, &admin_token, "admin"))
-            .expect("write the kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig_text(&url, &ca, &admin_token, "admin"),
+        )
+        .expect("write the kubeconfig");
         let mut plane = Self {
             dir,
             etcd,
@@ -335,6 +389,7 @@ impl ControlPlane {
             ca,
             admin_token,
             audit_log,
+            etcd_url,
         };
         plane.wait_ready();
         plane
@@ -359,7 +414,11 @@ impl ControlPlane {
         }
         // The bootstrap controllers create `default` and the system namespaces shortly after
         // readiness; tests create objects there.
-        while !self.kubectl_output(&["get", "namespace", "default"]).status.success() {
+        while !self
+            .kubectl_output(&["get", "namespace", "default"])
+            .status
+            .success()
+        {
             assert!(
                 started.elapsed() < START_TIMEOUT,
                 "namespace default never appeared"
@@ -483,11 +542,26 @@ impl ControlPlane {
         command
     }
 
-    /// A token for a ServiceAccount (TokenRequest API), valid for an hour.
+    /// A token for a service account (the `TokenRequest` API), valid for an hour.
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
         self.kubectl(&["create", "token", name, "-n", namespace, "--duration=1h"])
             .trim()
             .to_owned()
+    }
+
+    /// Compacts etcd at its current revision (through etcd's JSON gateway), so that a watch from
+    /// any earlier resourceVersion the API server cannot serve from its cache answers 410 Gone.
+    pub fn compact_etcd(&self) {
+        let range = etcd_post(&self.etcd_url, "/v3/kv/range", r#"{"key":"AA=="}"#);
+        let revision = range["header"]["revision"]
+            .as_str()
+            .unwrap_or_else(|| panic!("etcd answered no revision: {range}"))
+            .to_owned();
+        etcd_post(
+            &self.etcd_url,
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+        );
     }
 
     /// Every write the API server has audited so far, in order.
@@ -510,14 +584,39 @@ impl Drop for ControlPlane {
         self.apiserver.stop();
         self.etcd.stop();
         if std::env::var_os("SHADOW_RECONCILER_KEEP_CONTROL_PLANE").is_some() {
-            let kept = std::mem::replace(
-                &mut self.dir,
-                tempfile::tempdir().expect("temp dir"),
-            )
-            .keep();
+            let kept =
+                std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir")).keep();
             eprintln!("control plane directory kept: {}", kept.display());
         }
     }
+}
+
+/// A POST to etcd's JSON gateway; its answer.
+fn etcd_post(base: &str, path: &str, body: &str) -> serde_json::Value {
+    use std::io::Read as _;
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to etcd");
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write to etcd");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .expect("read etcd's answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "etcd {path}: {head}\n{body}"
+    );
+    // The body may be chunked; the JSON object sits between the first '{' and the last '}'.
+    let json = body
+        .find('{')
+        .zip(body.rfind('}'))
+        .map_or("", |(a, b)| &body[a..=b]);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("etcd {path}: {e}: {body}"))
 }
 
 fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {
