@@ -348,3 +348,30 @@ pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()>
     println!("HTML report: {}", report.display());
     Ok(())
 }
+
+/// The cluster to talk to: `kubeconfig` (with `context`, else its current one) when given, else
+/// kube's inference (`KUBECONFIG`, `~/.kube/config`, or the pod's service account).
+pub async fn cluster_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Config> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..kube::config::KubeConfigOptions::default()
+    };
+    match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .with_context(|| format!("cannot use the kubeconfig {}", path.display()))
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("cannot use the kubeconfig's context (from KUBECONFIG or ~/.kube/config)"),
+        None => kube::Config::infer()
+            .await
+            .context("cannot find a cluster: pass --kubeconfig, set KUBECONFIG, or run in a pod"),
+    }
+}

@@ -90,6 +90,13 @@ pub(crate) struct RunArgs {
     parquet: cli::ParquetArgs,
     #[command(flatten)]
     flag: cli::FlagArgs,
+    /// The cluster's kubeconfig (default: KUBECONFIG, ~/.kube/config, or the pod's service
+    /// account).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -172,6 +179,13 @@ struct SimulateArgs {
     #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
     enforce: Vec<String>,
     /// Run this plan instead of the shipped plan of the same name (repeatable).
+    /// Run on this cluster instead of the embedded simulator: the population is created in it
+    /// (CRDs, namespaces team-0..team-9, the HostedClusters and add-ons), which must be fresh.
+    #[arg(long, value_name = "FILE", conflicts_with = "model_only")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (default: its current context).
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    context: Option<String>,
     #[arg(long = "with-plan", value_name = "FILE", conflicts_with = "model_only")]
     with_plans: Vec<PathBuf>,
     /// Where the records are written as Parquet (replacing an earlier simulation's data there),
@@ -312,8 +326,10 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let summary = runtime.block_on(async {
         // Inside the runtime: the gRPC exporter needs one to be built.
         let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+        let cluster = simulated_cluster(&args).await?;
         let settings = scenario::Settings {
             traces: traces.clone(),
+            cluster,
             ..settings
         };
         let server =
@@ -370,6 +386,20 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `simulate --kubeconfig`: the cluster to run on instead of the simulator.
+async fn simulated_cluster(args: &SimulateArgs) -> anyhow::Result<Option<kube::Config>> {
+    let Some(path) = &args.kubeconfig else {
+        return Ok(None);
+    };
+    let config = cli::cluster_config(Some(path), args.context.as_deref()).await?;
+    eprintln!(
+        "running on the cluster at {} (from {}): the population is created there",
+        config.cluster_url,
+        path.display()
+    );
+    Ok(Some(config))
 }
 
 fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
@@ -464,7 +494,7 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let mut config = kube::Config::infer().await.context("cannot find a cluster: set KUBECONFIG or run in a pod")?;
+        let mut config = cli::cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
         config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT)));
         let client = kube::Client::try_from(config).context("cannot build the kube client")?;
         let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());

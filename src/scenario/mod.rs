@@ -129,6 +129,10 @@ pub struct Settings {
     /// The HostedClusters' faults instead of the scenario's (the scenario still decides the
     /// conflict storm and the 503s).
     pub faults: Option<population::Faults>,
+    /// A real cluster to run on instead of the embedded simulator (`simulate --kubeconfig`). The
+    /// population is created in it; the conflict storm is a real second writer; the 503s, which
+    /// only the simulator can inject, are left out.
+    pub cluster: Option<kube::Config>,
 }
 
 /// The flag ConfigMap `simulate` watches in its simulated cluster.
@@ -162,6 +166,7 @@ impl Default for Settings {
             allow_object_override: false,
             flag: Some(default_flag_target()),
             faults: None,
+            cluster: None,
         }
     }
 }
@@ -178,6 +183,11 @@ pub enum ScenarioError {
     /// An engine could not be built.
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
+    /// The cluster holds a population already (`simulate --kubeconfig` on a used cluster).
+    #[error(
+        "the cluster already holds a population ({0} exists): run on a fresh cluster, or delete the namespaces team-0..team-9 and every ClusterManagementAddOn first"
+    )]
+    PopulationExists(String),
     /// Rollout groups were given for a plan that does not run here.
     #[error(
         "rollout groups given for plan {0:?}, which is not one of hostedcluster, addon-install-progression"
@@ -205,29 +215,13 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     {
         return Err(ScenarioError::UnknownPlan(unknown.clone()));
     }
-    let mut sim = Simulator::start(SimConfig {
-        seed: settings.seed,
-        ..SimConfig::default()
-    })
-    .await?;
-    let client = controller_client(&sim)?;
-    let mut rng = Rng::new(settings.seed);
-    population::create_crds(&client)
-        .await
-        .map_err(ScenarioError::Population)?;
-    let planted = population::create(
-        &client,
-        settings
-            .faults
-            .unwrap_or_else(|| population::Faults::of(settings.scenario)),
-        settings.hosted_clusters,
-        settings.addons,
-        &mut rng,
-    )
-    .await
-    .map_err(ScenarioError::Population)?;
-    let before = sim.audit(crate::sim::Audit::len);
-    add_faults(&sim, settings);
+    let World {
+        mut sim,
+        client,
+        planted,
+        audit_before: before,
+        second_writer,
+    } = World::create(settings).await?;
 
     // The restart: both controllers start and replay every object at once.
     let sink = MemorySink::new();
@@ -267,19 +261,102 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     if let Some(watch) = flag_watch {
         let _ = watch.await;
     }
+    if let Some(writer) = second_writer {
+        writer.abort();
+    }
     let mut summary = Summary {
         planted,
         elapsed: started.elapsed(),
         ..Summary::default()
     };
-    sim.clear_faults();
     for record in sink.records() {
         summary.add(&record);
     }
     summary.guard_refusals = hc_engine.guard().refused() + addon_engine.guard().refused();
-    record_audit(&mut summary, &sim, before);
-    sim.shutdown().await?;
+    if let Some(sim) = &mut sim {
+        sim.clear_faults();
+        record_audit(&mut summary, sim, before);
+        sim.shutdown().await?;
+    } else {
+        summary.cluster = settings.cluster.as_ref().map(|c| c.cluster_url.to_string());
+        summary.shadow_dry_runs =
+            hc_engine.guard().dry_run_requests() + addon_engine.guard().dry_run_requests();
+    }
     Ok(summary)
+}
+
+/// The cluster a run works on, with its population planted and its faults armed.
+struct World {
+    /// The embedded simulator, or `None` on a real cluster.
+    sim: Option<Simulator>,
+    /// The controllers' client.
+    client: kube::Client,
+    planted: population::Planted,
+    /// The simulator's audit length before the restart.
+    audit_before: u64,
+    /// The conflict storm's writer on a real cluster.
+    second_writer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl World {
+    async fn create(settings: &Settings) -> Result<Self, ScenarioError> {
+        let sim = match settings.cluster {
+            Some(_) => None,
+            None => Some(
+                Simulator::start(SimConfig {
+                    seed: settings.seed,
+                    ..SimConfig::default()
+                })
+                .await?,
+            ),
+        };
+        let client = match (&sim, &settings.cluster) {
+            (Some(sim), _) => controller_client(sim)?,
+            (None, Some(config)) => cluster_client(config)?,
+            (None, None) => unreachable!("a simulator is started when no cluster is given"),
+        };
+        let mut rng = Rng::new(settings.seed);
+        population::create_crds(&client)
+            .await
+            .map_err(ScenarioError::Population)?;
+        if sim.is_none() {
+            population::ensure_fresh(&client).await?;
+        }
+        let planted = population::create(
+            &client,
+            settings
+                .faults
+                .unwrap_or_else(|| population::Faults::of(settings.scenario)),
+            settings.hosted_clusters,
+            settings.addons,
+            &mut rng,
+        )
+        .await
+        .map_err(ScenarioError::Population)?;
+        let before = sim
+            .as_ref()
+            .map_or(0, |sim| sim.audit(crate::sim::Audit::len));
+        let second_writer = match &sim {
+            Some(sim) => {
+                add_faults(sim, settings);
+                None
+            }
+            None => match (&settings.cluster, settings.scenario.conflict_storm()) {
+                (Some(config), true) => Some(tokio::spawn(second_writer(
+                    client_as(config, SECOND_WRITER_USER_AGENT)?,
+                    settings.addons,
+                ))),
+                _ => None,
+            },
+        };
+        Ok(Self {
+            sim,
+            client,
+            planted,
+            audit_before: before,
+            second_writer,
+        })
+    }
 }
 
 /// Both engines, sharing one flag built from the settings.
@@ -332,6 +409,53 @@ fn controller_client(sim: &Simulator) -> Result<kube::Client, ScenarioError> {
         http::HeaderValue::from_static(CONTROLLER_USER_AGENT),
     ));
     kube::Client::try_from(config).map_err(ScenarioError::Client)
+}
+
+/// A client of a real cluster with the controllers' user agent.
+fn cluster_client(config: &kube::Config) -> Result<kube::Client, ScenarioError> {
+    client_as(config, CONTROLLER_USER_AGENT)
+}
+
+fn client_as(
+    config: &kube::Config,
+    user_agent: &'static str,
+) -> Result<kube::Client, ScenarioError> {
+    let mut config = config.clone();
+    config
+        .headers
+        .retain(|(name, _)| name != http::header::USER_AGENT);
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(user_agent),
+    ));
+    kube::Client::try_from(config).map_err(ScenarioError::Client)
+}
+
+/// The user agent of the conflict storm's second writer on a real cluster.
+pub const SECOND_WRITER_USER_AGENT: &str = "shadow-reconciler-second-writer";
+
+/// The conflict storm on a real cluster: right after the restart, another writer touches every
+/// add-on twice (the budget of the simulator's rule), so that status patches the add-on
+/// controller builds on what its cache saw meet a 409. Unlike the simulator's rule, which fires
+/// between the read and the write of exactly those patches, how many it beats depends on timing.
+async fn second_writer(client: kube::Client, addons: usize) {
+    let api: Api<ClusterManagementAddOn> = Api::all(client);
+    let params = kube::api::PatchParams::default();
+    for round in 0..2 {
+        for i in 0..addons {
+            let patch = serde_json::json!({"metadata": {"annotations": {
+                "sim.shadow-reconciler.io/second-writer": format!("{round}"),
+            }}});
+            // A write that fails (the add-on is gone, the server is busy) is simply not a fault.
+            let _ = api
+                .patch(
+                    &format!("addon-{i:02}"),
+                    &params,
+                    &kube::api::Patch::Merge(patch),
+                )
+                .await;
+        }
+    }
 }
 
 /// Starts the flag's watcher (when the settings name a ConfigMap) and waits for its first list,

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::Scenario;
 use crate::reconcilers::addon::{
@@ -109,15 +109,71 @@ fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
     }
 }
 
-/// Creates the CRDs of both reference reconcilers.
+/// Creates (or updates, by server-side apply) the CRDs of both reference reconcilers and waits
+/// until the API server serves them (`Established`), which a real server reports a moment after
+/// the create.
 pub async fn create_crds(client: &kube::Client) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [
+    let apply = PatchParams::apply("shadow-reconciler").force();
+    let all = [
         HostedCluster::crd(),
         HostedControlPlane::crd(),
         ClusterManagementAddOn::crd(),
-    ] {
-        crds.create(&PostParams::default(), &crd).await?;
+    ];
+    for crd in &all {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &apply, &Patch::Apply(crd)).await?;
+    }
+    for crd in &all {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let established = |c: &CustomResourceDefinition| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+        };
+        // A real server establishes a new CRD within a second; a minute is a broken server.
+        for attempt in 0.. {
+            if established(&crds.get(&name).await?) {
+                break;
+            }
+            if attempt == 600 {
+                return Err(kube::Error::Service(
+                    format!("CustomResourceDefinition {name} not Established after a minute")
+                        .into(),
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Fails when the cluster holds a population already: its objects would collide with the new
+/// one's, and their status would skew the run.
+pub async fn ensure_fresh(client: &kube::Client) -> Result<(), super::ScenarioError> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces.get_opt("team-0").await {
+        Ok(None) => {}
+        Ok(Some(_)) => {
+            return Err(super::ScenarioError::PopulationExists(
+                "namespace team-0".into(),
+            ));
+        }
+        Err(e) => return Err(super::ScenarioError::Population(e)),
+    }
+    let addons: Api<ClusterManagementAddOn> = Api::all(client.clone());
+    let existing = addons
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .map_err(super::ScenarioError::Population)?;
+    if let Some(name) = existing.items.first().and_then(|a| a.metadata.name.clone()) {
+        return Err(super::ScenarioError::PopulationExists(format!(
+            "ClusterManagementAddOn {name}"
+        )));
     }
     Ok(())
 }

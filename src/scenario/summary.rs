@@ -66,6 +66,10 @@ pub struct Summary {
     pub faulted: u64,
     /// Wall time of the run.
     pub elapsed: std::time::Duration,
+    /// The API server's URL when the run used a real cluster instead of the simulator: then
+    /// `shadow_dry_runs` is what the guard sent, and what was persisted is in the cluster's audit
+    /// log, not here.
+    pub cluster: Option<String>,
 }
 
 impl Summary {
@@ -198,16 +202,33 @@ impl fmt::Display for Summary {
             },
             self.would_be_retry_successes()
         )?;
-        writeln!(
-            f,
-            "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)",
-            self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals
-        )?;
-        writeln!(
-            f,
-            "API simulator: {} requests, {} with an injected fault",
-            self.requests, self.faulted
-        )?;
+        match &self.cluster {
+            None => {
+                writeln!(
+                    f,
+                    "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)",
+                    self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals
+                )?;
+                writeln!(
+                    f,
+                    "API simulator: {} requests, {} with an injected fault",
+                    self.requests, self.faulted
+                )?;
+            }
+            Some(url) => {
+                writeln!(
+                    f,
+                    "shadow: {} dry-run mutations sent, {} guard refusals (must be 0); what the cluster persisted is in its audit log (user agent {})",
+                    self.shadow_dry_runs,
+                    self.guard_refusals,
+                    crate::engine::dryrun::USER_AGENT
+                )?;
+                writeln!(
+                    f,
+                    "API server: {url} (a real cluster: no injected 503s; the conflict storm is a real second writer)"
+                )?;
+            }
+        }
         writeln!(f)?;
         writeln!(
             f,

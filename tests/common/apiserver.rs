@@ -159,7 +159,8 @@ pub fn etcd_bin() -> &'static Path {
         .unwrap_or_else(|e| panic!("no vendored etcd binary for this platform: {e}"))
 }
 
-fn free_port() -> u16 {
+/// A free loopback port (free when asked; bind it soon).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free loopback port")
@@ -275,13 +276,18 @@ fn write_pki(dir: &Path) {
 }
 
 /// Every write is recorded with its user, user agent and URI (which carries `dryRun=All`);
-/// reads are not.
+/// deletes also with their `DeleteOptions`, which the server reads instead of the query when the
+/// request has a body. Reads are recorded for service accounts only (what RBAC tests look at).
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: Request
+  verbs: [delete, deletecollection]
 - level: Metadata
-  verbs: [create, update, patch, delete, deletecollection]
+  userGroups: [system:serviceaccounts]
+- level: Metadata
+  verbs: [create, update, patch]
 - level: None
 ";
 
@@ -456,6 +462,12 @@ impl ControlPlane {
         path
     }
 
+    /// A kube-rs configuration for the admin with the given user agent.
+    pub async fn admin_config(&self, user_agent: &str) -> kube::Config {
+        self.config_with_token(&self.admin_token.clone(), user_agent)
+            .await
+    }
+
     /// A kube-rs client for the admin with the given user agent.
     pub async fn client(&self, user_agent: &str) -> kube::Client {
         self.client_with_token(&self.admin_token.clone(), user_agent)
@@ -564,7 +576,8 @@ impl ControlPlane {
         );
     }
 
-    /// Every write the API server has audited so far, in order.
+    /// Every request the API server has audited so far, in order: writes, deletes with their
+    /// options, and every request of a service account; a watch when it started and when it ended.
     pub fn audit(&self) -> Vec<AuditEvent> {
         let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
         text.lines()
@@ -574,7 +587,10 @@ impl ControlPlane {
                     .unwrap_or_else(|e| panic!("audit log line is not JSON ({e}): {line}"));
                 AuditEvent::from_json(&v)
             })
-            .filter(|e| e.stage == "ResponseComplete")
+            // A watch is long-running: it is audited when it starts, and again when it ends.
+            .filter(|e| {
+                e.stage == "ResponseComplete" || (e.stage == "ResponseStarted" && e.verb == "watch")
+            })
             .collect()
     }
 }
@@ -629,7 +645,7 @@ fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {
 /// One write as the API server audited it.
 #[derive(Debug, Clone)]
 pub struct AuditEvent {
-    /// `ResponseComplete` for the events [`ControlPlane::audit`] returns.
+    /// `ResponseComplete`, or `ResponseStarted` for a watch.
     pub stage: String,
     /// `create`, `update`, `patch`, `delete`, `deletecollection`.
     pub verb: String,
@@ -649,6 +665,8 @@ pub struct AuditEvent {
     pub name: String,
     /// `status` for the status subresource.
     pub subresource: String,
+    /// The request's body as audited (deletes only: their `DeleteOptions`), or null.
+    pub request_object: serde_json::Value,
 }
 
 impl AuditEvent {
@@ -668,11 +686,20 @@ impl AuditEvent {
             namespace: s(&v["objectRef"]["namespace"]),
             name: s(&v["objectRef"]["name"]),
             subresource: s(&v["objectRef"]["subresource"]),
+            request_object: v["requestObject"].clone(),
         }
     }
 
-    /// Whether the request asked for a dry run.
+    /// Whether the server took the request as a dry run: from the `DeleteOptions` body of a
+    /// delete that had one (the server then ignores the query), else from the query.
     pub fn dry_run(&self) -> bool {
+        if matches!(self.verb.as_str(), "delete" | "deletecollection")
+            && self.request_object.is_object()
+        {
+            return self.request_object["dryRun"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|v| v == "All"));
+        }
         self.uri
             .split_once('?')
             .is_some_and(|(_, q)| q.split('&').any(|kv| kv == "dryRun=All"))

@@ -1,0 +1,347 @@
+//! `run` as deployed, on a real kube-apiserver: deploy/ applied (CRDs, namespace, ServiceAccount,
+//! the flag ConfigMap, RBAC), the process authenticated as the deployment's ServiceAccount with a
+//! token of its own, under RBAC. Checked from the API server's audit log and the process's
+//! metrics:
+//! - no request of the ServiceAccount is refused (the shipped RBAC is sufficient);
+//! - the flag, flipped with kubectl (shadow -> enforce of a group -> shadow), is followed by the
+//!   next reconciles;
+//! - a verb removed from the ClusterRole makes the operation that needs it fail `forbidden`, in
+//!   the control (a real write) and in the shadow (its dry-run write needs the same verb).
+//!
+//! Also prints the grants of the shipped ClusterRoles the scenario never used.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::apiserver::{ControlPlane, free_port};
+use shadow_reconciler::scenario::population;
+use shadow_reconciler::simulate::Rng;
+
+const NAMESPACE: &str = "shadow-reconciler";
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:shadow-reconciler:shadow-reconciler";
+const HOSTED_CLUSTERS: usize = 40;
+const ADDONS: usize = 10;
+/// A bound for a broken run, not a speed target.
+const PATIENCE: Duration = Duration::from_mins(5);
+
+/// The `run` process, killed when dropped.
+struct Run {
+    child: Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Run {
+    fn metrics(&mut self) -> String {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "run exited ({status}); its log:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+        }
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return String::new();
+        };
+        let _ = write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        );
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    }
+
+    /// The sum of the samples of `name` whose labels contain every one of `labels`.
+    fn sum(&mut self, name: &str, labels: &[&str]) -> f64 {
+        self.metrics()
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter(|l| labels.iter().all(|want| l.contains(want)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Waits until `what` holds, or fails with the process's log after [`PATIENCE`].
+    fn wait_for(&mut self, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
+        let started = Instant::now();
+        while !done(self) {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{what}: not after {PATIENCE:?}; run's log ends:\n{}",
+                tail(&self.log)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+fn deploy(file: &str) -> String {
+    format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Touches every HostedCluster, so each is reconciled again.
+fn touch_hosted_clusters(plane: &ControlPlane, round: usize) {
+    plane.kubectl(&[
+        "annotate",
+        "hostedclusters.example.shadow-reconciler.io",
+        "--all",
+        "-A",
+        "--overwrite",
+        &format!("e2e.shadow-reconciler.io/round={round}"),
+    ]);
+}
+
+fn patch_flag(plane: &ControlPlane, data: &str) {
+    plane.kubectl(&[
+        "patch",
+        "configmap",
+        "shadow-reconciler-flag",
+        "-n",
+        NAMESPACE,
+        "--type",
+        "merge",
+        "-p",
+        &format!("{{\"data\": {data}}}"),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
+    let plane = ControlPlane::start();
+    // What the standalone overlay applies, but the Deployment (no kubelet here), the PVC and the
+    // prometheus-operator objects (their CRDs are not installed).
+    for file in [
+        "crds/hostedclusters.example.shadow-reconciler.io.yaml",
+        "crds/hostedcontrolplanes.example.shadow-reconciler.io.yaml",
+        "crds/clustermanagementaddons.example.shadow-reconciler.io.yaml",
+        "base/namespace.yaml",
+        "base/serviceaccount.yaml",
+        "base/rbac-flag.yaml",
+        "base/flag-configmap.yaml",
+        "overlays/standalone/rbac-reconcilers.yaml",
+    ] {
+        plane.kubectl(&["apply", "-f", &deploy(file)]);
+    }
+    let admin = plane.client("shadow-reconciler-tests/population").await;
+    population::create_crds(&admin)
+        .await
+        .expect("CRDs established");
+    let planted = population::create(
+        &admin,
+        population::Faults::of(shadow_reconciler::scenario::Scenario::Mixed),
+        HOSTED_CLUSTERS,
+        ADDONS,
+        &mut Rng::new(7),
+    )
+    .await
+    .expect("population");
+    assert_eq!(planted.hosted_clusters, HOSTED_CLUSTERS);
+
+    let token = plane.service_account_token(NAMESPACE, "shadow-reconciler");
+    let kubeconfig = plane.kubeconfig_for("service-account", &token);
+    let data = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let log = plane.dir().join("run.log");
+    let mut run = Run {
+        child: Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+            .args(["run", "--log-format", "json", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--parquet-dir")
+            .arg(data.path())
+            .env("POD_NAMESPACE", NAMESPACE)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start run"),
+        port,
+        log,
+    };
+
+    // 1. Shadow: every object reconciled, nothing refused.
+    let objects = f64::from(u32::try_from(HOSTED_CLUSTERS + ADDONS).expect("small"));
+    run.wait_for("every object reconciled in shadow", |r| {
+        r.sum("shadow_reconciler_reconciles_total", &["mode=\"shadow\""]) >= objects
+    });
+    let forbidden: Vec<_> = plane
+        .audit()
+        .into_iter()
+        .filter(|e| e.user == SERVICE_ACCOUNT && e.code == 403)
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "the shipped RBAC refused {} requests of the ServiceAccount, e.g. {:?}",
+        forbidden.len(),
+        forbidden.first()
+    );
+    assert_eq!(
+        run.sum("shadow_reconciler_shadow_guard_refusals_total", &[]),
+        0.0
+    );
+
+    // 2. The flag, flipped with kubectl: enforce one group, then roll back.
+    let hc = f64::from(u32::try_from(HOSTED_CLUSTERS).expect("small"));
+    patch_flag(
+        &plane,
+        r#"{"mode": "enforce", "enforcedGroups": "hostedcluster/non-critical-syncs"}"#,
+    );
+    run.wait_for("the flag in force is enforce", |r| {
+        r.sum("shadow_reconciler_flag_info", &["mode=\"enforce\""]) == 1.0
+    });
+    touch_hosted_clusters(&plane, 1);
+    run.wait_for("every HostedCluster reconciled in enforce", |r| {
+        r.sum(
+            "shadow_reconciler_reconciles_total",
+            &["plan=\"hostedcluster\"", "mode=\"enforce\""],
+        ) >= hc
+    });
+    patch_flag(&plane, r#"{"mode": "shadow", "enforcedGroups": ""}"#);
+    run.wait_for("the flag in force is shadow again", |r| {
+        r.sum("shadow_reconciler_flag_info", &["mode=\"shadow\""]) == 1.0
+    });
+    // Reconciles that had started in enforce may end after the flip; a reconcile of an object
+    // never overlaps another of the same object, so once every HostedCluster was reconciled in
+    // shadow twice more, none of them is left in flight.
+    for round in [2, 3] {
+        let shadow_before = run.sum(
+            "shadow_reconciler_reconciles_total",
+            &["plan=\"hostedcluster\"", "mode=\"shadow\""],
+        );
+        let enforce_before = run.sum(
+            "shadow_reconciler_reconciles_total",
+            &["plan=\"hostedcluster\"", "mode=\"enforce\""],
+        );
+        touch_hosted_clusters(&plane, round);
+        run.wait_for(
+            "every HostedCluster reconciled in shadow after the rollback",
+            |r| {
+                r.sum(
+                    "shadow_reconciler_reconciles_total",
+                    &["plan=\"hostedcluster\"", "mode=\"shadow\""],
+                ) >= shadow_before + hc
+            },
+        );
+        if round == 3 {
+            assert_eq!(
+                run.sum(
+                    "shadow_reconciler_reconciles_total",
+                    &["plan=\"hostedcluster\"", "mode=\"enforce\""],
+                ),
+                enforce_before,
+                "a reconcile started in enforce after the rollback"
+            );
+        }
+    }
+
+    // 3. A verb removed: `patch` on NetworkPolicies, which RBACAndPolicies applies.
+    let role = plane.kubectl(&[
+        "get",
+        "clusterrole",
+        "shadow-reconciler-hostedcluster",
+        "-o",
+        "json",
+    ]);
+    let role: serde_json::Value = serde_json::from_str(&role).expect("ClusterRole JSON");
+    let index = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .position(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.iter().any(|x| x == "networkpolicies"))
+        })
+        .expect("a rule for networkpolicies");
+    plane.kubectl(&[
+        "patch",
+        "clusterrole",
+        "shadow-reconciler-hostedcluster",
+        "--type",
+        "json",
+        "-p",
+        &format!(r#"[{{"op": "replace", "path": "/rules/{index}/verbs", "value": ["create"]}}]"#),
+    ]);
+    touch_hosted_clusters(&plane, 4);
+    let forbidden = |r: &mut Run, policy: &str, execution: &str| {
+        r.sum(
+            "shadow_reconciler_operations_total",
+            &[
+                "operation=\"RBACAndPolicies\"",
+                &format!("policy=\"{policy}\""),
+                &format!("execution=\"{execution}\""),
+                "error_class=\"forbidden\"",
+            ],
+        )
+    };
+    run.wait_for(
+        "RBACAndPolicies forbidden in the control and in the shadow",
+        |r| forbidden(r, "control", "real") > 0.0 && forbidden(r, "candidate", "dry-run") > 0.0,
+    );
+    let refused: Vec<_> = plane
+        .audit()
+        .into_iter()
+        .filter(|e| e.user == SERVICE_ACCOUNT && e.code == 403)
+        .collect();
+    assert!(
+        refused.iter().all(|e| e.resource == "networkpolicies"),
+        "only the removed verb is refused: {refused:?}"
+    );
+    assert!(
+        refused.iter().any(|e| e.dry_run()) && refused.iter().any(|e| !e.dry_run()),
+        "both the real and the dry-run write are refused: {refused:?}"
+    );
+
+    // What the ServiceAccount used, against what the shipped ClusterRoles grant.
+    let used: BTreeSet<(String, String)> = plane
+        .audit()
+        .into_iter()
+        .filter(|e| e.user == SERVICE_ACCOUNT)
+        .map(|e| {
+            let resource = if e.subresource.is_empty() {
+                e.resource.clone()
+            } else {
+                format!("{}/{}", e.resource, e.subresource)
+            };
+            (resource, e.verb.clone())
+        })
+        .collect();
+    let mut unused = Vec::new();
+    for name in ["shadow-reconciler-hostedcluster", "shadow-reconciler-addon"] {
+        let role = plane.kubectl(&["get", "clusterrole", name, "-o", "json"]);
+        let role: serde_json::Value = serde_json::from_str(&role).expect("ClusterRole JSON");
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            for resource in rule["resources"].as_array().into_iter().flatten() {
+                for verb in rule["verbs"].as_array().into_iter().flatten() {
+                    let key = (
+                        resource.as_str().unwrap_or_default().to_owned(),
+                        verb.as_str().unwrap_or_default().to_owned(),
+                    );
+                    if !used.contains(&key) {
+                        unused.push(format!("{}:{}", key.0, key.1));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("grants the scenario did not use: {unused:?}");
+}
