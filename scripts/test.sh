@@ -19,6 +19,14 @@ install_debian() { # package command
 }
 install_debian prometheus promtool   # promtool checks our metrics exposition
 install_debian prometheus prometheus # a real server scrapes a running simulate
+install_debian openssl openssl       # the real control plane's certificates and keys
+
+# A real kube-apiserver (and kubectl), built from the Go module proxy once per machine and cached
+# under ~/.cache/shadow-reconciler; etcd comes with the Rust dev-dependencies (etcd-bin-vendored).
+# The tests of tests/control_plane.rs, conformance.rs, e2e_engine.rs and e2e_run.rs run on them.
+command -v go >/dev/null || { echo "scripts/test.sh: the Go toolchain (go >= 1.26) is needed to build kube-apiserver for the tests; install it and rerun" >&2; exit 1; }
+SHADOW_RECONCILER_KUBE_BIN_DIR=$(bash scripts/kube-apiserver.sh)
+export SHADOW_RECONCILER_KUBE_BIN_DIR
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
 # pinned versions of scripts/requirements.txt, rebuilt only when that file changes.
