@@ -1,14 +1,14 @@
-//! `run` as deployed, on a real kube-apiserver: deploy/ applied (CRDs, namespace, ServiceAccount,
-//! the flag ConfigMap, RBAC), the process authenticated as the deployment's ServiceAccount with a
+//! `run` as deployed, on a real kube-apiserver: deploy/ applied (CRDs, namespace, service account,
+//! the flag ConfigMap, RBAC), the process authenticated as the deployment's service account with a
 //! token of its own, under RBAC. Checked from the API server's audit log and the process's
 //! metrics:
-//! - no request of the ServiceAccount is refused (the shipped RBAC is sufficient);
+//! - no request of the service account is refused (the shipped RBAC is sufficient);
 //! - the flag, flipped with kubectl (shadow -> enforce of a group -> shadow), is followed by the
 //!   next reconciles;
-//! - a verb removed from the ClusterRole makes the operation that needs it fail `forbidden`, in
+//! - a verb removed from the `ClusterRole` makes the operation that needs it fail `forbidden`, in
 //!   the control (a real write) and in the shadow (its dry-run write needs the same verb).
 //!
-//! Also prints the grants of the shipped ClusterRoles the scenario never used.
+//! Also prints the grants of the shipped `ClusterRole`s the scenario never used.
 
 mod common;
 
@@ -63,13 +63,14 @@ impl Run {
         answer
     }
 
-    /// The sum of the samples of `name` whose labels contain every one of `labels`.
-    fn sum(&mut self, name: &str, labels: &[&str]) -> f64 {
+    /// The sum of the samples of `name` whose labels contain every one of `labels` (counters
+    /// and the flag's info gauge: integers).
+    fn sum(&mut self, name: &str, labels: &[&str]) -> u64 {
         self.metrics()
             .lines()
             .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
             .filter(|l| labels.iter().all(|want| l.contains(want)))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }
 
@@ -84,6 +85,7 @@ impl Run {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+        eprintln!("{what}: after {:.1} s", started.elapsed().as_secs_f64());
     }
 }
 
@@ -123,11 +125,17 @@ fn patch_flag(plane: &ControlPlane, data: &str) {
     ]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
-    let plane = ControlPlane::start();
-    // What the standalone overlay applies, but the Deployment (no kubelet here), the PVC and the
-    // prometheus-operator objects (their CRDs are not installed).
+fn refused(plane: &ControlPlane) -> Vec<common::apiserver::AuditEvent> {
+    plane
+        .audit()
+        .into_iter()
+        .filter(|e| e.user == SERVICE_ACCOUNT && e.code == 403)
+        .collect()
+}
+
+/// What the standalone overlay applies, but the Deployment (no kubelet here), the PVC and the
+/// prometheus-operator objects (their CRDs are not installed).
+fn apply_deploy(plane: &ControlPlane) {
     for file in [
         "crds/hostedclusters.example.shadow-reconciler.io.yaml",
         "crds/hostedcontrolplanes.example.shadow-reconciler.io.yaml",
@@ -140,34 +148,22 @@ async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
     ] {
         plane.kubectl(&["apply", "-f", &deploy(file)]);
     }
-    let admin = plane.client("shadow-reconciler-tests/population").await;
-    population::create_crds(&admin)
-        .await
-        .expect("CRDs established");
-    let planted = population::create(
-        &admin,
-        population::Faults::of(shadow_reconciler::scenario::Scenario::Mixed),
-        HOSTED_CLUSTERS,
-        ADDONS,
-        &mut Rng::new(7),
-    )
-    .await
-    .expect("population");
-    assert_eq!(planted.hosted_clusters, HOSTED_CLUSTERS);
+}
 
+/// `run`, authenticated with a token of the deployment's service account.
+fn start_run(plane: &ControlPlane, data: &Path) -> Run {
     let token = plane.service_account_token(NAMESPACE, "shadow-reconciler");
     let kubeconfig = plane.kubeconfig_for("service-account", &token);
-    let data = tempfile::tempdir().expect("temp dir");
     let port = free_port();
     let log = plane.dir().join("run.log");
-    let mut run = Run {
+    Run {
         child: Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
             .args(["run", "--log-format", "json", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .arg("--parquet-dir")
-            .arg(data.path())
+            .arg(data)
             .env("POD_NAMESPACE", NAMESPACE)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -176,84 +172,57 @@ async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
             .expect("start run"),
         port,
         log,
-    };
+    }
+}
 
-    // 1. Shadow: every object reconciled, nothing refused.
-    let objects = f64::from(u32::try_from(HOSTED_CLUSTERS + ADDONS).expect("small"));
-    run.wait_for("every object reconciled in shadow", |r| {
-        r.sum("shadow_reconciler_reconciles_total", &["mode=\"shadow\""]) >= objects
-    });
-    let forbidden: Vec<_> = plane
-        .audit()
-        .into_iter()
-        .filter(|e| e.user == SERVICE_ACCOUNT && e.code == 403)
-        .collect();
-    assert!(
-        forbidden.is_empty(),
-        "the shipped RBAC refused {} requests of the ServiceAccount, e.g. {:?}",
-        forbidden.len(),
-        forbidden.first()
-    );
-    assert_eq!(
-        run.sum("shadow_reconciler_shadow_guard_refusals_total", &[]),
-        0.0
-    );
+fn reconciles(run: &mut Run, mode: &str) -> u64 {
+    run.sum(
+        "shadow_reconciler_reconciles_total",
+        &["plan=\"hostedcluster\"", &format!("mode=\"{mode}\"")],
+    )
+}
 
-    // 2. The flag, flipped with kubectl: enforce one group, then roll back.
-    let hc = f64::from(u32::try_from(HOSTED_CLUSTERS).expect("small"));
+/// The flag, flipped with kubectl: enforce one group, then roll back.
+fn flip_the_flag(plane: &ControlPlane, run: &mut Run) {
+    let hc = u64::try_from(HOSTED_CLUSTERS).expect("small");
     patch_flag(
-        &plane,
+        plane,
         r#"{"mode": "enforce", "enforcedGroups": "hostedcluster/non-critical-syncs"}"#,
     );
     run.wait_for("the flag in force is enforce", |r| {
-        r.sum("shadow_reconciler_flag_info", &["mode=\"enforce\""]) == 1.0
+        r.sum("shadow_reconciler_flag_info", &["mode=\"enforce\""]) == 1
     });
-    touch_hosted_clusters(&plane, 1);
+    touch_hosted_clusters(plane, 1);
     run.wait_for("every HostedCluster reconciled in enforce", |r| {
-        r.sum(
-            "shadow_reconciler_reconciles_total",
-            &["plan=\"hostedcluster\"", "mode=\"enforce\""],
-        ) >= hc
+        reconciles(r, "enforce") >= hc
     });
-    patch_flag(&plane, r#"{"mode": "shadow", "enforcedGroups": ""}"#);
+    patch_flag(plane, r#"{"mode": "shadow", "enforcedGroups": ""}"#);
     run.wait_for("the flag in force is shadow again", |r| {
-        r.sum("shadow_reconciler_flag_info", &["mode=\"shadow\""]) == 1.0
+        r.sum("shadow_reconciler_flag_info", &["mode=\"shadow\""]) == 1
     });
     // Reconciles that had started in enforce may end after the flip; a reconcile of an object
     // never overlaps another of the same object, so once every HostedCluster was reconciled in
     // shadow twice more, none of them is left in flight.
     for round in [2, 3] {
-        let shadow_before = run.sum(
-            "shadow_reconciler_reconciles_total",
-            &["plan=\"hostedcluster\"", "mode=\"shadow\""],
-        );
-        let enforce_before = run.sum(
-            "shadow_reconciler_reconciles_total",
-            &["plan=\"hostedcluster\"", "mode=\"enforce\""],
-        );
-        touch_hosted_clusters(&plane, round);
+        let (shadow_before, enforce_before) =
+            (reconciles(run, "shadow"), reconciles(run, "enforce"));
+        touch_hosted_clusters(plane, round);
         run.wait_for(
             "every HostedCluster reconciled in shadow after the rollback",
-            |r| {
-                r.sum(
-                    "shadow_reconciler_reconciles_total",
-                    &["plan=\"hostedcluster\"", "mode=\"shadow\""],
-                ) >= shadow_before + hc
-            },
+            |r| reconciles(r, "shadow") >= shadow_before + hc,
         );
         if round == 3 {
             assert_eq!(
-                run.sum(
-                    "shadow_reconciler_reconciles_total",
-                    &["plan=\"hostedcluster\"", "mode=\"enforce\""],
-                ),
+                reconciles(run, "enforce"),
                 enforce_before,
                 "a reconcile started in enforce after the rollback"
             );
         }
     }
+}
 
-    // 3. A verb removed: `patch` on NetworkPolicies, which RBACAndPolicies applies.
+/// A verb removed: `patch` on network policies, which `RBACAndPolicies` applies.
+fn remove_a_verb(plane: &ControlPlane, run: &mut Run) {
     let role = plane.kubectl(&[
         "get",
         "clusterrole",
@@ -281,7 +250,7 @@ async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
         "-p",
         &format!(r#"[{{"op": "replace", "path": "/rules/{index}/verbs", "value": ["create"]}}]"#),
     ]);
-    touch_hosted_clusters(&plane, 4);
+    touch_hosted_clusters(plane, 4);
     let forbidden = |r: &mut Run, policy: &str, execution: &str| {
         r.sum(
             "shadow_reconciler_operations_total",
@@ -295,23 +264,22 @@ async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
     };
     run.wait_for(
         "RBACAndPolicies forbidden in the control and in the shadow",
-        |r| forbidden(r, "control", "real") > 0.0 && forbidden(r, "candidate", "dry-run") > 0.0,
+        |r| forbidden(r, "control", "real") > 0 && forbidden(r, "candidate", "dry-run") > 0,
     );
-    let refused: Vec<_> = plane
-        .audit()
-        .into_iter()
-        .filter(|e| e.user == SERVICE_ACCOUNT && e.code == 403)
-        .collect();
+    let refused = refused(plane);
     assert!(
         refused.iter().all(|e| e.resource == "networkpolicies"),
         "only the removed verb is refused: {refused:?}"
     );
     assert!(
-        refused.iter().any(|e| e.dry_run()) && refused.iter().any(|e| !e.dry_run()),
+        refused.iter().any(common::apiserver::AuditEvent::dry_run)
+            && refused.iter().any(|e| !e.dry_run()),
         "both the real and the dry-run write are refused: {refused:?}"
     );
+}
 
-    // What the ServiceAccount used, against what the shipped ClusterRoles grant.
+/// What the service account used, against what the shipped `ClusterRole`s grant.
+fn unused_grants(plane: &ControlPlane) -> Vec<String> {
     let used: BTreeSet<(String, String)> = plane
         .audit()
         .into_iter()
@@ -343,5 +311,52 @@ async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
             }
         }
     }
-    eprintln!("grants the scenario did not use: {unused:?}");
+    unused
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
+    let plane = ControlPlane::start();
+    apply_deploy(&plane);
+    let admin = plane.client("shadow-reconciler-tests/population").await;
+    population::create_crds(&admin)
+        .await
+        .expect("CRDs established");
+    let planted = population::create(
+        &admin,
+        population::Faults::of(shadow_reconciler::scenario::Scenario::Mixed),
+        HOSTED_CLUSTERS,
+        ADDONS,
+        &mut Rng::new(7),
+    )
+    .await
+    .expect("population");
+    assert_eq!(planted.hosted_clusters, HOSTED_CLUSTERS);
+    let data = tempfile::tempdir().expect("temp dir");
+    let mut run = start_run(&plane, data.path());
+
+    // 1. Shadow: every object reconciled, nothing refused.
+    let objects = u64::try_from(HOSTED_CLUSTERS + ADDONS).expect("small");
+    run.wait_for("every object reconciled in shadow", |r| {
+        r.sum("shadow_reconciler_reconciles_total", &["mode=\"shadow\""]) >= objects
+    });
+    let refused_now = refused(&plane);
+    assert!(
+        refused_now.is_empty(),
+        "the shipped RBAC refused {} requests of the service account, e.g. {:?}",
+        refused_now.len(),
+        refused_now.first()
+    );
+    assert_eq!(
+        run.sum("shadow_reconciler_shadow_guard_refusals_total", &[]),
+        0
+    );
+
+    // 2. and 3.
+    flip_the_flag(&plane, &mut run);
+    remove_a_verb(&plane, &mut run);
+    eprintln!(
+        "grants the scenario did not use: {:?}",
+        unused_grants(&plane)
+    );
 }
