@@ -191,3 +191,54 @@ fn shadow_on_kube_apiserver_persists_nothing_and_finds_what_the_simulator_finds(
     );
     eprintln!("dependencies found on both: {real:?}");
 }
+
+/// `simulate --kubeconfig` says what is wrong with the cluster it was given, and where.
+#[test]
+fn simulate_on_a_cluster_refuses_a_used_one_and_a_missing_kubeconfig() {
+    let missing = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "simulate",
+            "--no-parquet",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .expect("run simulate");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success());
+    assert!(
+        stderr.contains("cannot read the kubeconfig /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+
+    let plane = ControlPlane::start();
+    plane.kubectl(&["create", "namespace", "team-0"]);
+    let used = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "simulate",
+            "--no-parquet",
+            "--hosted-clusters",
+            "2",
+            "--addons",
+            "1",
+        ])
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .output()
+        .expect("run simulate");
+    let stderr = String::from_utf8_lossy(&used.stderr);
+    assert!(!used.status.success());
+    assert!(
+        stderr.contains("the cluster already holds a population (namespace team-0 exists)"),
+        "{stderr}"
+    );
+    // Nothing of the population was created.
+    let hosted = plane.kubectl(&[
+        "get",
+        "hostedclusters.example.shadow-reconciler.io",
+        "-A",
+        "-o",
+        "name",
+    ]);
+    assert!(hosted.trim().is_empty(), "{hosted}");
+}
