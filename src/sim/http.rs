@@ -137,34 +137,57 @@ fn verb(
     })
 }
 
+/// The JSON type of a value, in Go's decoder's words.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Whether a write is a dry run. As the real server: a DELETE (or deletecollection) with a body
 /// takes its options, `dryRun` included, from the `DeleteOptions` in the body and ignores the
 /// query; every other write takes `dryRun` from the query.
 fn dry_run(verb: &str, params: &HashMap<String, String>, body: &[u8]) -> Result<bool, ApiError> {
-    let (values, options): (Vec<String>, &str) =
-        if matches!(verb, "delete" | "deletecollection") && !body.is_empty() {
-            let values = serde_json::from_slice::<Value>(body)
-                .ok()
-                .and_then(|b| b.get("dryRun").and_then(Value::as_array).cloned())
-                .unwrap_or_default()
+    let (values, options): (Vec<String>, &str) = if matches!(verb, "delete" | "deletecollection")
+        && !body.is_empty()
+    {
+        let options: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}"))
+        })?;
+        let values = match options.get("dryRun") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(values)) if values.iter().all(Value::is_string) => values
                 .iter()
-                .map(|v| v.as_str().unwrap_or_default().to_owned())
-                .collect();
-            (values, "DeleteOptions")
-        } else {
-            let options = match verb {
-                "create" => "CreateOptions",
-                "update" => "UpdateOptions",
-                "patch" => "PatchOptions",
-                _ => "DeleteOptions",
-            };
-            let values = params
-                .get("dryRun")
-                .filter(|v| !v.is_empty())
-                .map(|v| vec![v.clone()])
-                .unwrap_or_default();
-            (values, options)
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            Some(other) => {
+                // As the real server's decoder: a dryRun that is not a list of strings.
+                return Err(ApiError::bad_request(format!(
+                    "json: cannot unmarshal {} into Go struct field DeleteOptions.dryRun of type []string",
+                    json_type(other)
+                )));
+            }
         };
+        (values, "DeleteOptions")
+    } else {
+        let options = match verb {
+            "create" => "CreateOptions",
+            "update" => "UpdateOptions",
+            "patch" => "PatchOptions",
+            _ => "DeleteOptions",
+        };
+        let values = params
+            .get("dryRun")
+            .filter(|v| !v.is_empty())
+            .map(|v| vec![v.clone()])
+            .unwrap_or_default();
+        (values, options)
+    };
     if values.iter().all(|v| v == "All") {
         return Ok(!values.is_empty());
     }
@@ -394,8 +417,32 @@ fn serve(
                 // Held by finalizers: the object, with its deletionTimestamp.
                 return Ok(answer(written));
             }
-            // Gone (or, in a dry run, would be): a `Status`, as for every kind the simulator
-            // serves (the real server returns the object only for a few storage kinds).
+            if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+                // The real server holds a CRD with its cleanup finalizer while it deletes the
+                // custom resources, and answers that; the simulator deletes them at once.
+                let mut object = written.object;
+                object["metadata"]["deletionTimestamp"] = json!(super::object::now_rfc3339());
+                object["metadata"]["finalizers"] =
+                    json!(["customresourcecleanup.apiextensions.k8s.io"]);
+                if let Some(conditions) = object
+                    .pointer_mut("/status/conditions")
+                    .and_then(Value::as_array_mut)
+                {
+                    conditions.push(json!({
+                        "type": "Terminating", "status": "True",
+                        "reason": "InstanceDeletionPending",
+                        "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+                        "lastTransitionTime": super::object::now_rfc3339(),
+                    }));
+                }
+                return Ok((StatusCode::OK, written.persisted, object));
+            }
+            if rt.group.is_empty() && matches!(rt.plural.as_str(), "services" | "serviceaccounts") {
+                // These kinds' storage returns the deleted object.
+                return Ok(answer(written));
+            }
+            // Gone (or, in a dry run, would be): a `Status`, as the real server answers for the
+            // other kinds the simulator serves.
             let mut details = json!({
                 "name": name,
                 "kind": rt.plural,

@@ -109,8 +109,14 @@ pub fn normalize_secret(secret: &mut Value) {
     let Some(map) = secret.as_object_mut() else {
         return;
     };
-    map.entry("type")
-        .or_insert_with(|| Value::String("Opaque".into()));
+    // An absent or empty type is defaulted, as by the real server.
+    if map
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        map.insert("type".into(), Value::String("Opaque".into()));
+    }
     let Some(Value::Object(string_data)) = map.remove("stringData") else {
         return;
     };
@@ -139,6 +145,8 @@ enum Requirement {
     NotIn(String, Vec<String>),
     Exists(String),
     NotExists(String),
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 /// A token of a selector, as the real server's lexer splits it.
@@ -154,6 +162,8 @@ enum Token {
     Close,
     In,
     NotIn,
+    Greater,
+    Less,
 }
 
 impl Token {
@@ -169,6 +179,8 @@ impl Token {
             Self::Close => ")",
             Self::In => "in",
             Self::NotIn => "notin",
+            Self::Greater => ">",
+            Self::Less => "<",
         }
     }
 }
@@ -194,18 +206,20 @@ fn tokens(s: &str) -> Vec<Token> {
                     _ => Token::Equals,
                 });
             }
-            ',' | '(' | ')' => {
+            ',' | '(' | ')' | '<' | '>' => {
                 chars.next();
                 out.push(match c {
                     ',' => Token::Comma,
                     '(' => Token::Open,
+                    '<' => Token::Less,
+                    '>' => Token::Greater,
                     _ => Token::Close,
                 });
             }
             _ => {
                 let mut word = String::new();
                 while let Some(&c) = chars.peek() {
-                    if c.is_whitespace() || "!=,()".contains(c) {
+                    if c.is_whitespace() || "!=,()<>".contains(c) {
                         break;
                     }
                     word.push(c);
@@ -226,34 +240,85 @@ fn tokens(s: &str) -> Vec<Token> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Selector(Vec<Requirement>);
 
+/// The values of `in (...)` / `notin (...)` from `tokens[at]` (the opening parenthesis); an
+/// empty place between commas or parentheses is the empty value, as for the real server.
+fn parse_set(tokens: &[Token], mut at: usize) -> Result<(Vec<String>, usize), ApiError> {
+    if tokens.get(at) != Some(&Token::Open) {
+        return Err(parse_error(tokens.get(at), "'('"));
+    }
+    at += 1;
+    let mut values = Vec::new();
+    let mut expect_value = true;
+    loop {
+        match tokens.get(at) {
+            Some(Token::Close) => {
+                if expect_value {
+                    values.push(String::new());
+                }
+                return Ok((values, at + 1));
+            }
+            Some(Token::Comma) => {
+                if expect_value {
+                    values.push(String::new());
+                }
+                expect_value = true;
+            }
+            Some(t @ (Token::Word(_) | Token::In | Token::NotIn)) if expect_value => {
+                values.push(t.text().to_owned());
+                expect_value = false;
+            }
+            other => return Err(parse_error(other, "',' or ')'")),
+        }
+        at += 1;
+    }
+}
+
 fn parse_error(found: Option<&Token>, expected: &str) -> ApiError {
-    let found = found.map_or("EOS", Token::text);
+    // The end of the string reads as '' in the real server's messages.
+    let found = found.map_or("", Token::text);
     ApiError::bad_request(format!(
         "unable to parse requirement: found '{found}', expected: {expected}"
     ))
 }
 
+/// An error between requirements: the real server words it without "unable to parse
+/// requirement".
+fn separator_error(found: Option<&Token>, expected: &str) -> ApiError {
+    let found = found.map_or("", Token::text);
+    ApiError::bad_request(format!("found '{found}', expected: {expected}"))
+}
 impl Selector {
     /// Parses a label selector as the real server does: comma-separated requirements `k=v`,
-    /// `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
+    /// `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>1`, `k<1`, `k`, `!k`. Keys and values
+    /// are not validated as label keys and values (the real server answers 400 for invalid ones).
     pub fn labels(s: &str) -> Result<Self, ApiError> {
         let tokens = tokens(s);
         let mut at = 0;
         let mut reqs = Vec::new();
-        let next = |at: &mut usize| {
-            let t = tokens.get(*at);
-            *at += 1;
-            t
+        // `in` and `notin` are words where a key or a value is expected.
+        let word = |t: Option<&Token>| match t {
+            Some(Token::Word(w)) => Some(w.clone()),
+            Some(t @ (Token::In | Token::NotIn)) => Some(t.text().to_owned()),
+            _ => None,
         };
-        while at < tokens.len() {
-            let negated = tokens[at] == Token::Bang;
+        if tokens.is_empty() {
+            return Ok(Self(reqs));
+        }
+        loop {
+            let negated = tokens.get(at) == Some(&Token::Bang);
             if negated {
                 at += 1;
             }
-            let key = match next(&mut at) {
-                Some(Token::Word(k)) => k.clone(),
-                other => return Err(parse_error(other, "identifier")),
+            let Some(key) = word(tokens.get(at)) else {
+                return Err(if negated {
+                    parse_error(tokens.get(at), "identifier")
+                } else if at > 0 && tokens.get(at - 1) == Some(&Token::Comma) {
+                    separator_error(tokens.get(at), "identifier after ','")
+                } else {
+                    separator_error(tokens.get(at), "!, identifier, or 'end of string'")
+                });
             };
+            at += 1;
             let op = tokens.get(at).cloned();
             let req = match op {
                 None | Some(Token::Comma) => {
@@ -264,17 +329,16 @@ impl Selector {
                     }
                 }
                 Some(_) if negated => {
-                    return Err(parse_error(op.as_ref(), "',' or 'end of string'"));
+                    return Err(separator_error(op.as_ref(), "',' or 'end of string'"));
                 }
                 Some(Token::Equals | Token::DoubleEquals | Token::NotEquals) => {
                     at += 1;
                     let value = match tokens.get(at) {
-                        Some(Token::Word(v)) => {
-                            at += 1;
-                            v.clone()
-                        }
                         None | Some(Token::Comma) => String::new(),
-                        other => return Err(parse_error(other, "identifier")),
+                        t => {
+                            at += 1;
+                            word(t).ok_or_else(|| parse_error(t, "identifier"))?
+                        }
                     };
                     if op == Some(Token::NotEquals) {
                         Requirement::NotEquals(key, value)
@@ -282,25 +346,26 @@ impl Selector {
                         Requirement::Equals(key, value)
                     }
                 }
+                Some(Token::Greater | Token::Less) => {
+                    at += 1;
+                    let t = tokens.get(at);
+                    at += 1;
+                    let value = word(t).ok_or_else(|| parse_error(t, "identifier"))?;
+                    let number = value.parse::<i64>().map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "unable to parse requirement: values[0]: Invalid value: {value:?}: for 'Gt', 'Lt' operators, the value must be an integer"
+                        ))
+                    })?;
+                    if op == Some(Token::Greater) {
+                        Requirement::GreaterThan(key, number)
+                    } else {
+                        Requirement::LessThan(key, number)
+                    }
+                }
                 Some(Token::In | Token::NotIn) => {
                     at += 1;
-                    let open = next(&mut at);
-                    if open != Some(&Token::Open) {
-                        return Err(parse_error(open, "'('"));
-                    }
-                    let mut values = Vec::new();
-                    loop {
-                        match next(&mut at) {
-                            Some(Token::Word(v)) => values.push(v.clone()),
-                            Some(Token::Close) if values.is_empty() => break,
-                            other => return Err(parse_error(other, "identifier")),
-                        }
-                        match next(&mut at) {
-                            Some(Token::Comma) => {}
-                            Some(Token::Close) => break,
-                            other => return Err(parse_error(other, "',' or ')'")),
-                        }
-                    }
+                    let (values, next) = parse_set(&tokens, at)?;
+                    at = next;
                     if op == Some(Token::In) {
                         Requirement::In(key, values)
                     } else {
@@ -312,9 +377,10 @@ impl Selector {
                 }
             };
             reqs.push(req);
-            match next(&mut at) {
-                None | Some(Token::Comma) => {}
-                other => return Err(parse_error(other, "',' or 'end of string'")),
+            match tokens.get(at) {
+                None => break,
+                Some(Token::Comma) => at += 1,
+                other => return Err(separator_error(other, "',' or 'end of string'")),
             }
         }
         Ok(Self(reqs))
@@ -365,6 +431,12 @@ impl Selector {
             Requirement::NotIn(k, vs) => label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
             Requirement::Exists(k) => label(k).is_some(),
             Requirement::NotExists(k) => label(k).is_none(),
+            Requirement::GreaterThan(k, n) => label(k)
+                .and_then(|l| l.parse::<i64>().ok())
+                .is_some_and(|l| l > *n),
+            Requirement::LessThan(k, n) => label(k)
+                .and_then(|l| l.parse::<i64>().ok())
+                .is_some_and(|l| l < *n),
         })
     }
 
@@ -381,7 +453,9 @@ impl Selector {
             Requirement::In(..)
             | Requirement::NotIn(..)
             | Requirement::Exists(_)
-            | Requirement::NotExists(_) => true,
+            | Requirement::NotExists(_)
+            | Requirement::GreaterThan(..)
+            | Requirement::LessThan(..) => true,
         })
     }
 }
@@ -445,10 +519,21 @@ mod tests {
         for s in ["app in (db)", "app notin (web,db)", "missing in (x)"] {
             assert!(!Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
         }
+        for s in [
+            "app in (web,)",
+            "app in (,web)",
+            "app notin ()",
+            "app notin (in)",
+        ] {
+            assert!(Selector::labels(s).unwrap().matches_labels(&obj), "{s}");
+        }
         for (s, found) in [
+            ("app=web,", "identifier after ','"),
+            ("app>x", "must be an integer"),
+            ("app=web,", "found '', expected: identifier after ','"),
             ("app===", "'='"),
             ("app in a", "'a'"),
-            ("app in (a", "'EOS'"),
+            ("app in (a", "found ''"),
             ("!app=x", "'='"),
             ("=x", "'='"),
             ("a b", "'b'"),

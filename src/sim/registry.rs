@@ -25,6 +25,8 @@ pub struct ResourceType {
     pub status_subresource: bool,
     /// Whether a CRD registered it (deleted with the CRD).
     pub custom: bool,
+    /// The version objects are stored in (a CRD's storage version; a built-in kind's own).
+    pub storage_version: String,
 }
 
 impl ResourceType {
@@ -59,6 +61,7 @@ impl ResourceType {
             namespaced,
             status_subresource: status,
             custom: false,
+            storage_version: version.to_owned(),
         }
     }
 
@@ -84,19 +87,37 @@ impl ResourceType {
 
     /// The discovery entries (`APIResource`) for the resource and its status subresource.
     pub(super) fn discovery(&self) -> Vec<Value> {
-        // In the real server's order.
-        let verbs = [
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "create",
-            "update",
-            "watch",
-        ];
-        // As the real server: the first 8 bytes of SHA-256 of `group/version/Kind`, base64.
-        let digest = sha2::Sha256::digest(format!("{}/{}/{}", self.group, self.version, self.kind));
+        // In the real server's order: sorted for built-in kinds; as apiextensions lists them for
+        // custom resources.
+        let verbs: &[&str] = if self.custom {
+            &[
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "create",
+                "update",
+                "watch",
+            ]
+        } else {
+            &[
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch",
+            ]
+        };
+        // As the real server: the first 8 bytes of SHA-256 of the storage `group/version/Kind`,
+        // base64.
+        let digest = sha2::Sha256::digest(format!(
+            "{}/{}/{}",
+            self.group, self.storage_version, self.kind
+        ));
         let mut entries = vec![json!({
             "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
             "kind": self.kind, "verbs": verbs,
@@ -250,6 +271,12 @@ impl Registry {
         let versions = versions.ok_or(
             "spec.versions: Invalid value: must have exactly one version marked as storage version",
         )?;
+        let storage_version = versions
+            .iter()
+            .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+            .and_then(|v| v.get("name").and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_owned();
         let mut types = Vec::new();
         for version in versions {
             let name = version
@@ -267,6 +294,7 @@ impl Registry {
                 kind: kind.clone(),
                 namespaced,
                 status_subresource: version.pointer("/subresources/status").is_some(),
+                storage_version: storage_version.clone(),
                 custom: true,
             });
         }

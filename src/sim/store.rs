@@ -435,6 +435,13 @@ impl Store {
         keep_server_fields(rt, &old, &mut new);
         if rt.group.is_empty() && rt.plural == "secrets" {
             normalize_secret(&mut new);
+            if new["type"] != old["type"] {
+                return Err(ApiError::invalid(
+                    rt,
+                    name,
+                    &format!("type: Invalid value: {}: field is immutable", new["type"]),
+                ));
+            }
         }
         drop_empty(rt, &mut new);
         let mut new = Self::with_version(rt, new);
@@ -516,13 +523,6 @@ impl Store {
             ));
         }
         let old = Self::with_version(rt, old);
-        if dry_run {
-            return Ok(Written {
-                object: old,
-                persisted: false,
-                created: false,
-            });
-        }
         let has_finalizers = old["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
@@ -534,14 +534,26 @@ impl Store {
                     created: false,
                 });
             }
-            let mut new = old;
-            let meta = meta_mut(&mut new);
-            meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            let new = marked_deleting(rt, old);
+            if dry_run {
+                // The would-be object: marked, not stored.
+                return Ok(Written {
+                    object: new,
+                    persisted: false,
+                    created: false,
+                });
+            }
             let object = self.commit(rt, k, new, EventType::Modified);
             return Ok(Written {
                 object,
                 persisted: true,
+                created: false,
+            });
+        }
+        if dry_run {
+            return Ok(Written {
+                object: old,
+                persisted: false,
                 created: false,
             });
         }
@@ -705,6 +717,22 @@ fn keep_server_fields(rt: &ResourceType, old: &Value, new: &mut Value) {
     }
 }
 
+/// An object being deleted, as the real server marks it (`markAsDeleting`): `deletionTimestamp`,
+/// `deletionGracePeriodSeconds: 0`, and one more `generation` for kinds that track it.
+#[must_use]
+pub fn marked_deleting(rt: &ResourceType, mut obj: Value) -> Value {
+    let generation = obj["metadata"]["generation"].as_i64();
+    let meta = meta_mut(&mut obj);
+    if rt.tracks_generation()
+        && let Some(generation) = generation.filter(|g| *g > 0)
+    {
+        meta.insert("generation".into(), json!(generation + 1));
+    }
+    meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+    obj
+}
+
 /// What the real server gives a new namespace: phase `Active`, the immutable
 /// `kubernetes.io/metadata.name` label and the `kubernetes` finalizer.
 fn namespace_defaults(body: &mut Value, name: &str) {
@@ -714,14 +742,24 @@ fn namespace_defaults(body: &mut Value, name: &str) {
     if let Some(labels) = labels.as_object_mut() {
         labels.insert("kubernetes.io/metadata.name".into(), json!(name));
     }
-    if body.pointer("/spec/finalizers").is_none() {
-        body["spec"] = json!({"finalizers": ["kubernetes"]});
+    // The `kubernetes` finalizer is added to whatever finalizers the namespace asks for.
+    if !body["spec"].is_object() {
+        body["spec"] = json!({});
+    }
+    if !body["spec"]["finalizers"].is_array() {
+        body["spec"]["finalizers"] = json!([]);
+    }
+    if let Some(finalizers) = body["spec"]["finalizers"].as_array_mut()
+        && !finalizers.iter().any(|f| f == "kubernetes")
+    {
+        finalizers.push(json!("kubernetes"));
     }
 }
 
-/// What the real server's typed encoding leaves out: empty `labels`, `annotations`,
-/// `finalizers` and `ownerReferences`, and, for built-in kinds, empty top-level maps and lists
-/// (`data: {}`). Custom resources keep their own fields as written.
+/// What the real server's typed encoding leaves out (fields declared `omitempty`): empty
+/// `labels`, `annotations`, `finalizers` and `ownerReferences`, a ConfigMap's or Secret's empty
+/// `data`/`binaryData`, a service account's empty `secrets`/`imagePullSecrets`. Other fields, and
+/// every field of a custom resource, stay as written.
 fn drop_empty(rt: &ResourceType, obj: &mut Value) {
     let empty = |v: &Value| {
         v.as_object().is_some_and(serde_json::Map::is_empty)
@@ -736,10 +774,13 @@ fn drop_empty(rt: &ResourceType, obj: &mut Value) {
             ) && empty(v))
         });
     }
-    if !rt.custom
-        && let Some(map) = obj.as_object_mut()
-    {
-        map.retain(|k, v| matches!(k.as_str(), "metadata" | "spec" | "status") || !empty(v));
+    let omitted: &[&str] = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "configmaps" | "secrets") => &["data", "binaryData"],
+        ("", "serviceaccounts") => &["secrets", "imagePullSecrets"],
+        _ => &[],
+    };
+    if let Some(map) = obj.as_object_mut() {
+        map.retain(|k, v| !(omitted.contains(&k.as_str()) && empty(v)));
     }
 }
 

@@ -195,6 +195,17 @@ impl Scenario {
             .iter()
             .map(|step| {
                 let mut step = step.clone();
+                // What a compared write only dry-ran never comes: wait for nothing, read once.
+                if let StepKind::WaitFor { path, .. } = &step.kind
+                    && step.compared
+                {
+                    step.kind = StepKind::Request {
+                        method: "GET",
+                        path: path.clone(),
+                        body: None,
+                        content_type: "application/json",
+                    };
+                }
                 if let StepKind::Request {
                     method, path, body, ..
                 } = &mut step.kind

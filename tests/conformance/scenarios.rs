@@ -129,11 +129,18 @@ fn list() -> Scenario {
         post(
             "create a",
             CMS,
-            cm_labelled("a", &json!({"app": "a", "tier": "x"})),
+            cm_labelled("a", &json!({"app": "a", "tier": "x", "n": "1"})),
         )
         .setup(),
     );
-    steps.push(post("create b", CMS, cm_labelled("b", &json!({"app": "b"}))).setup());
+    steps.push(
+        post(
+            "create b",
+            CMS,
+            cm_labelled("b", &json!({"app": "b", "n": "2"})),
+        )
+        .setup(),
+    );
     steps.push(post("create c", CMS, cm_labelled("c", &json!({}))).setup());
     steps.extend([
         get("list", CMS),
@@ -165,6 +172,21 @@ fn list() -> Scenario {
         get(
             "bad label selector",
             &format!("{CMS}?labelSelector=app%3D%3D%3D"),
+        ),
+        get("label n>1", &format!("{CMS}?labelSelector=n%3E1")),
+        get("label n<2", &format!("{CMS}?labelSelector=n%3C2")),
+        get("label n>x", &format!("{CMS}?labelSelector=n%3Ex")),
+        get(
+            "label with a trailing comma",
+            &format!("{CMS}?labelSelector=app%3Da,"),
+        ),
+        get(
+            "label app in (a,)",
+            &format!("{CMS}?labelSelector=app%20in%20(a,)"),
+        ),
+        get(
+            "label tier notin ()",
+            &format!("{CMS}?labelSelector=tier%20notin%20()"),
         ),
         get(
             "field metadata.name=b",
@@ -309,6 +331,12 @@ fn deletion() -> Scenario {
                 json!({"metadata": {"finalizers": null}}),
             ),
             get("get finalized", &path("f")),
+            post("create g with a finalizer", CMS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "g", "finalizers": ["conformance.shadow-reconciler.io/hold"]}})).setup(),
+            delete("dry-run delete with a finalizer", &format!("{}?dryRun=All", path("g")), None),
+            get("get after a dry-run delete with a finalizer", &path("g")),
+            delete("delete with dryRun of the wrong type", &path("g"), Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": "All"}))),
+            post("create a service account", SAS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}})).setup(),
+            delete("delete a service account", &format!("{SAS}/sa"), None),
             post("create b", CMS, cm("b", &json!({}))).setup(),
             delete(
                 "delete in the foreground",
@@ -406,6 +434,7 @@ fn crds() -> Scenario {
                 "/apis/conformance.shadow-reconciler.io/v1/namespaces/{ns}/gizmos",
                 json!({"apiVersion": "conformance.shadow-reconciler.io/v1", "kind": "Gizmo", "metadata": {"name": "g"}}),
             ),
+            delete("delete the CRD", &crd_path("gadgets"), None),
         ],
     )
 }
@@ -479,11 +508,15 @@ fn dry_run() -> Scenario {
         post("create with generateName", &format!("{CMS}?dryRun=All"), json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}})),
         post("create a Secret with stringData", "/api/v1/namespaces/{ns}/secrets?dryRun=All", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"password": "hunter2"}, "data": {"user": "YWRtaW4="}})),
         post("create for real", CMS, cm("b", &json!({"k": "1"}))).setup().capture("rv", "/metadata/resourceVersion"),
+        post("create a Secret for real", "/api/v1/namespaces/{ns}/secrets", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kept"}, "data": {"k": "dg=="}})).setup(),
+        put("update changing a Secret's type", "/api/v1/namespaces/{ns}/secrets/kept?dryRun=All", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kept"}, "type": "kubernetes.io/basic-auth", "data": {"username": "YQ=="}})),
         put("update", &format!("{}?dryRun=All", path("b")), json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "resourceVersion": "{rv}"}, "data": {"k": "2"}})),
         merge_patch("patch", &format!("{}?dryRun=All", path("b")), json!({"data": {"k": "3"}})),
         delete("delete with the query", &format!("{}?dryRun=All", path("b")), None),
         delete("delete with DeleteOptions", &path("b"), Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]}))),
         get("get after the dry runs", &path("b")),
+        // Nothing of the dry runs reaches a watcher.
+        watch("watch over the dry runs", &format!("{CMS}?resourceVersion={{rv}}&fieldSelector=metadata.name%3Db"), 1),
         // The server reads a DELETE's options from its body when it has one: the query's dryRun
         // is ignored and this delete persists.
         delete("delete with dryRun in the query and DeleteOptions in the body", &format!("{}?dryRun=All", path("b")), Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}))),
