@@ -119,3 +119,48 @@ async fn the_guard_refuses_a_mutating_request_without_dry_run() {
         "the refused request never reached the API server"
     );
 }
+
+/// The API server reads a DELETE's options from its body when it has one and ignores the query:
+/// the guard refuses a DELETE whose `DeleteOptions` body lacks `dryRun: [All]`, even when the
+/// query carries `dryRun=All`, and the rewriting client puts it in the body.
+#[tokio::test]
+async fn a_delete_is_a_dry_run_only_when_its_body_says_so() {
+    let (sim, client) = start_sim(SimConfig::default()).await;
+    let real: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    real.create(&PostParams::default(), &cm("kept", "x"))
+        .await
+        .unwrap();
+    let dry = DryRunClient::new(client);
+    // kube-rs sends `DeleteParams` as the body; without dry_run it has no `dryRun`.
+    let unguarded: Api<ConfigMap> = Api::namespaced(dry.guard_only(), "default");
+    let err = unguarded
+        .delete("kept", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("its DeleteOptions body")
+            && err.to_string().contains("lacks dryRun: [All]"),
+        "{err}"
+    );
+    assert_eq!(dry.stats().refused(), 1);
+    // The rewriting client: the same call is a dry run, and the object stays.
+    let rewriting: Api<ConfigMap> = Api::namespaced(dry.for_reconcile(), "default");
+    rewriting
+        .delete("kept", &DeleteParams::default())
+        .await
+        .unwrap();
+    real.get("kept")
+        .await
+        .expect("the dry-run delete left the object");
+    let deletes: Vec<bool> = sim.audit(|a| {
+        a.records()
+            .filter(|r| r.verb == "delete")
+            .map(|r| r.dry_run)
+            .collect()
+    });
+    assert_eq!(
+        deletes,
+        [true],
+        "only the rewritten delete reached the server"
+    );
+}

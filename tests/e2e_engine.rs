@@ -232,13 +232,15 @@ fn simulate_on_a_cluster_refuses_a_used_one_and_a_missing_kubeconfig() {
         stderr.contains("the cluster already holds a population (namespace team-0 exists)"),
         "{stderr}"
     );
-    // Nothing of the population was created.
-    let hosted = plane.kubectl(&[
+    // It refused before changing anything: not even the CRDs were applied.
+    let crd = plane.kubectl_output(&[
         "get",
+        "customresourcedefinition",
         "hostedclusters.example.shadow-reconciler.io",
-        "-A",
-        "-o",
-        "name",
     ]);
-    assert!(hosted.trim().is_empty(), "{hosted}");
+    assert!(
+        !crd.status.success() && String::from_utf8_lossy(&crd.stderr).contains("NotFound"),
+        "the CRD was applied before the refusal: {}",
+        String::from_utf8_lossy(&crd.stdout)
+    );
 }

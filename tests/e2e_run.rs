@@ -175,16 +175,46 @@ fn start_run(plane: &ControlPlane, data: &Path) -> Run {
     }
 }
 
-fn reconciles(run: &mut Run, mode: &str) -> u64 {
-    run.sum(
-        "shadow_reconciler_reconciles_total",
-        &["plan=\"hostedcluster\"", &format!("mode=\"{mode}\"")],
-    )
+/// The reconciles `run` has logged so far, in the order they ended: (plan, mode, object). A
+/// reconcile of an object never overlaps another of the same object, so per object this is also
+/// the order they started in.
+fn logged_reconciles(run: &Run) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(&run.log).unwrap_or_default();
+    // The last line may still be being written.
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|v| v["target"] == "shadow_reconciler::engine::record")
+        .filter_map(|v| {
+            let f = &v["fields"];
+            Some((
+                f["plan"].as_str()?.to_owned(),
+                f["mode"].as_str()?.to_owned(),
+                f["object"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
 }
 
-/// The flag, flipped with kubectl: enforce one group, then roll back.
+/// The HostedClusters with a reconcile in `mode` among the records from `from` on.
+fn reconciled_in(
+    records: &[(String, String, String)],
+    from: usize,
+    mode: &str,
+) -> BTreeSet<String> {
+    records
+        .iter()
+        .skip(from)
+        .filter(|(plan, m, _)| plan == "hostedcluster" && m == mode)
+        .map(|(_, _, object)| object.clone())
+        .collect()
+}
+
+/// The flag, flipped with kubectl: enforce one group, then roll back. Checked per object from
+/// `run`'s records: after each flip, every HostedCluster is reconciled in the new mode, and no
+/// reconcile of an object runs in the old mode after one of it ran in the new.
 fn flip_the_flag(plane: &ControlPlane, run: &mut Run) {
-    let hc = u64::try_from(HOSTED_CLUSTERS).expect("small");
     patch_flag(
         plane,
         r#"{"mode": "enforce", "enforcedGroups": "hostedcluster/non-critical-syncs"}"#,
@@ -192,31 +222,36 @@ fn flip_the_flag(plane: &ControlPlane, run: &mut Run) {
     run.wait_for("the flag in force is enforce", |r| {
         r.sum("shadow_reconciler_flag_info", &["mode=\"enforce\""]) == 1
     });
+    let from = logged_reconciles(run).len();
     touch_hosted_clusters(plane, 1);
     run.wait_for("every HostedCluster reconciled in enforce", |r| {
-        reconciles(r, "enforce") >= hc
+        reconciled_in(&logged_reconciles(r), from, "enforce").len() >= HOSTED_CLUSTERS
     });
     patch_flag(plane, r#"{"mode": "shadow", "enforcedGroups": ""}"#);
     run.wait_for("the flag in force is shadow again", |r| {
         r.sum("shadow_reconciler_flag_info", &["mode=\"shadow\""]) == 1
     });
-    // Reconciles that had started in enforce may end after the flip; a reconcile of an object
-    // never overlaps another of the same object, so once every HostedCluster was reconciled in
-    // shadow twice more, none of them is left in flight.
+    let from = logged_reconciles(run).len();
     for round in [2, 3] {
-        let (shadow_before, enforce_before) =
-            (reconciles(run, "shadow"), reconciles(run, "enforce"));
+        let round_from = logged_reconciles(run).len();
         touch_hosted_clusters(plane, round);
         run.wait_for(
             "every HostedCluster reconciled in shadow after the rollback",
-            |r| reconciles(r, "shadow") >= shadow_before + hc,
+            |r| reconciled_in(&logged_reconciles(r), round_from, "shadow").len() >= HOSTED_CLUSTERS,
         );
-        if round == 3 {
-            assert_eq!(
-                reconciles(run, "enforce"),
-                enforce_before,
-                "a reconcile started in enforce after the rollback"
-            );
+    }
+    let records = logged_reconciles(run);
+    let mut back_in_shadow = BTreeSet::new();
+    for (plan, mode, object) in records.iter().skip(from) {
+        if plan != "hostedcluster" {
+            continue;
+        }
+        assert!(
+            !(mode == "enforce" && back_in_shadow.contains(object)),
+            "{object} was reconciled in enforce after a reconcile of it in shadow followed the rollback"
+        );
+        if mode == "shadow" {
+            back_in_shadow.insert(object.clone());
         }
     }
 }

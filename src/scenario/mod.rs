@@ -247,6 +247,13 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
             synced.remove(0),
         )),
     ];
+    let second_writer = second_writer.map(|client| {
+        tokio::spawn(second_writer_after_restart(
+            client,
+            sink.clone(),
+            settings.addons,
+        ))
+    });
     wait_until_settled(
         &sink,
         settings,
@@ -294,8 +301,8 @@ struct World {
     planted: population::Planted,
     /// The simulator's audit length before the restart.
     audit_before: u64,
-    /// The conflict storm's writer on a real cluster.
-    second_writer: Option<tokio::task::JoinHandle<()>>,
+    /// The client of the conflict storm's writer on a real cluster.
+    second_writer: Option<kube::Client>,
 }
 
 impl World {
@@ -316,12 +323,13 @@ impl World {
             (None, None) => unreachable!("a simulator is started when no cluster is given"),
         };
         let mut rng = Rng::new(settings.seed);
-        population::create_crds(&client)
-            .await
-            .map_err(ScenarioError::Population)?;
+        // On a cluster of the user's, refuse a used one before changing anything in it.
         if sim.is_none() {
             population::ensure_fresh(&client).await?;
         }
+        population::create_crds(&client)
+            .await
+            .map_err(ScenarioError::Population)?;
         let planted = population::create(
             &client,
             settings
@@ -342,10 +350,7 @@ impl World {
                 None
             }
             None => match (&settings.cluster, settings.scenario.conflict_storm()) {
-                (Some(config), true) => Some(tokio::spawn(second_writer(
-                    client_as(config, SECOND_WRITER_USER_AGENT)?,
-                    settings.addons,
-                ))),
+                (Some(config), true) => Some(client_as(config, SECOND_WRITER_USER_AGENT)?),
                 _ => None,
             },
         };
@@ -434,10 +439,19 @@ fn client_as(
 /// The user agent of the conflict storm's second writer on a real cluster.
 pub const SECOND_WRITER_USER_AGENT: &str = "shadow-reconciler-second-writer";
 
-/// The conflict storm on a real cluster: right after the restart, another writer touches every
-/// add-on twice (the budget of the simulator's rule), so that status patches the add-on
-/// controller builds on what its cache saw meet a 409. Unlike the simulator's rule, which fires
-/// between the read and the write of exactly those patches, how many it beats depends on timing.
+/// The conflict storm on a real cluster: once the add-on controller has reconciled its first
+/// add-on (its cache is filled: the restart happened), another writer touches every add-on twice
+/// (the budget of the simulator's rule), so that status patches the add-on controller builds on
+/// what its cache saw meet a 409. Unlike the simulator's rule, which fires between the read and
+/// the write of exactly those patches, how many it beats depends on timing.
+async fn second_writer_after_restart(client: kube::Client, sink: MemorySink, addons: usize) {
+    let plan = AddOnReconciler::plan().name().to_owned();
+    while !sink.records().iter().any(|r| r.plan == plan) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    second_writer(client, addons).await;
+}
+
 async fn second_writer(client: kube::Client, addons: usize) {
     let api: Api<ClusterManagementAddOn> = Api::all(client);
     let params = kube::api::PatchParams::default();

@@ -166,10 +166,15 @@ pub async fn ensure_fresh(client: &kube::Client) -> Result<(), super::ScenarioEr
         Err(e) => return Err(super::ScenarioError::Population(e)),
     }
     let addons: Api<ClusterManagementAddOn> = Api::all(client.clone());
-    let existing = addons
+    let existing = match addons
         .list(&kube::api::ListParams::default().limit(1))
         .await
-        .map_err(super::ScenarioError::Population)?;
+    {
+        Ok(list) => list,
+        // The CRD is not installed yet: no add-on either.
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(e) => return Err(super::ScenarioError::Population(e)),
+    };
     if let Some(name) = existing.items.first().and_then(|a| a.metadata.name.clone()) {
         return Err(super::ScenarioError::PopulationExists(format!(
             "ClusterManagementAddOn {name}"

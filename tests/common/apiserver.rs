@@ -90,16 +90,17 @@ exit "$status""#;
         guarded
     }
 
-    /// Panics with the end of the log if the process has exited.
-    fn check_alive(&mut self) {
+    /// An error with the end of the log if the process has exited.
+    fn check_alive(&mut self) -> Result<(), String> {
         if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
+            return Err(format!(
                 "{} exited ({status}) while starting; the end of its log ({}):\n{}",
                 self.name,
                 self.log.display(),
                 tail(&self.log, 40)
-            );
+            ));
         }
+        Ok(())
     }
 
     fn stop(&mut self) {
@@ -303,8 +304,21 @@ fn random_token() -> String {
 }
 
 impl ControlPlane {
-    /// Starts etcd and kube-apiserver and waits until the API server is ready.
+    /// Starts etcd and kube-apiserver and waits until the API server is ready. The loopback
+    /// ports are picked free and then handed to the servers, so another process can take one in
+    /// between: a start that fails on a port in use is tried again with new ones.
     pub fn start() -> Self {
+        let mut attempt = 1;
+        loop {
+            match Self::try_start() {
+                Ok(plane) => return plane,
+                Err(e) if attempt < 3 && e.contains("address already in use") => attempt += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    fn try_start() -> Result<Self, String> {
         let bin = kube_bin_dir().to_path_buf();
         let dir = tempfile::Builder::new()
             .prefix("shadow-reconciler-control-plane-")
@@ -397,15 +411,15 @@ impl ControlPlane {
             audit_log,
             etcd_url,
         };
-        plane.wait_ready();
-        plane
+        plane.wait_ready()?;
+        Ok(plane)
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let started = Instant::now();
         loop {
-            self.etcd.check_alive();
-            self.apiserver.check_alive();
+            self.etcd.check_alive()?;
+            self.apiserver.check_alive()?;
             let ready = self.kubectl_output(&["get", "--raw", "/readyz"]);
             if ready.status.success() {
                 break;
@@ -437,6 +451,7 @@ impl ControlPlane {
             version["serverVersion"]["gitVersion"], KUBE_VERSION,
             "the API server reports another version than the one the tests are held to"
         );
+        Ok(())
     }
 
     /// The API server's URL (`https://127.0.0.1:PORT`).
@@ -580,7 +595,10 @@ impl ControlPlane {
     /// options, and every request of a service account; a watch when it started and when it ended.
     pub fn audit(&self) -> Vec<AuditEvent> {
         let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        text.lines()
+        // The server may be writing the last line.
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete
+            .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|line| {
                 let v: serde_json::Value = serde_json::from_str(line)
