@@ -534,32 +534,6 @@ impl ControlPlane {
             .expect("run kubectl")
     }
 
-    /// kubectl as the admin, with stdin for `apply -f -`.
-    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> String {
-        let mut child = self
-            .kubectl_command()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(stdin.as_bytes())
-            .expect("write kubectl's stdin");
-        let output = child.wait_with_output().expect("kubectl");
-        assert!(
-            output.status.success(),
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
     fn kubectl_command(&self) -> Command {
         let mut command = Command::new(self.bin.join("kubectl"));
         command
