@@ -72,3 +72,24 @@ async fn starts_audits_enforces_rbac_and_stops() {
     let left = processes_under(&dir);
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+/// A test that panics while the control plane runs leaves no process behind either: the
+/// harness stops both servers while the panic unwinds.
+#[test]
+fn a_panicking_test_leaves_no_process_behind() {
+    let dir = std::sync::Mutex::new(None);
+    let outcome = std::panic::catch_unwind(|| {
+        let plane = ControlPlane::start();
+        *dir.lock().unwrap() = Some(plane.dir().to_path_buf());
+        assert!(!processes_under(plane.dir()).is_empty(), "the servers run");
+        panic!("a failing test");
+    });
+    assert!(outcome.is_err(), "the closure panicked");
+    let dir = dir
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the control plane started");
+    let left = processes_under(&dir);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
