@@ -40,5 +40,10 @@ fi
 export SHADOW_RECONCILER_PYTHON="$PWD/$venv/bin/python"
 
 cargo test --locked --all-targets
+# The Go modules: vetted and tested (sdk/go holds the Go models, held to the Rust ones by the
+# shared vectors in tests/data/model-vectors.json).
+for mod in sdk/go; do
+  (cd "$mod" && go vet ./... && go test -count=1 ./...)
+done
 cargo test --locked --doc
 cargo run --locked --quiet -- plan check deploy/plans/*.yaml

@@ -1,0 +1,213 @@
+//! The shared test vectors of the models: cases (a plan, the enforced rollout groups, each
+//! operation's result) with what the sequential control and the phased candidate decide, their
+//! aggregate error text and condition, and the diff. The Rust models generate them; any other
+//! implementation of the models (the Go package of issue 15, `sdk/go`) must reproduce every case
+//! from the same file.
+//!
+//! The file, `tests/data/model-vectors.json`, is committed. This test regenerates the cases and
+//! fails when the file differs, so a change of the models' behaviour is a visible change of the
+//! vectors, and an edited expectation fails here. `SHADOW_RECONCILER_WRITE_VECTORS=1` rewrites it.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use shadow_reconciler::model::{Diff, Policy, Report, StepResult, drive};
+use shadow_reconciler::outcome::{ErrorClass, Outcome, ShadowPolicy};
+use shadow_reconciler::plan::{OpSet, ReconcilePlan};
+use shadow_reconciler::simulate::Rng;
+
+const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/model-vectors.json");
+
+/// The plans the vectors use, by their path in the repository.
+const PLANS: [&str; 3] = [
+    "deploy/plans/hostedcluster.yaml",
+    "deploy/plans/addon-install-progression.yaml",
+    "tests/data/hostedcluster-corrected.yaml",
+];
+
+/// Failure rates drawn per case: from the happy path to most operations failing.
+const RATES: [f64; 5] = [0.0, 0.05, 0.15, 0.35, 0.7];
+
+/// Result draws per plan, group setting and rate.
+const DRAWS: u64 = 8;
+
+fn load(path: &str) -> Arc<ReconcilePlan> {
+    let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+    Arc::new(ReconcilePlan::load(&full).unwrap_or_else(|e| panic!("{path}: {e}")))
+}
+
+fn names(plan: &ReconcilePlan, ops: &OpSet) -> Vec<String> {
+    ops.as_slice()
+        .iter()
+        .map(|op| plan.name_of(*op).to_owned())
+        .collect()
+}
+
+fn report_json(report: &Report) -> Value {
+    let plan = report.plan();
+    let steps: Vec<Value> = report
+        .steps()
+        .iter()
+        .map(|s| {
+            let mut step = json!({
+                "op": plan.name_of(s.op),
+                "outcome": s.outcome.as_str(),
+                "executed": s.executed,
+                "critical": s.critical,
+            });
+            match &s.outcome {
+                Outcome::Failed { class } => {
+                    step["class"] = json!(class.as_str());
+                    step["message"] = json!(s.message);
+                }
+                Outcome::Blocked { by } => step["by"] = json!(names(plan, by)),
+                Outcome::Skipped { after } => step["after"] = json!(plan.name_of(*after)),
+                Outcome::Unknown { on } => step["on"] = json!(names(plan, on)),
+                Outcome::Succeeded => {}
+            }
+            step
+        })
+        .collect();
+    let condition = report.condition();
+    json!({
+        "steps": steps,
+        "aggregate": report.aggregate(),
+        "log_summary": report.log_summary(),
+        "condition": {
+            "type": condition.type_,
+            "status": condition.status.as_str(),
+            "reason": condition.reason,
+            "message": condition.message,
+        },
+    })
+}
+
+/// One case: every operation's real result drawn at `rate`; the candidate cannot simulate the
+/// operations the plan marks `shadow: skip`.
+fn case(plan: &Arc<ReconcilePlan>, groups: &[String], rate: f64, rng: &mut Rng) -> Value {
+    // The failing operations; every other one succeeds.
+    let mut results = serde_json::Map::new();
+    let mut failing = std::collections::HashMap::new();
+    for op in plan.operations() {
+        #[allow(clippy::cast_precision_loss)] // a uniform draw in [0, 1)
+        let draw = rng.below(1_000_000) as f64 / 1_000_000.0;
+        if draw < rate {
+            let class = ErrorClass::ALL[rng.below(ErrorClass::ALL.len())];
+            let message = format!("{} failed: {}", op.name(), class.as_str());
+            results.insert(
+                op.name().to_owned(),
+                json!({"class": class.as_str(), "message": message}),
+            );
+            failing.insert(op.id(), (class, message));
+        }
+    }
+    let real = |op: shadow_reconciler::plan::OpId| match failing.get(&op) {
+        Some((class, message)) => StepResult::failed(*class, message.clone()),
+        None => StepResult::succeeded(),
+    };
+    let control = drive(&Policy::sequential(plan.clone()), |o| real(o.id()));
+    let candidate_policy = Policy::phased(plan.clone(), groups).expect("declared groups");
+    let candidate = drive(&candidate_policy, |o| {
+        if o.shadow() == ShadowPolicy::Skip {
+            StepResult::not_simulated()
+        } else {
+            real(o.id())
+        }
+    });
+    let diff = Diff::between(&control, &candidate).expect("same plan");
+    let op_names = |ops: &[shadow_reconciler::plan::OpId]| -> Vec<String> {
+        ops.iter().map(|op| plan.name_of(*op).to_owned()).collect()
+    };
+    let reordered: Vec<Value> = diff
+        .reordered()
+        .iter()
+        .map(|(a, b)| json!([plan.name_of(*a), plan.name_of(*b)]))
+        .collect();
+    json!({
+        "failures": results,
+        "control": report_json(&control),
+        "candidate": report_json(&candidate),
+        "diff": {
+            "unblocked": op_names(diff.unblocked()),
+            "newly_blocked": op_names(diff.newly_blocked()),
+            "changed": op_names(diff.changed()),
+            "reordered": reordered,
+        },
+    })
+}
+
+fn generate() -> Value {
+    let mut cases = Vec::new();
+    let mut rng = Rng::new(20_261_201);
+    for path in PLANS {
+        let plan = load(path);
+        // No group enforced, each group alone, every group.
+        let mut settings: Vec<Vec<String>> = vec![Vec::new()];
+        settings.extend(plan.groups().iter().map(|g| vec![g.name().to_owned()]));
+        settings.push(plan.groups().iter().map(|g| g.name().to_owned()).collect());
+        for groups in &settings {
+            for rate in RATES {
+                for draw in 0..DRAWS {
+                    let mut c = case(&plan, groups, rate, &mut rng);
+                    c["name"] = json!(format!(
+                        "{}/groups=[{}]/rate={rate}/draw={draw}",
+                        plan.name(),
+                        groups.join(",")
+                    ));
+                    c["plan"] = json!(path);
+                    c["plan_hash"] = json!(plan.hash().to_hex());
+                    c["enforced_groups"] = json!(groups);
+                    cases.push(c);
+                }
+            }
+        }
+    }
+    json!({
+        "schema": "shadow-reconciler.io/model-vectors/v1",
+        "about": "Generated by tests/shared_vectors.rs from the Rust models: the control is the sequential model, the candidate the phased model with enforced_groups; failures are the operations whose real result is an error (the others succeed), and the candidate gets not-simulated for the operations its plan marks shadow: skip. Do not edit: rerun with SHADOW_RECONCILER_WRITE_VECTORS=1.",
+        "cases": cases,
+    })
+}
+
+/// The document with one case per line: compact, and a diff names the cases that changed.
+fn render(doc: &Value) -> String {
+    let mut text = format!(
+        "{{\"schema\": {},\n\"about\": {},\n\"cases\": [\n",
+        doc["schema"], doc["about"]
+    );
+    let cases = doc["cases"].as_array().expect("cases");
+    for (i, case) in cases.iter().enumerate() {
+        text.push_str(&case.to_string());
+        text.push_str(if i + 1 < cases.len() { ",\n" } else { "\n" });
+    }
+    text.push_str("]}\n");
+    text
+}
+
+#[test]
+fn the_committed_vectors_are_what_the_models_decide() {
+    let generated = generate();
+    let cases = generated["cases"].as_array().expect("cases").len();
+    assert!(cases >= 500, "only {cases} cases");
+    let text = render(&generated);
+    if std::env::var_os("SHADOW_RECONCILER_WRITE_VECTORS").is_some() {
+        std::fs::write(FILE, &text).expect("write the vectors");
+        return;
+    }
+    let committed = std::fs::read_to_string(FILE).unwrap_or_else(|e| {
+        panic!("{FILE}: {e}; generate it with SHADOW_RECONCILER_WRITE_VECTORS=1")
+    });
+    if committed != text {
+        let committed: Value = serde_json::from_str(&committed).expect("committed JSON");
+        let first = committed["cases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .zip(generated["cases"].as_array().into_iter().flatten())
+            .find(|(a, b)| a != b)
+            .map(|(a, _)| a["name"].clone());
+        panic!(
+            "{FILE} differs from what the models decide (first differing case: {first:?}); if the change of behaviour is intended, regenerate it with SHADOW_RECONCILER_WRITE_VECTORS=1 and review the diff"
+        );
+    }
+}
