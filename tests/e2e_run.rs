@@ -13,12 +13,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::apiserver::{ControlPlane, free_port};
+use common::apiserver::{ControlPlane, free_port, http_exchange, tail};
 use shadow_reconciler::scenario::population;
 use shadow_reconciler::simulate::Rng;
 
@@ -51,16 +50,10 @@ impl Run {
                 std::fs::read_to_string(&self.log).unwrap_or_default()
             );
         }
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return String::new();
-        };
-        let _ = write!(
-            stream,
-            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        );
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        answer
+        // Not serving yet: no samples.
+        http_exchange(&format!("127.0.0.1:{}", self.port), "GET", "/metrics", "")
+            .map(|(_, body)| body)
+            .unwrap_or_default()
     }
 
     /// The sum of the samples of `name` whose labels contain every one of `labels` (counters
@@ -81,18 +74,12 @@ impl Run {
             assert!(
                 started.elapsed() < PATIENCE,
                 "{what}: not after {PATIENCE:?}; run's log ends:\n{}",
-                tail(&self.log)
+                tail(&self.log, 30)
             );
             std::thread::sleep(Duration::from_millis(200));
         }
         eprintln!("{what}: after {:.1} s", started.elapsed().as_secs_f64());
     }
-}
-
-fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 fn deploy(file: &str) -> String {

@@ -404,16 +404,11 @@ fn engines(
 
 /// A client of the simulator with the controllers' user agent.
 fn controller_client(sim: &Simulator) -> Result<kube::Client, ScenarioError> {
-    let mut config = kube::Config::new(
-        sim.url()
-            .parse()
-            .expect("the simulator's URL is a valid URI"),
-    );
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(CONTROLLER_USER_AGENT),
-    ));
-    kube::Client::try_from(config).map_err(ScenarioError::Client)
+    let url = sim
+        .url()
+        .parse()
+        .expect("the simulator's URL is a valid URI");
+    client_as(&kube::Config::new(url), CONTROLLER_USER_AGENT)
 }
 
 /// A client of a real cluster with the controllers' user agent.

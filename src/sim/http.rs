@@ -437,8 +437,7 @@ fn serve(
                 }
                 return Ok((StatusCode::OK, written.persisted, object));
             }
-            if rt.group.is_empty() && matches!(rt.plural.as_str(), "services" | "serviceaccounts") {
-                // These kinds' storage returns the deleted object.
+            if rt.returns_deleted_object() {
                 return Ok(answer(written));
             }
             // Gone (or, in a dry run, would be): a `Status`, as the real server answers for the

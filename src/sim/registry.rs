@@ -44,6 +44,13 @@ impl ResourceType {
             )
     }
 
+    /// Whether the real server answers a delete with the deleted object (its storage sets
+    /// `ReturnDeletedObject`) rather than a `Status`: services and service accounts here.
+    #[must_use]
+    pub fn returns_deleted_object(&self) -> bool {
+        self.group.is_empty() && matches!(self.plural.as_str(), "services" | "serviceaccounts")
+    }
+
     fn builtin(
         group: &str,
         version: &str,

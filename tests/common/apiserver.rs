@@ -168,7 +168,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn tail(path: &Path, lines: usize) -> String {
+/// The last `lines` lines of a log file.
+pub fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -601,20 +602,9 @@ impl Drop for ControlPlane {
 
 /// A POST to etcd's JSON gateway; its answer.
 fn etcd_post(base: &str, path: &str, body: &str) -> serde_json::Value {
-    use std::io::Read as _;
     let addr = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to etcd");
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write to etcd");
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .expect("read etcd's answer");
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let (head, body) =
+        http_exchange(addr, "POST", path, body).unwrap_or_else(|e| panic!("etcd {path}: {e}"));
     assert!(
         head.starts_with("HTTP/1.1 200"),
         "etcd {path}: {head}\n{body}"
@@ -625,6 +615,27 @@ fn etcd_post(base: &str, path: &str, body: &str) -> serde_json::Value {
         .zip(body.rfind('}'))
         .map_or("", |(a, b)| &body[a..=b]);
     serde_json::from_str(json).unwrap_or_else(|e| panic!("etcd {path}: {e}: {body}"))
+}
+
+/// One plain HTTP/1.1 request to a loopback server (etcd's gateway, a process's `/metrics`):
+/// its status line and headers, and its body.
+pub fn http_exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<(String, String)> {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    Ok((head.to_owned(), body.to_owned()))
 }
 
 fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {

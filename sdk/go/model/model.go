@@ -8,10 +8,10 @@ package model
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/ids"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
 )
 
@@ -116,34 +116,11 @@ func NewPhased(p *plan.Plan, groups []string) (*Policy, error) {
 	eff := make([]effective, len(p.Operations))
 	for i, op := range p.Operations {
 		eff[i] = effective{true, true}
-		if contains(enforced, i) {
+		if ids.Contains(enforced, i) {
 			eff[i] = effective{op.Category == plan.Critical, op.Gate == plan.NoCriticalFailure}
 		}
 	}
 	return &Policy{Plan: p, Kind: Phased, Enforced: enforced, Order: p.PhasedOrder, effective: eff}, nil
-}
-
-func contains(ids []int, id int) bool {
-	at := sort.SearchInts(ids, id)
-	return at < len(ids) && ids[at] == id
-}
-
-func insert(ids []int, id int) []int {
-	at := sort.SearchInts(ids, id)
-	if at < len(ids) && ids[at] == id {
-		return ids
-	}
-	ids = append(ids, 0)
-	copy(ids[at+1:], ids[at:])
-	ids[at] = id
-	return ids
-}
-
-func extend(ids, more []int) []int {
-	for _, id := range more {
-		ids = insert(ids, id)
-	}
-	return ids
 }
 
 // Step is one decided operation.
@@ -222,20 +199,20 @@ func (r *Run) decidePhased(op int) *Outcome {
 		}
 		switch o.Kind {
 		case Failed:
-			by = insert(by, dep)
+			by = ids.Insert(by, dep)
 		case Blocked:
-			by = extend(by, o.By)
+			by = ids.Extend(by, o.By)
 		case Skipped:
-			by = insert(by, o.After)
+			by = ids.Insert(by, o.After)
 		case Unknown:
-			unknownOn = extend(unknownOn, o.On)
+			unknownOn = ids.Extend(unknownOn, o.On)
 		}
 	}
 	if r.policy.effective[op].gated {
 		if len(r.criticalFailures) == 0 {
-			unknownOn = extend(unknownOn, r.unknownCritical)
+			unknownOn = ids.Extend(unknownOn, r.unknownCritical)
 		} else {
-			by = extend(by, r.criticalFailures)
+			by = ids.Extend(by, r.criticalFailures)
 		}
 	}
 	switch {
@@ -264,13 +241,13 @@ func (r *Run) Complete(op int, result Result) error {
 			r.firstFailure = op
 		}
 		if critical {
-			r.criticalFailures = insert(r.criticalFailures, op)
+			r.criticalFailures = ids.Insert(r.criticalFailures, op)
 		}
 		outcome = Outcome{Kind: Failed, Class: result.class}
 		message = result.message
 	default:
 		if critical {
-			r.unknownCritical = insert(r.unknownCritical, op)
+			r.unknownCritical = ids.Insert(r.unknownCritical, op)
 		}
 		outcome = Outcome{Kind: Unknown, On: []int{op}}
 	}
@@ -290,7 +267,7 @@ func (r *Run) pendingName() string {
 
 func (r *Run) record(op int, outcome Outcome, executed bool, message string, requeue time.Duration) {
 	if outcome.Kind == Unknown && !executed && r.policy.effective[op].critical {
-		r.unknownCritical = extend(r.unknownCritical, outcome.On)
+		r.unknownCritical = ids.Extend(r.unknownCritical, outcome.On)
 	}
 	r.decided[op] = len(r.steps)
 	r.steps = append(r.steps, Step{

@@ -13,6 +13,8 @@ import (
 	"sort"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/ids"
 )
 
 // APIVersion is the plan format's version.
@@ -192,7 +194,7 @@ func Parse(source string, data []byte) (*Plan, error) {
 			if position[dep] >= position[i] {
 				return fail("operation %q depends on %q, which does not run before it in the phased order", op.Name, name)
 			}
-			deps = insert(deps, dep)
+			deps = ids.Insert(deps, dep)
 		}
 		p.Operations[i].DependsOn = deps
 	}
@@ -225,7 +227,7 @@ func Parse(source string, data []byte) (*Plan, error) {
 					return fail("operation %q is in rollout groups %q and %q", name, other, g.Name)
 				}
 				inGroup[id] = g.Name
-				group.Operations = insert(group.Operations, id)
+				group.Operations = ids.Insert(group.Operations, id)
 			}
 			p.Groups = append(p.Groups, group)
 		}
@@ -238,18 +240,6 @@ func Parse(source string, data []byte) (*Plan, error) {
 	}
 	p.hash = contentHash(p)
 	return p, nil
-}
-
-// insert adds id to the ascending set ids.
-func insert(ids []int, id int) []int {
-	at := sort.SearchInts(ids, id)
-	if at < len(ids) && ids[at] == id {
-		return ids
-	}
-	ids = append(ids, 0)
-	copy(ids[at+1:], ids[at:])
-	ids[at] = id
-	return ids
 }
 
 // Lookup returns the id of the operation called name.
@@ -267,7 +257,7 @@ func (p *Plan) GroupMembers(names []string) ([]int, error) {
 			if g.Name == name {
 				found = true
 				for _, id := range g.Operations {
-					members = insert(members, id)
+					members = ids.Insert(members, id)
 				}
 			}
 		}
