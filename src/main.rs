@@ -103,6 +103,33 @@ pub(crate) struct RunArgs {
 enum SimCommand {
     /// Serve the simulator on loopback until interrupted, then print the audit summary.
     Serve(ServeArgs),
+    /// Create the reference population (CRDs, namespaces team-0..team-9, HostedClusters with
+    /// the scenario's faults, add-ons) in a cluster, for controllers run by hand or in another
+    /// language; print what was planted as JSON.
+    Populate(PopulateArgs),
+}
+
+#[derive(Args)]
+struct PopulateArgs {
+    /// The cluster (default: $KUBECONFIG, then ~/.kube/config); it must hold no population yet.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// HostedClusters to create.
+    #[arg(long, default_value_t = 200)]
+    hosted_clusters: usize,
+    /// ClusterManagementAddOns to create.
+    #[arg(long, default_value_t = 0)]
+    addons: usize,
+    /// The faults planted in the objects: healthy or missing-secrets (the request faults of
+    /// conflict-storm and mixed belong to `simulate`; `sim serve --faults` injects such rules).
+    #[arg(long, default_value = "missing-secrets")]
+    scenario: scenario::Scenario,
+    /// Seed of the draw (same seed, same faulty objects as `simulate --seed`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -237,6 +264,7 @@ fn main() -> ExitCode {
         Command::Plan(PlanCommand::Check { files }) => Ok(check_plans(&files)),
         Command::Simulate(args) => simulate(args),
         Command::Sim(SimCommand::Serve(args)) => serve(&args),
+        Command::Sim(SimCommand::Populate(args)) => populate(&args),
         Command::Run(args) => run(&args),
         Command::Analyze(args) => cli::analyze(&args),
         Command::Manifests(args) => manifests(&args),
@@ -443,6 +471,44 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         // Whoever started us may have stopped reading: a closed stdout is not a failure here.
         let summary = simulator.audit(ToString::to_string);
         let _ = std::io::Write::write_all(&mut std::io::stdout(), summary.as_bytes());
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn populate(args: &PopulateArgs) -> anyhow::Result<ExitCode> {
+    use scenario::population;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let config =
+            cli::cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+        let url = config.cluster_url.clone();
+        let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+        population::ensure_fresh(&client)
+            .await
+            .with_context(|| format!("the cluster at {url}"))?;
+        population::create_crds(&client)
+            .await
+            .with_context(|| format!("cannot create the CRDs in the cluster at {url}"))?;
+        let mut rng = shadow_reconciler::simulate::Rng::new(args.seed);
+        let planted = population::create(
+            &client,
+            population::Faults::of(args.scenario),
+            args.hosted_clusters,
+            args.addons,
+            &mut rng,
+        )
+        .await
+        .with_context(|| format!("cannot create the population in the cluster at {url}"))?;
+        let summary = serde_json::json!({
+            "hosted_clusters": planted.hosted_clusters,
+            "addons": planted.addons,
+            "missing_ssh_key": planted.missing_ssh_key,
+            "missing_audit_webhook": planted.missing_audit_webhook,
+            "missing_pull_secret": planted.missing_pull_secret,
+            "bad_release_image": planted.bad_release_image,
+        });
+        let _ =
+            std::io::Write::write_all(&mut std::io::stdout(), format!("{summary}\n").as_bytes());
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -165,6 +165,164 @@ fn a_legacy_loop_failing_at_ssh_key_becomes_the_control_and_the_candidates_predi
     );
 }
 
+fn candidate(mut s: Span, execution: &str) -> Span {
+    s.attributes.extend([
+        kv("shadow_reconciler.policy", "candidate"),
+        kv("shadow_reconciler.execution", execution),
+    ]);
+    s
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::IntValue(value)),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+/// An in-process engine (the Go package) also sends its candidate's dry runs: the sidecar
+/// records their real outcomes instead of `unknown`, and the run's mode, groups and counters.
+#[test]
+fn candidate_dry_run_spans_give_the_unblocked_operations_real_outcomes() {
+    let mut a = assembler(Limits::default());
+    let plan = common::shipped("hostedcluster");
+    let mut spans = legacy_failing_at_ssh(9);
+    // The candidate reports what it reused (ignored: the model derives it) and its dry runs.
+    spans.push(candidate(
+        operation(9, 60, 1, "PullSecretSync", 60),
+        "reused",
+    ));
+    spans.push(candidate(
+        operation(9, 61, 1, "CoreHCPChain", 61),
+        "dry-run",
+    ));
+    spans.push(candidate(
+        failed(
+            operation(9, 62, 1, "KubeconfigAndPasswordSync", 62),
+            "Forbidden",
+        ),
+        "dry-run",
+    ));
+    let mut r = reconcile(9, 1, "hc-9");
+    r.attributes.extend([
+        kv("shadow_reconciler.mode", "shadow"),
+        kv("shadow_reconciler.plan.hash", &plan.hash().to_hex()),
+        int("shadow_reconciler.dry_run_requests", 7),
+        int("shadow_reconciler.guard_refusals", 0),
+    ]);
+    spans.push(r);
+    let batch = a.ingest(&request(spans), Instant::now());
+    assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
+    let r = &batch.records[0];
+    assert_eq!(r.dry_run_requests, 7);
+    let core = r.candidate_step("CoreHCPChain").unwrap();
+    assert_eq!(
+        (core.execution, core.outcome),
+        (Execution::DryRun, "succeeded")
+    );
+    let kubeconfig = r.candidate_step("KubeconfigAndPasswordSync").unwrap();
+    assert_eq!(
+        (
+            kubeconfig.execution,
+            kubeconfig.outcome,
+            kubeconfig.error_class
+        ),
+        (Execution::DryRun, "failed", Some(ErrorClass::Forbidden))
+    );
+    let pull = r.candidate_step("PullSecretSync").unwrap();
+    assert_eq!(pull.execution, Execution::Reused);
+    // An unblocked operation without a dry-run span stays unknown, never a success.
+    let rbac = r.candidate_step("RBACAndPolicies").unwrap();
+    assert_eq!(rbac.outcome, "unknown");
+    assert_ne!(rbac.execution, Execution::DryRun);
+    // The control is unchanged by the candidate's spans.
+    assert_eq!(r.control_first_failure.as_deref(), Some("SSHKeySync"));
+    assert!(r.control.iter().all(|s| s.execution != Execution::DryRun));
+    assert_eq!(
+        r.control
+            .iter()
+            .find(|s| s.operation == "CoreHCPChain")
+            .unwrap()
+            .outcome,
+        "skipped"
+    );
+}
+
+/// Mode `off` records no candidate; `enforce` replays the phased control with the span's
+/// groups; a hash that differs from the loaded plan, an unknown mode or group, and an unknown
+/// policy or execution are rejected with the reason.
+#[test]
+fn the_reconcile_spans_mode_groups_and_hash() {
+    let mut a = assembler(Limits::default());
+    let mut spans = legacy_failing_at_ssh(10);
+    let mut r = reconcile(10, 1, "hc-10");
+    r.attributes.push(kv("shadow_reconciler.mode", "off"));
+    spans.push(r);
+    let batch = a.ingest(&request(spans), Instant::now());
+    assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
+    let r = &batch.records[0];
+    assert_eq!(r.mode.as_str(), "off");
+    assert!(r.candidate.is_empty() && r.unblocked.is_empty());
+
+    // Enforce with the plan's first group: its operations go on after the SSH key failure
+    // when they are non-critical.
+    let plan = common::shipped("hostedcluster");
+    let group = plan.groups()[0].name().to_owned();
+    let mut spans = legacy_failing_at_ssh(11);
+    let mut r = reconcile(11, 1, "hc-11");
+    r.attributes.extend([
+        kv("shadow_reconciler.mode", "enforce"),
+        kv("shadow_reconciler.enforced_groups", &group),
+    ]);
+    spans.push(r);
+    let batch = a.ingest(&request(spans), Instant::now());
+    assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
+    assert_eq!(batch.records[0].mode.as_str(), "enforce");
+
+    for (attribute, value, reason) in [
+        (
+            "shadow_reconciler.plan.hash",
+            "00ff",
+            "different versions of the plan",
+        ),
+        ("shadow_reconciler.mode", "sideways", "unknown mode"),
+        (
+            "shadow_reconciler.candidate_groups",
+            "no-such-group",
+            "no-such-group",
+        ),
+    ] {
+        let mut spans = legacy_failing_at_ssh(12);
+        let mut r = reconcile(12, 1, "hc-12");
+        r.attributes.push(kv(attribute, value));
+        spans.push(r);
+        let mut a = assembler(Limits::default());
+        let batch = a.ingest(&request(spans.clone()), Instant::now());
+        assert!(batch.records.is_empty(), "{attribute}={value}");
+        assert_eq!(batch.counts.rejected, spans.len() as u64, "{attribute}");
+        assert!(
+            batch.reasons.iter().any(|r| r.contains(reason)),
+            "{attribute}: {:?}",
+            batch.reasons
+        );
+    }
+    let mut a = assembler(Limits::default());
+    let mut s = operation(13, 2, 1, "SSHKeySync", 2);
+    s.attributes
+        .push(kv("shadow_reconciler.policy", "bystander"));
+    let t = candidate(operation(13, 3, 1, "SSHKeySync", 3), "imagined");
+    let batch = a.ingest(
+        &request(vec![s, t, reconcile(13, 1, "hc-13")]),
+        Instant::now(),
+    );
+    assert_eq!(batch.counts.rejected, 2, "{:?}", batch.reasons);
+    assert!(batch.reasons[0].contains("expected control or candidate"));
+    assert!(batch.reasons[1].contains("expected dry-run, reused or not-simulated"));
+}
+
 #[test]
 fn spans_arriving_before_or_after_their_reconcile_span() {
     let mut a = assembler(Limits::default());

@@ -12,6 +12,12 @@ use crate::outcome::ErrorClass;
 pub const PLAN_ATTRIBUTE: &str = "shadow_reconciler.plan";
 /// Attribute marking a span as a reconcile span, whatever its name.
 pub const RECONCILE_ATTRIBUTE: &str = "shadow_reconciler.reconcile";
+/// Attribute of an operation span: which run it belongs to, `control` (the default) or
+/// `candidate`.
+pub const POLICY_ATTRIBUTE: &str = "shadow_reconciler.policy";
+/// Attribute of a candidate operation span: how it executed (`dry-run`, `reused`,
+/// `not-simulated`).
+pub const EXECUTION_ATTRIBUTE: &str = "shadow_reconciler.execution";
 
 /// How spans are read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +48,8 @@ pub enum Role {
         plan: Option<String>,
         /// The object.
         object: Object,
+        /// What an in-process engine says about the run (all absent for a plain legacy loop).
+        run: RunFacts,
     },
     /// An operation, named by the attribute (or the span's name: resolved against the plan).
     Operation {
@@ -51,7 +59,30 @@ pub enum Role {
         explicit: bool,
         /// The failure, if the span reports one.
         failure: Option<(ErrorClass, String)>,
+        /// `shadow_reconciler.policy`, when set (`control` or `candidate`).
+        policy: Option<String>,
+        /// `shadow_reconciler.execution`, when set.
+        execution: Option<String>,
     },
+}
+
+/// The attributes an in-process engine (the Go package) sets on the reconcile span beside the
+/// object's: the mode it ran, the groups of its policies, the plan's hash and its dry-run
+/// counters. A legacy loop traced by hand sets none of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFacts {
+    /// `shadow_reconciler.mode` (`off`, `shadow`, `enforce`); absent: `shadow`.
+    pub mode: Option<String>,
+    /// `shadow_reconciler.enforced_groups`: the control's enforced groups in mode `enforce`.
+    pub enforced_groups: Option<Vec<String>>,
+    /// `shadow_reconciler.candidate_groups`: the candidate's groups (absent: the sidecar's).
+    pub candidate_groups: Option<Vec<String>>,
+    /// `shadow_reconciler.plan.hash`: checked against the loaded plan's.
+    pub plan_hash: Option<String>,
+    /// `shadow_reconciler.dry_run_requests`.
+    pub dry_run_requests: Option<u32>,
+    /// `shadow_reconciler.guard_refusals`.
+    pub guard_refusals: Option<u32>,
 }
 
 /// The object reconciled, from the reconcile span's attributes.
@@ -126,6 +157,30 @@ fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> 
 
 fn text<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
     string(attribute(attributes, key)).filter(|s| !s.is_empty())
+}
+
+/// A list of names: a string array, or one comma-separated string.
+fn names(attributes: &[KeyValue], key: &str) -> Option<Vec<String>> {
+    let names: Vec<String> = match attribute(attributes, key)?.value.as_ref()? {
+        any_value::Value::StringValue(s) => s.split(',').map(str::to_owned).collect(),
+        any_value::Value::ArrayValue(array) => array
+            .values
+            .iter()
+            .filter_map(|v| string(Some(v)).map(str::to_owned))
+            .collect(),
+        _ => return None,
+    };
+    Some(
+        names
+            .into_iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect(),
+    )
+}
+
+fn count(attributes: &[KeyValue], key: &str) -> Option<u32> {
+    integer(attributes, key).map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX))
 }
 
 fn integer(attributes: &[KeyValue], key: &str) -> Option<i64> {
@@ -216,6 +271,14 @@ impl Convention {
                     name: text(a, "k8s.object.name").unwrap_or_default().to_owned(),
                     uid: text(a, "k8s.object.uid").map(str::to_owned),
                 },
+                run: RunFacts {
+                    mode: text(a, "shadow_reconciler.mode").map(str::to_owned),
+                    enforced_groups: names(a, "shadow_reconciler.enforced_groups"),
+                    candidate_groups: names(a, "shadow_reconciler.candidate_groups"),
+                    plan_hash: text(a, "shadow_reconciler.plan.hash").map(str::to_owned),
+                    dry_run_requests: count(a, "shadow_reconciler.dry_run_requests"),
+                    guard_refusals: count(a, "shadow_reconciler.guard_refusals"),
+                },
             }
         } else {
             let failed = span
@@ -234,6 +297,8 @@ impl Convention {
                         .unwrap_or_default();
                     (class_of(a), message)
                 }),
+                policy: text(a, POLICY_ATTRIBUTE).map(str::to_owned),
+                execution: text(a, EXECUTION_ATTRIBUTE).map(str::to_owned),
             }
         };
         Ok(SpanFacts {

@@ -1,8 +1,10 @@
 //! Reconstruction: operation spans are buffered under their parent until the reconcile span
 //! arrives (or a timeout evicts them); then the control run is what the spans show, replayed
-//! through the legacy model, and the candidate is evaluated by the phased model: a step the
-//! control ran is `reused`, one it did not is `not-simulated` (outcome `unknown`): nothing is
-//! executed in this mode.
+//! through the legacy model (or, for a reconcile span in mode `enforce`, the phased model with
+//! its enforced groups), and the candidate is evaluated by the phased model: a step with a
+//! candidate `dry-run` span takes that span's outcome (an in-process engine ran it), one the
+//! control ran is `reused`, any other is `not-simulated` (outcome `unknown`): the sidecar
+//! executes nothing itself.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use super::convention::{Convention, Object, Role, SpanFacts};
+use super::convention::{Convention, Object, Role, RunFacts, SpanFacts};
 use crate::engine::{Mode, ObjectKey, ReconcileRecord, Trace, assemble};
 use crate::model::{Decision, Policy, StepResult};
 use crate::outcome::{ErrorClass, Execution};
@@ -82,12 +84,41 @@ impl Batch {
     }
 }
 
+/// Which run an operation span reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// The control's real execution (every span of a legacy loop).
+    Control,
+    /// The candidate's dry run of an operation the control did not run.
+    DryRun,
+    /// A candidate step the span only reports (`reused`, `not-simulated`): the models derive it.
+    Derived,
+}
+
+impl Side {
+    fn of(policy: Option<&str>, execution: Option<&str>) -> Result<Self, String> {
+        match (policy, execution) {
+            (None | Some("control"), _) => Ok(Self::Control),
+            (Some("candidate"), Some("dry-run")) => Ok(Self::DryRun),
+            (Some("candidate"), Some("reused" | "not-simulated")) => Ok(Self::Derived),
+            (Some("candidate"), other) => Err(format!(
+                "a candidate operation span has shadow_reconciler.execution {:?}; expected dry-run, reused or not-simulated",
+                other.unwrap_or_default()
+            )),
+            (Some(other), _) => Err(format!(
+                "an operation span has shadow_reconciler.policy {other:?}; expected control or candidate"
+            )),
+        }
+    }
+}
+
 /// A buffered operation span.
 #[derive(Clone, Debug)]
 struct Child {
     name: String,
     explicit: bool,
     failure: Option<(ErrorClass, String)>,
+    side: Side,
     start: u64,
     end: u64,
 }
@@ -101,6 +132,58 @@ struct PlanPolicies {
     plan: Arc<ReconcilePlan>,
     control: Policy,
     candidate: Policy,
+    /// Phased policies by the groups a reconcile span names (mode `enforce`, or its own
+    /// candidate groups); a handful in practice, cleared if it ever grows past
+    /// [`MAX_POLICIES`].
+    by_groups: HashMap<Vec<String>, Policy>,
+}
+
+/// Phased policies kept per plan for the groups named by reconcile spans.
+const MAX_POLICIES: usize = 64;
+
+impl PlanPolicies {
+    fn phased(&mut self, groups: &[String]) -> Result<Policy, String> {
+        if let Some(policy) = self.by_groups.get(groups) {
+            return Ok(policy.clone());
+        }
+        let policy = Policy::phased(self.plan.clone(), groups).map_err(|e| e.to_string())?;
+        if self.by_groups.len() >= MAX_POLICIES {
+            self.by_groups.clear();
+        }
+        self.by_groups.insert(groups.to_vec(), policy.clone());
+        Ok(policy)
+    }
+
+    /// The control and candidate policies of a reconcile span's run facts.
+    fn for_run(&mut self, run: &RunFacts) -> Result<(Mode, Policy, Option<Policy>), String> {
+        if let Some(hash) = &run.plan_hash
+            && *hash != self.plan.hash().to_hex()
+        {
+            return Err(format!(
+                "a reconcile span carries plan hash {hash} but plan {:?} loaded here has {}: the controller and the sidecar load different versions of the plan",
+                self.plan.name(),
+                self.plan.hash().to_hex()
+            ));
+        }
+        let mode = match run.mode.as_deref() {
+            None => Mode::Shadow,
+            Some(text) => text
+                .parse::<Mode>()
+                .map_err(|e| format!("a reconcile span's shadow_reconciler.mode: {e}"))?,
+        };
+        let candidate = match &run.candidate_groups {
+            Some(groups) => self.phased(groups)?,
+            None => self.candidate.clone(),
+        };
+        Ok(match mode {
+            Mode::Off => (mode, self.control.clone(), None),
+            Mode::Shadow => (mode, self.control.clone(), Some(candidate)),
+            Mode::Enforce => {
+                let groups = run.enforced_groups.clone().unwrap_or_default();
+                (mode, self.phased(&groups)?, Some(candidate))
+            }
+        })
+    }
 }
 
 /// Buffers spans and reconstructs reconciles. One per process, behind a lock.
@@ -158,6 +241,7 @@ impl Assembler {
                 plan: plan.clone(),
                 control: Policy::sequential(plan.clone()),
                 candidate,
+                by_groups: HashMap::new(),
             });
         }
         Ok(Self {
@@ -238,7 +322,13 @@ impl Assembler {
                 name,
                 explicit,
                 failure,
+                policy,
+                execution,
             } => {
+                let side = match Side::of(policy.as_deref(), execution.as_deref()) {
+                    Ok(side) => side,
+                    Err(reason) => return batch.reject(1, || reason),
+                };
                 let parent = (facts.trace_id, facts.parent.unwrap_or_default());
                 if self.done.contains(&parent) {
                     batch.counts.late += 1;
@@ -255,6 +345,7 @@ impl Assembler {
                     name: name.clone(),
                     explicit: *explicit,
                     failure: failure.clone(),
+                    side,
                     start: facts.start,
                     end: facts.end,
                 });
@@ -327,7 +418,7 @@ impl Assembler {
     }
 
     fn reconstruct(&mut self, facts: &SpanFacts, index: usize, batch: &mut Batch) {
-        let Role::Reconcile { object, .. } = &facts.role else {
+        let Role::Reconcile { object, run, .. } = &facts.role else {
             return;
         };
         let key = (facts.trace_id, facts.span_id);
@@ -338,17 +429,31 @@ impl Assembler {
             .unwrap_or_default();
         self.buffered -= children.len();
         self.remember(key);
-        let policies = &self.plans[index];
-        let plan = &policies.plan;
-        // The last span of each operation (a controller may retry within one reconcile).
+        let policies = &mut self.plans[index];
+        let (mode, control, candidate) = match policies.for_run(run) {
+            Ok(policies) => policies,
+            Err(reason) => {
+                let n = 1 + children.len() as u64;
+                return batch.reject(n, || reason);
+            }
+        };
+        let plan = policies.plan.clone();
+        // The last span of each operation and run (a controller may retry within one
+        // reconcile).
         let mut seen: HashMap<OpId, Child> = HashMap::new();
+        let mut dry: HashMap<OpId, Child> = HashMap::new();
         for child in children {
             match plan.lookup(&child.name) {
                 Some(op) => {
                     batch.counts.accepted += 1;
-                    let replace = seen.get(&op).is_none_or(|c| c.end <= child.end);
+                    let map = match child.side {
+                        Side::Control => &mut seen,
+                        Side::DryRun => &mut dry,
+                        Side::Derived => continue,
+                    };
+                    let replace = map.get(&op).is_none_or(|c| c.end <= child.end);
                     if replace {
-                        seen.insert(op, child);
+                        map.insert(op, child);
                     }
                 }
                 None if child.explicit => {
@@ -363,28 +468,55 @@ impl Assembler {
             }
         }
         batch.counts.accepted += 1;
-        let record = build(plan, policies, facts, object, &seen);
+        let policies = Policies {
+            mode,
+            control,
+            candidate,
+        };
+        let mut record = build(&plan, &policies, facts, object, &seen, &dry);
+        record.dry_run_requests = run.dry_run_requests.unwrap_or(0);
+        record.guard_refusals = run.guard_refusals.unwrap_or(0);
         batch.records.push(record);
+    }
+}
+
+/// The runs one reconcile span asks for.
+struct Policies {
+    mode: Mode,
+    control: Policy,
+    candidate: Option<Policy>,
+}
+
+fn result_of(child: &Child) -> StepResult {
+    match &child.failure {
+        Some((class, message)) => StepResult::failed(*class, message.clone()),
+        None => StepResult::succeeded(),
     }
 }
 
 fn build(
     plan: &Arc<ReconcilePlan>,
-    policies: &PlanPolicies,
+    policies: &Policies,
     facts: &SpanFacts,
     object: &Object,
     seen: &HashMap<OpId, Child>,
+    dry: &HashMap<OpId, Child>,
 ) -> ReconcileRecord {
     let origin = Instant::now();
-    let result = |op: OpId| match seen.get(&op) {
-        Some(Child {
-            failure: Some((class, message)),
-            ..
-        }) => StepResult::failed(*class, message.clone()),
-        Some(_) => StepResult::succeeded(),
-        None => StepResult::not_simulated(),
+    // The candidate's step: its own dry run when it reports one, else the control's result
+    // (reused), else not simulated. The control's: its span, else not simulated.
+    let step = |op: OpId, candidate: bool| -> Option<(&Child, Execution)> {
+        if candidate && let Some(child) = dry.get(&op) {
+            return Some((child, Execution::DryRun));
+        }
+        let present = if candidate {
+            Execution::Reused
+        } else {
+            Execution::Real
+        };
+        seen.get(&op).map(|child| (child, present))
     };
-    let run = |policy: &Policy, present: Execution| {
+    let run = |policy: &Policy, candidate: bool| {
         let mut trace = Trace::new(plan.len(), origin);
         let mut run = policy.start();
         while let Some(decision) = run.next() {
@@ -392,20 +524,22 @@ fn build(
                 continue;
             };
             let i = op.index();
-            if let Some(child) = seen.get(&op) {
-                trace.executions[i] = present;
+            let result = if let Some((child, execution)) = step(op, candidate) {
+                trace.executions[i] = execution;
                 trace.offsets[i] = Duration::from_nanos(child.start.saturating_sub(facts.start));
                 trace.durations[i] = Duration::from_nanos(child.end.saturating_sub(child.start));
+                result_of(child)
             } else {
                 trace.executions[i] = Execution::NotSimulated;
-            }
-            run.complete(op, result(op))
+                StepResult::not_simulated()
+            };
+            run.complete(op, result)
                 .expect("the pending operation is completed");
         }
         (run.into_report().expect("every operation decided"), trace)
     };
-    let (control_report, control) = run(&policies.control, Execution::Real);
-    let (candidate_report, candidate) = run(&policies.candidate, Execution::Reused);
+    let (control_report, control) = run(&policies.control, false);
+    let candidate = policies.candidate.as_ref().map(|p| run(p, true));
     let mut record = assemble(
         plan,
         ObjectKey {
@@ -414,10 +548,10 @@ fn build(
             name: object.name.clone(),
             uid: object.uid.clone(),
         },
-        (Mode::Shadow, None),
+        (policies.mode, None),
         SystemTime::UNIX_EPOCH + Duration::from_nanos(facts.start),
         (&control_report, &control),
-        Some((&candidate_report, &candidate)),
+        candidate.as_ref().map(|(report, trace)| (report, trace)),
         Some(opentelemetry::trace::TraceId::from_bytes(facts.trace_id).to_string()),
     );
     record.duration = Duration::from_nanos(facts.end.saturating_sub(facts.start));

@@ -1,0 +1,216 @@
+// Command hostedcluster is the HostedCluster reference reconciler in Go: the same 20
+// operations as the Rust crate's, on controller-runtime, run by the shadow package. With
+// OTEL_EXPORTER_OTLP_ENDPOINT pointing at the shadow-reconciler sidecar (`ingest`), its
+// reconciles become the sidecar's metrics and Parquet data.
+//
+//	hostedcluster --kubeconfig FILE --plan deploy/plans/hostedcluster.yaml [--mode shadow]
+//	    [--enforce GROUP]... [--candidate GROUP]... [--ramp-percent 100]
+//	    [--flag-namespace NS --flag-name shadow-reconciler-flag]
+package main
+
+import (
+	"context"
+	goflag "flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/shadow"
+)
+
+// ControllerUserAgent is the control's User-Agent (the candidate's is shadow.UserAgent).
+const ControllerUserAgent = "shadow-reconciler-go-example/" + shadow.Version
+
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := start(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func start() error {
+	var (
+		planPath, mode, flagNamespace, flagName string
+		enforce, candidate                      list
+		ramp                                    float64
+		workers                                 int
+	)
+	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
+	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, shadow or enforce")
+	goflag.Var(&enforce, "enforce", "a rollout group the control enforces in mode enforce (repeatable)")
+	goflag.Var(&candidate, "candidate", "a rollout group the candidate evaluates (repeatable; none: every group)")
+	goflag.Float64Var(&ramp, "ramp-percent", 100, "the share of objects that get the mode (0 to 100)")
+	goflag.StringVar(&flagNamespace, "flag-namespace", "", "the namespace of the flag ConfigMap (empty: no ConfigMap)")
+	goflag.StringVar(&flagName, "flag-name", "shadow-reconciler-flag", "the name of the flag ConfigMap")
+	goflag.IntVar(&workers, "workers", 4, "concurrent reconciles")
+	opts := zap.Options{Development: false}
+	opts.BindFlags(goflag.CommandLine)
+	goflag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("hostedcluster")
+
+	if planPath == "" {
+		return fmt.Errorf("--plan is required (deploy/plans/hostedcluster.yaml)")
+	}
+	p, err := plan.Load(planPath)
+	if err != nil {
+		return err
+	}
+	defaults := flag.Default()
+	switch flag.Mode(mode) {
+	case flag.Off, flag.Shadow, flag.Enforce:
+		defaults.Mode = flag.Mode(mode)
+	default:
+		return fmt.Errorf("--mode %q: expected off, shadow or enforce", mode)
+	}
+	for _, g := range enforce {
+		ref, ok := flag.ParseGroupRef(g)
+		if !ok {
+			return fmt.Errorf("--enforce %q: expected GROUP or PLAN/GROUP", g)
+		}
+		defaults.EnforcedGroups = append(defaults.EnforcedGroups, ref)
+	}
+	for _, g := range candidate {
+		ref, ok := flag.ParseGroupRef(g)
+		if !ok {
+			return fmt.Errorf("--candidate %q: expected GROUP or PLAN/GROUP", g)
+		}
+		defaults.CandidateGroups = append(defaults.CandidateGroups, ref)
+	}
+	r, ok := flag.RampFromPercent(ramp)
+	if !ok {
+		return fmt.Errorf("--ramp-percent %v: expected a percentage from 0 to 100 with at most two decimals", ramp)
+	}
+	defaults.Ramp = r
+
+	ctx := ctrl.SetupSignalHandler()
+	tp, err := tracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush the last spans to the sidecar before exiting.
+		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(shutdown); err != nil {
+			log.Error(err, "cannot flush the spans")
+		}
+	}()
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = ControllerUserAgent
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	var f *shadow.Flag
+	if flagNamespace != "" {
+		f, err = shadow.ConfigMapFlag(mgr.GetClient(), types.NamespacedName{Namespace: flagNamespace, Name: flagName}, defaults, log.WithName("flag"), p)
+	} else {
+		f, err = shadow.StaticFlag(defaults, p)
+	}
+	if err != nil {
+		return err
+	}
+	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	engine, err := shadow.New(p, mgr.GetClient(), Operations(), shadow.Options{
+		Flag: f, DryRun: dry, WriteCondition: true, APIReader: mgr.GetAPIReader(), Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&HostedCluster{}).
+		Named("hostedcluster").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(shadow.Reconciler(engine, mgr.GetClient(), func() *HostedCluster { return &HostedCluster{} }))
+	if err != nil {
+		return err
+	}
+	log.Info("starting", "plan", p.Name, "planHash", p.ShortHash(), "flag", defaults.Summary())
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("stopped", "dryRunRequests", dry.Stats().DryRunRequests(), "guardRefusals", dry.Stats().Refused())
+	return nil
+}
+
+// tracing exports spans by the standard OTLP variables: OTEL_EXPORTER_OTLP_ENDPOINT (or
+// _TRACES_ENDPOINT) and OTEL_EXPORTER_OTLP_PROTOCOL (grpc, the default here, or http/protobuf).
+// Without an endpoint, spans are not exported.
+func tracing(ctx context.Context) (*sdktrace.TracerProvider, error) {
+	res := resource.NewSchemaless(attribute.String("service.name", "hostedcluster-controller"),
+		attribute.String("shadow_reconciler.plan", "hostedcluster"))
+	endpoint := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") + os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	if endpoint == "" {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
+		otel.SetTracerProvider(tp)
+		return tp, nil
+	}
+	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	var exporter *otlptrace.Exporter
+	var err error
+	switch protocol {
+	case "", "grpc":
+		exporter, err = otlptracegrpc.New(ctx)
+	case "http/protobuf":
+		exporter, err = otlptracehttp.New(ctx)
+	default:
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: expected grpc or http/protobuf", protocol)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithResource(res),
+		// Every reconcile is data: no sampling, and a queue deep enough for a burst.
+		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithBatcher(exporter, sdktrace.WithMaxQueueSize(1<<16), sdktrace.WithMaxExportBatchSize(2048)),
+	)
+	otel.SetTracerProvider(tp)
+	return tp, nil
+}

@@ -1,0 +1,487 @@
+// Package shadow brings the shadow-reconciler engine into a Go controller's process: the
+// controller registers its operations by the names of a ReconcilePlan and calls Reconcile; the
+// engine runs the control (the legacy sequential loop, or the phased model with the flag's
+// enforced groups) with the controller's client, and the phased candidate in shadow: it reuses
+// what the control ran, runs what the control did not through a dry-run client (with a
+// read-your-dry-run-writes overlay and a guard that refuses anything but dry runs), and
+// reports both runs as OpenTelemetry spans that the shadow-reconciler sidecar (`ingest`) turns
+// into the same metrics, Parquet data and analysis as the Rust engine's.
+package shadow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
+)
+
+// Execution is how a step ran.
+type Execution string
+
+const (
+	ExecReal         Execution = "real"
+	ExecDryRun       Execution = "dry-run"
+	ExecReused       Execution = "reused"
+	ExecNotSimulated Execution = "not-simulated"
+)
+
+// Op is one operation of the reconcile. It does its API work through r.Client, which is the
+// controller's client in the control and the dry-run client in the candidate: the same code
+// runs in both.
+type Op[T client.Object, S any] func(ctx context.Context, r *Run[T, S]) error
+
+// Run is what an operation sees: the client of its run, the object, the state the operations
+// of one run share (the candidate starts from a copy of the control's), and how it runs.
+type Run[T client.Object, S any] struct {
+	Client    client.Client
+	Object    T
+	State     *S
+	Execution Execution
+
+	retry     bool
+	requeue   time.Duration
+	conflicts int
+}
+
+// RequeueAfter asks for the object to be reconciled again after d (the smallest of a run wins).
+func (r *Run[T, S]) RequeueAfter(d time.Duration) {
+	if d > 0 && (r.requeue == 0 || d < r.requeue) {
+		r.requeue = d
+	}
+}
+
+// RetryOnConflict says whether the operation runs under the retry-on-conflict policy (an
+// enforced operation whose plan says `retryOnConflict: true`, in the phased model): the engine
+// then re-runs it on a 409 as client-go's retry.RetryOnConflict(retry.DefaultRetry, ...) does,
+// so the operation must read what it updates afresh on each attempt.
+func (r *Run[T, S]) RetryOnConflict() bool { return r.retry }
+
+// Options configure an engine.
+type Options struct {
+	// Flag decides each reconcile's mode. Nil: mode shadow for every object, every group.
+	Flag *Flag
+	// DryRun makes the candidate's clients. Required unless the flag can only say off.
+	DryRun *DryRun
+	// Tracer emits the spans. Nil: otel.Tracer of the global provider.
+	Tracer trace.Tracer
+	// WriteCondition writes the ReconciliationSucceeded condition from the control when it
+	// changed (status.conditions, a merge patch carrying the resourceVersion).
+	WriteCondition bool
+	// APIReader reads the object afresh when the condition's patch meets a 409 (the manager's
+	// mgr.GetAPIReader(); a cache could answer with the same stale object). Nil: the client.
+	APIReader client.Reader
+	// Log receives the reconcile lines. Zero: discarded.
+	Log logr.Logger
+}
+
+// Engine runs one plan's operations for one kind of object.
+type Engine[T client.Object, S any] struct {
+	plan   *plan.Plan
+	real   client.Client
+	ops    []Op[T, S]
+	flag   *Flag
+	dry    *DryRun
+	tracer trace.Tracer
+	opts   Options
+
+	mu       sync.Mutex
+	policies *policies
+}
+
+type policies struct {
+	generation uint64
+	spec       flag.Spec
+	flag       flag.PlanFlag
+	sequential *model.Policy
+	enforce    *model.Policy
+	candidate  *model.Policy
+}
+
+// MismatchError says that the plan and the registered operations differ.
+type MismatchError struct {
+	Plan                         string
+	MissingInCode, MissingInPlan []string
+}
+
+func (e *MismatchError) Error() string {
+	var parts []string
+	if len(e.MissingInCode) > 0 {
+		parts = append(parts, "operations in the plan but not in code: "+strings.Join(e.MissingInCode, ", "))
+	}
+	if len(e.MissingInPlan) > 0 {
+		parts = append(parts, "operations in code but not in the plan: "+strings.Join(e.MissingInPlan, ", "))
+	}
+	return fmt.Sprintf("plan %s and reconciler disagree: %s", e.Plan, strings.Join(parts, "; "))
+}
+
+// New matches the operations with the plan (every operation of the plan, no other) and
+// builds the engine. real is the controller's client (the manager's).
+func New[T client.Object, S any](p *plan.Plan, real client.Client, ops map[string]Op[T, S], opts Options) (*Engine[T, S], error) {
+	mismatch := &MismatchError{Plan: p.Name}
+	byID := make([]Op[T, S], len(p.Operations))
+	for _, op := range p.Operations {
+		fn, ok := ops[op.Name]
+		if !ok || fn == nil {
+			mismatch.MissingInCode = append(mismatch.MissingInCode, op.Name)
+			continue
+		}
+		byID[op.ID] = fn
+	}
+	for name := range ops {
+		if _, ok := p.Lookup(name); !ok {
+			mismatch.MissingInPlan = append(mismatch.MissingInPlan, name)
+		}
+	}
+	sort.Strings(mismatch.MissingInPlan)
+	if len(mismatch.MissingInCode)+len(mismatch.MissingInPlan) > 0 {
+		return nil, mismatch
+	}
+	if opts.Flag == nil {
+		f, err := StaticFlag(flag.Default(), p)
+		if err != nil {
+			return nil, err
+		}
+		opts.Flag = f
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = otel.Tracer("github.com/shadow-reconciler/shadow-reconciler/sdk/go/shadow", trace.WithInstrumentationVersion(Version))
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	e := &Engine[T, S]{plan: p, real: real, ops: byID, flag: opts.Flag, dry: opts.DryRun, tracer: opts.Tracer, opts: opts}
+	if _, err := e.policiesFor(opts.Flag.state); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Plan is the engine's plan.
+func (e *Engine[T, S]) Plan() *plan.Plan { return e.plan }
+
+func (e *Engine[T, S]) policiesFor(state FlagState) (*policies, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.policies != nil && e.policies.generation == state.Generation && sameSpec(e.policies.spec, state.Spec) {
+		return e.policies, nil
+	}
+	pf := state.Spec.ForPlan(e.plan)
+	enforce, err := model.NewPhased(e.plan, pf.EnforcedGroups)
+	if err != nil {
+		return nil, err
+	}
+	candidate, err := model.NewPhased(e.plan, pf.CandidateGroups)
+	if pf.CandidateGroups == nil {
+		candidate, err = model.NewPhased(e.plan, allGroups(e.plan))
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.policies = &policies{state.Generation, state.Spec, pf, model.NewSequential(e.plan), enforce, candidate}
+	return e.policies, nil
+}
+
+func allGroups(p *plan.Plan) []string {
+	names := make([]string, len(p.Groups))
+	for i, g := range p.Groups {
+		names[i] = g.Name
+	}
+	return names
+}
+
+// Outcome is one reconcile's result.
+type Outcome struct {
+	Mode       flag.Mode
+	Evaluation flag.Evaluation
+	// Control is the run that wrote; Candidate the shadow run (nil in mode off).
+	Control, Candidate *model.Report
+	Diff               *model.Diff
+	// Err is the control's aggregate error (nil on success).
+	Err error
+	// RequeueAfter is the smallest requeue a control operation asked for.
+	RequeueAfter time.Duration
+	// DryRunRequests and GuardRefusals are the candidate's (refusals must stay 0).
+	DryRunRequests, GuardRefusals uint64
+	// TraceID of the reconcile span (empty when the tracer does not record).
+	TraceID string
+}
+
+// Result is what controller-runtime gets: the control's error and requeue.
+func (o *Outcome) Result() (reconcile.Result, error) {
+	return reconcile.Result{RequeueAfter: o.RequeueAfter}, o.Err
+}
+
+// Reconcile reconciles one object: the control for real, the candidate in shadow, the spans,
+// and the condition when asked for. The object is not modified.
+func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
+	state := e.flag.Current(ctx)
+	pol, err := e.policiesFor(state)
+	if err != nil {
+		// Unreachable: a flag names only groups the plan has (validated); keep going legacy.
+		pol = e.policies
+	}
+	uid := string(obj.GetUID())
+	if uid == "" {
+		uid = obj.GetNamespace() + "/" + obj.GetName()
+	}
+	annotation, has := obj.GetAnnotations()[flag.Annotation]
+	eval := pol.flag.Evaluate(uid, annotation, has, state.FromConfigMap, state.Stale, state.Version)
+	out := &Outcome{Mode: eval.Mode, Evaluation: eval}
+	if eval.Mode != flag.Off && e.dry == nil {
+		out.Mode = flag.Off
+		e.opts.Log.Info("no dry-run client configured: running the control only", "mode", eval.Mode)
+	}
+
+	kind := ""
+	if gvk, err := e.real.GroupVersionKindFor(obj); err == nil {
+		kind = gvk.Kind
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("shadow_reconciler.plan", e.plan.Name),
+		attribute.String("shadow_reconciler.plan.hash", e.plan.Hash()),
+		attribute.String("shadow_reconciler.mode", string(out.Mode)),
+		attribute.String("k8s.object.kind", kind),
+		attribute.String("k8s.object.name", obj.GetName()),
+		attribute.String("k8s.object.uid", string(obj.GetUID())),
+		attribute.String("feature_flag.key", flag.Key),
+		attribute.String("feature_flag.provider.name", "shadow-reconciler"),
+		attribute.String("feature_flag.result.variant", string(eval.Mode)),
+		attribute.String("feature_flag.result.reason", string(eval.Reason)),
+	}
+	if ns := obj.GetNamespace(); ns != "" {
+		attrs = append(attrs, attribute.String("k8s.namespace.name", ns))
+	}
+	if eval.Version != "" {
+		attrs = append(attrs, attribute.String("feature_flag.version", eval.Version))
+	}
+	if out.Mode == flag.Enforce {
+		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.enforced_groups", pol.flag.EnforcedGroups))
+	}
+	if out.Mode != flag.Off && pol.flag.CandidateGroups != nil {
+		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.candidate_groups", pol.flag.CandidateGroups))
+	}
+	ctx, span := e.tracer.Start(ctx, "reconcile", trace.WithAttributes(attrs...))
+	defer span.End()
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		out.TraceID = sc.TraceID().String()
+	}
+
+	controlPolicy := pol.sequential
+	if out.Mode == flag.Enforce {
+		controlPolicy = pol.enforce
+	}
+	var controlState S
+	control, retried := e.runControl(ctx, controlPolicy, obj, &controlState)
+	out.Control = control
+	out.RequeueAfter = control.RequeueAfter
+	if message, failed := control.Aggregate(); failed {
+		out.Err = errors.New(message)
+		span.SetStatus(codes.Error, message)
+	}
+	if out.Mode != flag.Off {
+		local := &GuardStats{}
+		candidateState := controlState
+		out.Candidate = e.runCandidate(WithCounters(ctx, local), pol.candidate, obj, &candidateState, control, retried)
+		out.Diff, _ = model.Between(control, out.Candidate)
+		out.DryRunRequests, out.GuardRefusals = local.DryRunRequests(), local.Refused()
+		span.SetAttributes(
+			attribute.Int64("shadow_reconciler.dry_run_requests", int64(out.DryRunRequests)),
+			attribute.Int64("shadow_reconciler.guard_refusals", int64(out.GuardRefusals)),
+			attribute.StringSlice("shadow_reconciler.unblocked", e.plan.SortedNames(out.Diff.Unblocked)),
+		)
+	}
+	if e.opts.WriteCondition {
+		reader := e.opts.APIReader
+		if reader == nil {
+			reader = e.real
+		}
+		if err := writeCondition(ctx, e.real, reader, obj, control.Condition()); err != nil {
+			e.opts.Log.Info("cannot write the ReconciliationSucceeded condition", "object", client.ObjectKeyFromObject(obj).String(), "error", err.Error())
+		}
+	}
+	e.log(obj, out)
+	return out
+}
+
+func (e *Engine[T, S]) log(obj T, out *Outcome) {
+	values := []any{"plan", e.plan.Name, "mode", out.Mode, "object", client.ObjectKeyFromObject(obj).String(), "traceID", out.TraceID}
+	if out.Diff != nil && len(out.Diff.Unblocked) > 0 {
+		values = append(values, "wouldUnblock", e.plan.SortedNames(out.Diff.Unblocked))
+	}
+	if out.Err != nil {
+		e.opts.Log.Info("reconciliation completed with errors", append(values, "error", out.Err.Error(), "summary", out.Control.LogSummary())...)
+		return
+	}
+	e.opts.Log.V(1).Info("successfully reconciled", values...)
+}
+
+// retries says whether op runs under retry-on-conflict in policy: enforced operations whose
+// plan says so, in the phased model.
+func (e *Engine[T, S]) retries(op int, policy *model.Policy) bool {
+	return policy.Kind == model.Phased && slices.Contains(policy.Enforced, op) && e.plan.Operations[op].RetryOnConflict
+}
+
+func (e *Engine[T, S]) runControl(ctx context.Context, policy *model.Policy, obj T, state *S) (*model.Report, []bool) {
+	retried := make([]bool, len(e.plan.Operations))
+	run := policy.Start()
+	for {
+		op, execute, ok := run.Next()
+		if !ok {
+			break
+		}
+		if !execute {
+			continue
+		}
+		retried[op] = e.retries(op, policy)
+		r := &Run[T, S]{Client: e.real, Object: obj, State: state, Execution: ExecReal, retry: retried[op]}
+		mustComplete(run, op, e.execute(ctx, op, r, "control"))
+	}
+	return mustReport(run), retried
+}
+
+func (e *Engine[T, S]) runCandidate(ctx context.Context, policy *model.Policy, obj T, state *S, control *model.Report, controlRetried []bool) *model.Report {
+	c := e.dry.ForReconcile()
+	run := policy.Start()
+	for {
+		op, execute, ok := run.Next()
+		if !ok {
+			break
+		}
+		if !execute {
+			continue
+		}
+		theirs := control.Step(op)
+		retry := e.retries(op, policy)
+		reevaluate := theirs.Outcome.Kind == model.Failed && theirs.Outcome.Class == ClassConflict && retry && !controlRetried[op]
+		var result model.Result
+		switch {
+		case theirs.Executed && !reevaluate:
+			result = reuse(theirs)
+		case e.plan.Operations[op].Shadow == plan.ShadowSkip:
+			result = model.NotSimulated()
+		default:
+			r := &Run[T, S]{Client: c, Object: obj, State: state, Execution: ExecDryRun, retry: retry}
+			result = e.execute(ctx, op, r, "candidate")
+		}
+		mustComplete(run, op, result)
+	}
+	return mustReport(run)
+}
+
+func mustComplete(run *model.Run, op int, result model.Result) {
+	if err := run.Complete(op, result); err != nil {
+		panic(err) // the engine completes exactly the pending operation
+	}
+}
+
+func mustReport(run *model.Run) *model.Report {
+	report, err := run.Report()
+	if err != nil {
+		panic(err) // the engine decides every operation
+	}
+	return report
+}
+
+// reuse is the control's result of a step, as the candidate takes it.
+func reuse(step model.Step) model.Result {
+	var result model.Result
+	switch step.Outcome.Kind {
+	case model.Failed:
+		result = model.Failure(step.Outcome.Class, step.Message)
+	case model.Unknown:
+		result = model.NotSimulated()
+	default:
+		result = model.Success()
+	}
+	result.RequeueAfter = step.RequeueAfter
+	return result
+}
+
+// execute runs one operation in its own span (a direct child of the reconcile span, as the
+// span convention wants), with retry-on-conflict when the run asks for it. A panic in the
+// operation is its failure (class internal), not the controller's crash.
+func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy string) (result model.Result) {
+	name := e.plan.Operations[op].Name
+	ctx, span := e.tracer.Start(ctx, name, trace.WithAttributes(
+		attribute.String("shadow_reconciler.operation", name),
+		attribute.String("shadow_reconciler.policy", policy),
+		attribute.String("shadow_reconciler.execution", string(r.Execution)),
+	))
+	defer span.End()
+	err := e.call(ctx, r, op)
+	if err != nil {
+		class := Classify(err)
+		attrs := []attribute.KeyValue{
+			attribute.String("error.type", class),
+			attribute.String("shadow_reconciler.outcome", "failed"),
+		}
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			attrs = append(attrs, attribute.Int("k8s.status.code", int(status.Status().Code)),
+				attribute.String("k8s.status.reason", string(status.Status().Reason)))
+		}
+		span.SetAttributes(attrs...)
+		span.SetStatus(codes.Error, err.Error())
+		result = model.Failure(class, err.Error())
+	} else {
+		span.SetAttributes(attribute.String("shadow_reconciler.outcome", "succeeded"))
+		result = model.Success()
+	}
+	if r.conflicts > 0 {
+		span.SetAttributes(attribute.Int("shadow_reconciler.conflicts", r.conflicts))
+	}
+	result.RequeueAfter = r.requeue
+	return result
+}
+
+func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
+	once := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = Errorf(ClassInternal, "operation %s panicked: %v", e.plan.Operations[op].Name, p)
+			}
+		}()
+		err = e.ops[op](ctx, r)
+		if IsConflict(err) {
+			r.conflicts++
+		}
+		return err
+	}
+	if !r.retry {
+		return once()
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, once)
+}
+
+// Reconciler adapts the engine to controller-runtime: it reads the object with reader (the
+// manager's client), ignores one that is gone, and returns the control's error and requeue.
+func Reconciler[T client.Object, S any](e *Engine[T, S], reader client.Reader, newObject func() T) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		obj := newObject()
+		if err := reader.Get(ctx, req.NamespacedName, obj); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if !obj.GetDeletionTimestamp().IsZero() {
+			return reconcile.Result{}, nil
+		}
+		return e.Reconcile(ctx, obj).Result()
+	})
+}
