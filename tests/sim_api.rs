@@ -527,6 +527,29 @@ async fn malformed_requests_get_status_errors() {
             .unwrap()
     };
     let cases = [
+        // A difference from kube-apiserver, pinned (docs/simulator.md): the simulator reads no
+        // protobuf or CBOR body, and says so with a 415 rather than misreading it; a DELETE
+        // whose DeleteOptions are protobuf is refused before its dryRun could be missed.
+        (
+            raw(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/vnd.kubernetes.protobuf",
+                "k8s\u{0}\n",
+            ),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            raw(
+                "DELETE",
+                "/api/v1/namespaces/default/configmaps/a",
+                "application/vnd.kubernetes.protobuf",
+                "k8s\u{0}\n\u{13}\n\u{2}v1\u{12}\rDeleteOptions*\u{3}All",
+            ),
+            415,
+            "UnsupportedMediaType",
+        ),
         (
             raw(
                 "POST",

@@ -137,6 +137,14 @@ fn verb(
     })
 }
 
+/// Whether a content type is one of the API's binary encodings (protobuf, CBOR).
+fn is_binary(content_type: &str) -> bool {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    media.eq_ignore_ascii_case("application/vnd.kubernetes.protobuf")
+        || media.eq_ignore_ascii_case("application/cbor")
+        || media.eq_ignore_ascii_case("application/apply-patch+cbor")
+}
+
 /// The JSON type of a value, in Go's decoder's words.
 fn json_type(v: &Value) -> &'static str {
     match v {
@@ -274,6 +282,17 @@ pub(super) async fn handle(
     record.resource = Some(target.rt.qualified());
     record.namespace.clone_from(&target.namespace);
     record.name.clone_from(&target.name);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    if !body.is_empty() && is_binary(&content_type) {
+        // Before anything reads the body: a DELETE's options in protobuf must not pass for
+        // options without dryRun.
+        let e = ApiError::binary_body(&content_type);
+        return reject(&shared, record, &e);
+    }
     // dryRun is a parameter of the mutating verbs only; reads ignore it, as the real server does.
     let prepared = verb(&method, &target, &params).and_then(|v| {
         let mutating = !matches!(v, "get" | "list" | "watch");
@@ -312,11 +331,6 @@ pub(super) async fn handle(
         return start_watch(&shared, record, &target, &params, decision.drop_watch_after);
     }
 
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
     if decision.second_writer && matches!(verb, "update" | "patch") {
         second_writer(&shared, &target);
     }

@@ -198,6 +198,21 @@ impl ApiError {
         )
     }
 
+    /// 415 for a body in an encoding the simulator does not read (protobuf, CBOR): it reads
+    /// JSON (and YAML for apply patches) only, where a real server reads all three.
+    #[must_use]
+    pub fn binary_body(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the simulator reads JSON request bodies only (got {content_type:?}); a real \
+                 kube-apiserver reads this encoding. Set the client's content type to \
+                 application/json (client-go: rest.Config.ContentType)"
+            ),
+        )
+    }
+
     /// 415 for a PATCH with an unsupported content type.
     #[must_use]
     pub fn unsupported_media_type(content_type: &str) -> Self {

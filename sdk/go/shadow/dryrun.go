@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -46,6 +47,10 @@ func (g *GuardStats) DryRunRequests() uint64 { return g.dryRuns.Load() }
 func (g *GuardStats) OverlayReads() uint64 { return g.overlays.Load() }
 
 type statsKey struct{}
+
+// deleteOptionsCodec reads DeleteOptions in any of the API's encodings (JSON, YAML, protobuf,
+// CBOR).
+var deleteOptionsCodec = clientgoscheme.Codecs.UniversalDeserializer()
 
 // DryRun makes the candidate's clients: reads from the controller's reader (its cache, so the
 // candidate costs no read requests), writes with `dryRun=All` through a transport of their own
@@ -150,10 +155,10 @@ func isDryRun(req *http.Request) (bool, error) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		if len(bytes.TrimSpace(body)) > 0 {
-			var options struct {
-				DryRun []string `json:"dryRun"`
-			}
-			if err := json.Unmarshal(body, &options); err != nil {
+			// controller-runtime sends built-in types' DeleteOptions as protobuf, others as
+			// JSON; an undecodable body is not a dry run.
+			options := &metav1.DeleteOptions{}
+			if _, _, err := deleteOptionsCodec.Decode(body, nil, options); err != nil {
 				return false, nil
 			}
 			return all(options.DryRun), nil

@@ -5,7 +5,7 @@
 //
 //	hostedcluster --kubeconfig FILE --plan deploy/plans/hostedcluster.yaml [--mode shadow]
 //	    [--enforce GROUP]... [--candidate GROUP]... [--ramp-percent 100]
-//	    [--flag-namespace NS --flag-name shadow-reconciler-flag]
+//	    [--flag-namespace NS --flag-name shadow-reconciler-flag] [--content-type protobuf|json]
 package main
 
 import (
@@ -58,6 +58,7 @@ func start() error {
 		enforce, candidate                      list
 		ramp                                    float64
 		workers                                 int
+		contentType                             string
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, shadow or enforce")
@@ -67,6 +68,7 @@ func start() error {
 	goflag.StringVar(&flagNamespace, "flag-namespace", "", "the namespace of the flag ConfigMap (empty: no ConfigMap)")
 	goflag.StringVar(&flagName, "flag-name", "shadow-reconciler-flag", "the name of the flag ConfigMap")
 	goflag.IntVar(&workers, "workers", 4, "concurrent reconciles")
+	goflag.StringVar(&contentType, "content-type", "protobuf", "request bodies of built-in types: protobuf (client-go's default) or json (the embedded simulator reads JSON only)")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(goflag.CommandLine)
 	goflag.Parse()
@@ -126,6 +128,13 @@ func start() error {
 		return err
 	}
 	cfg.UserAgent = ControllerUserAgent
+	switch contentType {
+	case "protobuf":
+	case "json":
+		cfg.ContentType = "application/json"
+	default:
+		return fmt.Errorf("--content-type %q: expected protobuf or json", contentType)
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err

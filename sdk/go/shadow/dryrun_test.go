@@ -1,0 +1,170 @@
+package shadow
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestTheOverlayShowsTheRunsOwnDryRunWritesAndDeletes(t *testing.T) {
+	existing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "old"}, Data: map[string]string{"k": "v"}}
+	real := fake.NewClientBuilder().WithObjects(existing).Build()
+	d := &DryRun{dry: client.NewDryRunClient(real), stats: &GuardStats{}}
+	ctx := WithCounters(context.Background(), &GuardStats{})
+	c := d.ForReconcile()
+
+	created := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new"}, Data: map[string]string{"a": "b"}}
+	if err := c.Create(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "new"}, got); err != nil || got.Data["a"] != "b" {
+		t.Fatalf("the run does not read its own dry-run create: %v %v", err, got.Data)
+	}
+	if err := real.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "new"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the dry-run create persisted: %v", err)
+	}
+	if err := c.Delete(ctx, existing.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "old"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after its dry-run delete the run must read NotFound: %v", err)
+	}
+	if err := real.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "old"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the dry-run delete persisted: %v", err)
+	}
+	// Another run starts from an empty overlay.
+	if err := d.ForReconcile().Get(ctx, types.NamespacedName{Namespace: "ns", Name: "old"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the overlay leaked into another run: %v", err)
+	}
+	if d.Stats().OverlayReads() != 2 {
+		t.Errorf("overlay reads: %d", d.Stats().OverlayReads())
+	}
+}
+
+// A recording API server behind the guard's transport: what reaches it, and what is refused.
+func TestTheGuardRefusesEveryWriteThatIsNotADryRun(t *testing.T) {
+	var mu sync.Mutex
+	var reached []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		reached = append(reached, r.Method+" "+r.URL.RequestURI()+" "+string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}))
+	defer server.Close()
+	stats := &GuardStats{}
+	rt := &guard{next: http.DefaultTransport, stats: stats}
+	local := &GuardStats{}
+	ctx := WithCounters(context.Background(), local)
+	send := func(method, query, body string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, server.URL+"/api/v1/namespaces/ns/configmaps/x"+query, bytes.NewBufferString(body))
+		if body == "" {
+			req.Body = http.NoBody
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	cases := []struct {
+		method, query, body string
+		allowed             bool
+	}{
+		{"GET", "", "", true},
+		{"POST", "?dryRun=All", "{}", true},
+		{"PUT", "?dryRun=All&fieldManager=x", "{}", true},
+		{"PATCH", "?dryRun=All", "{}", true},
+		{"POST", "", "{}", false},
+		{"PATCH", "?dryRun=None", "{}", false},
+		{"DELETE", "", `{"dryRun":["All"]}`, true},
+		{"DELETE", "?dryRun=All", "", true},
+		// The server reads a DELETE's options from its body when it has one: the query alone
+		// would let this delete persist.
+		{"DELETE", "?dryRun=All", `{"propagationPolicy":"Background"}`, false},
+		{"DELETE", "", "", false},
+	}
+	for _, c := range cases {
+		code := send(c.method, c.query, c.body)
+		if c.allowed != (code == http.StatusOK) {
+			t.Errorf("%s %s %s: status %d", c.method, c.query, c.body, code)
+		}
+	}
+	if stats.Refused() != 4 || local.Refused() != 4 || stats.DryRunRequests() != 5 {
+		t.Errorf("refused %d (local %d), dry runs %d", stats.Refused(), local.Refused(), stats.DryRunRequests())
+	}
+	for _, r := range reached {
+		if !strings.HasPrefix(r, "GET") && !strings.Contains(r, "dryRun") {
+			t.Errorf("a write that is not a dry run reached the server: %s", r)
+		}
+	}
+	if len(reached) != 6 {
+		t.Errorf("reached: %v", reached)
+	}
+}
+
+// The whole client as a controller builds it (NewDryRun over a REST config): its writes carry
+// dryRun=All, its user agent is its own, and a refusal is a 403 the operation sees.
+func TestTheDryRunClientOverRESTSendsOnlyDryRuns(t *testing.T) {
+	var mu sync.Mutex
+	var seen []*http.Request
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Clone(context.Background()))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"ns","uid":"u"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}))
+	defer server.Close()
+	cfg := &rest.Config{Host: server.URL}
+	mapper, scheme := restMapper(), clientScheme()
+	d, err := NewDryRun(cfg, nil, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.ForReconcile()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, cm, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("requests: %d", len(seen))
+	}
+	for _, r := range seen {
+		if r.UserAgent() != UserAgent {
+			t.Errorf("user agent %q", r.UserAgent())
+		}
+	}
+	if seen[0].URL.Query().Get("dryRun") != "All" {
+		t.Errorf("create without dryRun: %s", seen[0].URL)
+	}
+	if d.Stats().Refused() != 0 || d.Stats().DryRunRequests() != 2 {
+		t.Errorf("refused %d, dry runs %d", d.Stats().Refused(), d.Stats().DryRunRequests())
+	}
+}
