@@ -152,7 +152,7 @@ func (p *Policy) Start() *Run {
 	for i := range decided {
 		decided[i] = -1
 	}
-	return &Run{policy: p, pending: -1, decided: decided, firstFailure: -1}
+	return &Run{policy: p, pending: -1, decided: decided, firstFailure: -1, steps: make([]Step, 0, len(p.Plan.Operations))}
 }
 
 // Next returns the next operation to decide, and whether the caller must execute it (the model

@@ -94,13 +94,14 @@ type Options struct {
 
 // Engine runs one plan's operations for one kind of object.
 type Engine[T client.Object, S any] struct {
-	plan   *plan.Plan
-	real   client.Client
-	ops    []Op[T, S]
-	flag   *Flag
-	dry    *DryRun
-	tracer trace.Tracer
-	opts   Options
+	plan     *plan.Plan
+	planHash string
+	real     client.Client
+	ops      []Op[T, S]
+	flag     *Flag
+	dry      *DryRun
+	tracer   trace.Tracer
+	opts     Options
 
 	mu       sync.Mutex
 	policies *policies
@@ -167,7 +168,7 @@ func New[T client.Object, S any](p *plan.Plan, real client.Client, ops map[strin
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	e := &Engine[T, S]{plan: p, real: real, ops: byID, flag: opts.Flag, dry: opts.DryRun, tracer: opts.Tracer, opts: opts}
+	e := &Engine[T, S]{plan: p, planHash: p.Hash(), real: real, ops: byID, flag: opts.Flag, dry: opts.DryRun, tracer: opts.Tracer, opts: opts}
 	if _, err := e.policiesFor(opts.Flag.state); err != nil {
 		return nil, err
 	}
@@ -256,7 +257,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String("shadow_reconciler.plan", e.plan.Name),
-		attribute.String("shadow_reconciler.plan.hash", e.plan.Hash()),
+		attribute.String("shadow_reconciler.plan.hash", e.planHash),
 		attribute.String("shadow_reconciler.mode", string(out.Mode)),
 		attribute.String("k8s.object.kind", kind),
 		attribute.String("k8s.object.name", obj.GetName()),
@@ -427,28 +428,30 @@ func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy
 	))
 	defer span.End()
 	err := e.call(ctx, r, op)
+	result = model.Success()
 	if err != nil {
-		class := Classify(err)
-		attrs := []attribute.KeyValue{
-			attribute.String("error.type", class),
-			attribute.String("shadow_reconciler.outcome", "failed"),
-		}
+		result = model.Failure(Classify(err), err.Error())
+	}
+	result.RequeueAfter = r.requeue
+	if !span.IsRecording() {
+		return result
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	if err != nil {
+		attrs = append(attrs, attribute.String("shadow_reconciler.outcome", "failed"), attribute.String("error.type", Classify(err)))
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
 			attrs = append(attrs, attribute.Int("k8s.status.code", int(status.Status().Code)),
 				attribute.String("k8s.status.reason", string(status.Status().Reason)))
 		}
-		span.SetAttributes(attrs...)
 		span.SetStatus(codes.Error, err.Error())
-		result = model.Failure(class, err.Error())
 	} else {
-		span.SetAttributes(attribute.String("shadow_reconciler.outcome", "succeeded"))
-		result = model.Success()
+		attrs = append(attrs, attribute.String("shadow_reconciler.outcome", "succeeded"))
 	}
 	if r.conflicts > 0 {
-		span.SetAttributes(attribute.Int("shadow_reconciler.conflicts", r.conflicts))
+		attrs = append(attrs, attribute.Int("shadow_reconciler.conflicts", r.conflicts))
 	}
-	result.RequeueAfter = r.requeue
+	span.SetAttributes(attrs...)
 	return result
 }
 

@@ -1,0 +1,46 @@
+//! The Go code in the docs is compiled code: each ```go block names, on its first line, the file
+//! of the repository it is taken from (`// sdk/go/...`), and must appear there verbatim. The
+//! files themselves are built, vetted and tested by scripts/test.sh.
+
+use std::path::Path;
+
+fn blocks(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, fence) if fence.starts_with("```go") => current = Some(Vec::new()),
+            (Some(_), "```") => out.push(current.take().unwrap_or_default().join("\n")),
+            (Some(lines), _) => lines.push(line),
+            (None, _) => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn every_go_block_of_the_docs_is_an_excerpt_of_a_compiled_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for doc in ["docs/ingest.md", "README.md", "sdk/go/README.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
+        for block in blocks(&text) {
+            let (first, body) = block.split_once('\n').unwrap_or((&block, ""));
+            let source = first
+                .trim()
+                .strip_prefix("// ")
+                .filter(|p| p.ends_with(".go"))
+                .unwrap_or_else(|| {
+                    panic!("{doc}: a Go block must start with `// <file>.go`, found {first:?}")
+                });
+            let code = std::fs::read_to_string(root.join(source))
+                .unwrap_or_else(|e| panic!("{doc}: the block names {source}: {e}"));
+            assert!(
+                code.contains(body),
+                "{doc}: this block is not an excerpt of {source}:\n{body}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "only {checked} Go blocks found in the docs");
+}
