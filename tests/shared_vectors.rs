@@ -302,3 +302,379 @@ fn the_committed_flag_vectors_are_what_the_flag_decides() {
         "{FLAG_FILE} differs from what src/flag decides; if intended, regenerate it with SHADOW_RECONCILER_WRITE_VECTORS=1 and review the diff"
     );
 }
+
+const PLAN_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/plan-vectors.json");
+
+/// The plan of the validation cases; each case edits it.
+const BASE_PLAN: &str = "\
+apiVersion: shadow-reconciler.io/v1alpha1
+kind: ReconcilePlan
+metadata:
+  name: checks
+spec:
+  operations:
+    - name: Namespace
+      phase: 1
+      category: critical
+      shadow: dry-run
+    - name: PullSecret
+      phase: 2
+      category: critical
+      dependsOn: [Namespace]
+      shadow: dry-run
+    - name: Deploy
+      phase: 3
+      category: non-critical
+      gate: no-critical-failure
+      shadow: skip
+  legacy:
+    order: [Namespace, PullSecret, Deploy]
+  rollout:
+    groups:
+      - name: core
+        operations: [Namespace, PullSecret]
+      - name: rest
+        operations: [Deploy]
+";
+
+/// Validation cases: a name, what kind of problem (`valid`; `rule`: the plan's own rules, every
+/// diagnostic compared; `schema`: the document's structure, where the first problem stops the
+/// reading; `syntax`: not YAML), and the edits of `BASE_PLAN` (text replaced once, in order).
+const PLAN_CASES: &[(&str, &str, &[(&str, &str)])] = &[
+    ("base", "valid", &[]),
+    (
+        "no-rollout-groups",
+        "valid",
+        &[(
+            "  rollout:\n    groups:\n      - name: core\n        operations: [Namespace, PullSecret]\n      - name: rest\n        operations: [Deploy]\n",
+            "",
+        )],
+    ),
+    (
+        "empty-rollout-groups",
+        "valid",
+        &[(
+            "    groups:\n      - name: core\n        operations: [Namespace, PullSecret]\n      - name: rest\n        operations: [Deploy]\n",
+            "    groups: []\n",
+        )],
+    ),
+    (
+        "names-with-underscore-and-dot",
+        "valid",
+        &[
+            ("Deploy", "Deploy_v2.1"),
+            ("Deploy]", "Deploy_v2.1]"),
+            ("Deploy]", "Deploy_v2.1]"),
+        ],
+    ),
+    (
+        "descriptions-and-retry",
+        "valid",
+        &[
+            (
+                "  name: checks\n",
+                "  name: checks\n  description: a plan\n",
+            ),
+            (
+                "      shadow: skip\n",
+                "      shadow: skip\n      retryOnConflict: true\n      description: deploys\n",
+            ),
+        ],
+    ),
+    (
+        "same-phase-listed-first",
+        "valid",
+        &[("      phase: 2\n", "      phase: 1\n")],
+    ),
+    (
+        "wrong-api-version-and-kind",
+        "rule",
+        &[
+            ("shadow-reconciler.io/v1alpha1", "v1"),
+            ("kind: ReconcilePlan", "kind: ConfigMap"),
+        ],
+    ),
+    (
+        "invalid-plan-name",
+        "rule",
+        &[("name: checks", "name: Checks_Plan")],
+    ),
+    (
+        "plan-name-ending-in-dash",
+        "rule",
+        &[("name: checks", "name: checks-")],
+    ),
+    (
+        "invalid-operation-name",
+        "rule",
+        &[
+            ("- name: Namespace", "- name: \"Name space\""),
+            ("[Namespace]", "[\"Name space\"]"),
+            ("order: [Namespace", "order: [\"Name space\""),
+            ("operations: [Namespace", "operations: [\"Name space\""),
+        ],
+    ),
+    (
+        "operation-name-too-long",
+        "rule",
+        &[(
+            "- name: Deploy",
+            "- name: D123456789012345678901234567890123456789012345678901234567890123",
+        )],
+    ),
+    (
+        "duplicate-operation",
+        "rule",
+        &[("- name: Deploy", "- name: PullSecret")],
+    ),
+    (
+        "unknown-dependency",
+        "rule",
+        &[("dependsOn: [Namespace]", "dependsOn: [Namespac]")],
+    ),
+    (
+        "dependency-listed-twice",
+        "rule",
+        &[(
+            "dependsOn: [Namespace]",
+            "dependsOn: [Namespace, Namespace]",
+        )],
+    ),
+    (
+        "dependency-cycle",
+        "rule",
+        &[(
+            "      shadow: dry-run\n    - name: PullSecret",
+            "      dependsOn: [PullSecret]\n      shadow: dry-run\n    - name: PullSecret",
+        )],
+    ),
+    (
+        "self-dependency",
+        "rule",
+        &[("dependsOn: [Namespace]", "dependsOn: [PullSecret]")],
+    ),
+    (
+        "dependency-not-earlier",
+        "rule",
+        &[("dependsOn: [Namespace]", "dependsOn: [Namespace, Deploy]")],
+    ),
+    (
+        "dependency-same-phase-listed-after",
+        "rule",
+        &[
+            ("      phase: 1\n", "      phase: 2\n"),
+            (
+                "    - name: Namespace\n      phase: 2\n      category: critical\n      shadow: dry-run\n    - name: PullSecret\n      phase: 2\n      category: critical\n      dependsOn: [Namespace]\n      shadow: dry-run\n",
+                "    - name: PullSecret\n      phase: 2\n      category: critical\n      dependsOn: [Namespace]\n      shadow: dry-run\n    - name: Namespace\n      phase: 2\n      category: critical\n      shadow: dry-run\n",
+            ),
+        ],
+    ),
+    (
+        "legacy-unknown-operation",
+        "rule",
+        &[(
+            "order: [Namespace, PullSecret, Deploy]",
+            "order: [Namespace, PullSecret, Deploy, Extra]",
+        )],
+    ),
+    (
+        "legacy-duplicate",
+        "rule",
+        &[(
+            "order: [Namespace, PullSecret, Deploy]",
+            "order: [Namespace, PullSecret, PullSecret]",
+        )],
+    ),
+    (
+        "legacy-missing",
+        "rule",
+        &[(
+            "order: [Namespace, PullSecret, Deploy]",
+            "order: [Namespace, Deploy]",
+        )],
+    ),
+    (
+        "groups-overlap",
+        "rule",
+        &[("operations: [Deploy]", "operations: [Deploy, PullSecret]")],
+    ),
+    (
+        "group-unknown-operation",
+        "rule",
+        &[("operations: [Deploy]", "operations: [Deploy, Nothing]")],
+    ),
+    (
+        "group-lists-twice",
+        "rule",
+        &[("operations: [Deploy]", "operations: [Deploy, Deploy]")],
+    ),
+    (
+        "group-empty-and-duplicate",
+        "rule",
+        &[
+            ("- name: rest", "- name: core"),
+            ("operations: [Deploy]", "operations: []"),
+        ],
+    ),
+    (
+        "group-invalid-name",
+        "rule",
+        &[("- name: rest", "- name: 9rest")],
+    ),
+    (
+        "no-operations",
+        "rule",
+        &[
+            (
+                "  operations:\n    - name: Namespace\n      phase: 1\n      category: critical\n      shadow: dry-run\n    - name: PullSecret\n      phase: 2\n      category: critical\n      dependsOn: [Namespace]\n      shadow: dry-run\n    - name: Deploy\n      phase: 3\n      category: non-critical\n      gate: no-critical-failure\n      shadow: skip\n",
+                "  operations: []\n",
+            ),
+            ("order: [Namespace, PullSecret, Deploy]", "order: []"),
+            (
+                "        operations: [Namespace, PullSecret]\n",
+                "        operations: [x]\n",
+            ),
+        ],
+    ),
+    (
+        "every-problem-at-once",
+        "rule",
+        &[
+            ("name: checks", "name: Bad"),
+            ("dependsOn: [Namespace]", "dependsOn: [Nope]"),
+            (
+                "order: [Namespace, PullSecret, Deploy]",
+                "order: [Namespace, Deploy, Deploy]",
+            ),
+            ("operations: [Deploy]", "operations: [Deploy, Namespace]"),
+        ],
+    ),
+    (
+        "unknown-operation-field",
+        "schema",
+        &[(
+            "      category: critical\n      dependsOn",
+            "      categroy: critical\n      dependsOn",
+        )],
+    ),
+    (
+        "unknown-top-level-field",
+        "schema",
+        &[("kind: ReconcilePlan\n", "kind: ReconcilePlan\nkinds: x\n")],
+    ),
+    (
+        "unknown-legacy-field",
+        "schema",
+        &[("    order: [", "    ordr: [")],
+    ),
+    (
+        "bad-category",
+        "schema",
+        &[("category: non-critical", "category: non-critcal")],
+    ),
+    (
+        "bad-gate",
+        "schema",
+        &[("gate: no-critical-failure", "gate: sometimes")],
+    ),
+    (
+        "bad-shadow-policy",
+        "schema",
+        &[("shadow: skip", "shadow: maybe")],
+    ),
+    (
+        "missing-shadow",
+        "schema",
+        &[(
+            "      category: critical\n      shadow: dry-run\n",
+            "      category: critical\n",
+        )],
+    ),
+    (
+        "negative-phase",
+        "schema",
+        &[("      phase: 2\n", "      phase: -2\n")],
+    ),
+    (
+        "phase-not-a-number",
+        "schema",
+        &[("      phase: 3\n", "      phase: three\n")],
+    ),
+    (
+        "missing-legacy",
+        "schema",
+        &[(
+            "  legacy:\n    order: [Namespace, PullSecret, Deploy]\n",
+            "",
+        )],
+    ),
+    (
+        "operations-not-a-list",
+        "schema",
+        &[(
+            "  operations:\n    - name: Namespace",
+            "  operations: 3\n  x:\n    - name: Namespace",
+        )],
+    ),
+    (
+        "unclosed-flow-sequence",
+        "syntax",
+        &[("dependsOn: [Namespace]", "dependsOn: [Namespace")],
+    ),
+    (
+        "bad-indentation",
+        "syntax",
+        &[("      phase: 2\n", "     phase: 2\n")],
+    ),
+];
+
+fn generate_plans() -> Value {
+    let mut cases = Vec::new();
+    for (name, kind, edits) in PLAN_CASES {
+        let mut yaml = BASE_PLAN.to_owned();
+        for (from, to) in *edits {
+            assert!(
+                yaml.contains(from),
+                "case {name}: {from:?} is not in the plan"
+            );
+            yaml = yaml.replacen(from, to, 1);
+        }
+        let outcome = match ReconcilePlan::from_yaml("plans/checks.yaml", &yaml) {
+            Ok(plan) => {
+                assert_eq!(*kind, "valid", "case {name} is valid");
+                json!({"valid": true, "plan": plan.name(), "hash": plan.hash().to_hex()})
+            }
+            Err(shadow_reconciler::plan::PlanError::Invalid { diagnostics }) => {
+                assert_ne!(*kind, "valid", "case {name} is invalid: {diagnostics:?}");
+                json!({"valid": false, "diagnostics": diagnostics.iter().map(|d| json!({
+                    "line": d.line, "column": d.column,
+                    "operation": d.operation.clone().unwrap_or_default(),
+                    "message": d.message,
+                })).collect::<Vec<_>>()})
+            }
+            Err(other) => panic!("case {name}: {other}"),
+        };
+        cases.push(json!({"name": name, "kind": kind, "yaml": yaml, "expected": outcome}));
+    }
+    json!({
+        "schema": "shadow-reconciler.io/plan-vectors/v1",
+        "about": "Generated by tests/shared_vectors.rs from src/plan: each case is a plan text (source plans/checks.yaml) and what validation says: valid with its content hash, or every diagnostic. kind rule: the plan's own rules, every diagnostic must be equal (line, column, operation, message); kind schema: the document's structure, where reading stops at the first problem: one diagnostic, equal; kind syntax: not YAML: one diagnostic (each YAML library words and places syntax errors its own way). Do not edit: rerun with SHADOW_RECONCILER_WRITE_VECTORS=1.",
+        "cases": cases,
+    })
+}
+
+#[test]
+fn the_committed_plan_vectors_are_what_validation_decides() {
+    let text = serde_json::to_string_pretty(&generate_plans()).expect("JSON") + "\n";
+    if std::env::var_os("SHADOW_RECONCILER_WRITE_VECTORS").is_some() {
+        std::fs::write(PLAN_FILE, &text).expect("write the plan vectors");
+        return;
+    }
+    let committed = std::fs::read_to_string(PLAN_FILE).unwrap_or_else(|e| {
+        panic!("{PLAN_FILE}: {e}; generate it with SHADOW_RECONCILER_WRITE_VECTORS=1")
+    });
+    assert!(
+        committed == text,
+        "{PLAN_FILE} differs from what src/plan decides; if intended, regenerate it with SHADOW_RECONCILER_WRITE_VECTORS=1 and review the diff"
+    );
+}

@@ -5,14 +5,9 @@
 package plan
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/ids"
 )
@@ -75,39 +70,6 @@ type Plan struct {
 	hash           [32]byte
 }
 
-type rawPlan struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
-	} `json:"metadata"`
-	Spec struct {
-		Operations []struct {
-			Name            string   `json:"name"`
-			Description     string   `json:"description"`
-			Phase           *uint32  `json:"phase"`
-			Category        string   `json:"category"`
-			Gate            string   `json:"gate"`
-			DependsOn       []string `json:"dependsOn"`
-			Shadow          string   `json:"shadow"`
-			RetryOnConflict bool     `json:"retryOnConflict"`
-		} `json:"operations"`
-		Legacy struct {
-			Order []string `json:"order"`
-		} `json:"legacy"`
-		Rollout *struct {
-			Groups []struct {
-				Name        string   `json:"name"`
-				Description string   `json:"description"`
-				Operations  []string `json:"operations"`
-			} `json:"groups"`
-		} `json:"rollout"`
-	} `json:"spec"`
-}
-
-var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,62}$`)
-
 // Load reads and validates the plan in the file at path.
 func Load(path string) (*Plan, error) {
 	data, err := os.ReadFile(path)
@@ -117,129 +79,12 @@ func Load(path string) (*Plan, error) {
 	return Parse(path, data)
 }
 
-// Parse validates the plan text; source names it in errors.
+// Parse validates the plan text; source names it in errors. An invalid plan is an
+// *InvalidError listing every problem found, each at source:line:column and naming its
+// operation, with the Rust crate's rules and words (held equal by the shared vectors of
+// tests/data/plan-vectors.json).
 func Parse(source string, data []byte) (*Plan, error) {
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: not a YAML document: %w", source, err)
-	}
-	var raw rawPlan
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
-	}
-	fail := func(format string, args ...any) (*Plan, error) {
-		return nil, fmt.Errorf("%s: "+format, append([]any{source}, args...)...)
-	}
-	if raw.APIVersion != APIVersion || raw.Kind != "ReconcilePlan" {
-		return fail("apiVersion %q, kind %q: expected %s ReconcilePlan", raw.APIVersion, raw.Kind, APIVersion)
-	}
-	if !validName.MatchString(raw.Metadata.Name) {
-		return fail("metadata.name %q is not a valid plan name", raw.Metadata.Name)
-	}
-	if len(raw.Spec.Operations) == 0 {
-		return fail("the plan has no operations; list at least one under spec.operations")
-	}
-	p := &Plan{Source: source, Name: raw.Metadata.Name, Description: raw.Metadata.Description, byName: map[string]int{}}
-	for i, op := range raw.Spec.Operations {
-		if !validName.MatchString(op.Name) {
-			return fail("spec.operations[%d].name %q is not a valid operation name", i, op.Name)
-		}
-		if _, dup := p.byName[op.Name]; dup {
-			return fail("operation %q is listed twice", op.Name)
-		}
-		if op.Phase == nil {
-			return fail("operation %q has no phase", op.Name)
-		}
-		gate := Gate(op.Gate)
-		if gate == "" {
-			gate = GateNone
-		}
-		category, shadow := Category(op.Category), ShadowPolicy(op.Shadow)
-		if category != Critical && category != NonCritical {
-			return fail("operation %q: category %q: expected critical or non-critical", op.Name, op.Category)
-		}
-		if gate != GateNone && gate != NoCriticalFailure {
-			return fail("operation %q: gate %q: expected none or no-critical-failure", op.Name, op.Gate)
-		}
-		if shadow != ShadowDryRun && shadow != ShadowSkip {
-			return fail("operation %q: shadow %q: expected dry-run or skip", op.Name, op.Shadow)
-		}
-		p.byName[op.Name] = i
-		p.Operations = append(p.Operations, Operation{
-			ID: i, Name: op.Name, Description: op.Description, Phase: *op.Phase,
-			Category: category, Gate: gate, Shadow: shadow, RetryOnConflict: op.RetryOnConflict,
-		})
-	}
-	// By phase, then by listing order.
-	p.PhasedOrder = make([]int, len(p.Operations))
-	for i := range p.PhasedOrder {
-		p.PhasedOrder[i] = i
-	}
-	sort.SliceStable(p.PhasedOrder, func(a, b int) bool {
-		return p.Operations[p.PhasedOrder[a]].Phase < p.Operations[p.PhasedOrder[b]].Phase
-	})
-	position := make([]int, len(p.Operations))
-	for pos, id := range p.PhasedOrder {
-		position[id] = pos
-	}
-	for i, op := range raw.Spec.Operations {
-		var deps []int
-		for _, name := range op.DependsOn {
-			dep, ok := p.byName[name]
-			if !ok {
-				return fail("operation %q depends on %q, which the plan does not declare", op.Name, name)
-			}
-			if position[dep] >= position[i] {
-				return fail("operation %q depends on %q, which does not run before it in the phased order", op.Name, name)
-			}
-			deps = ids.Insert(deps, dep)
-		}
-		p.Operations[i].DependsOn = deps
-	}
-	seen := map[int]bool{}
-	for _, name := range raw.Spec.Legacy.Order {
-		id, ok := p.byName[name]
-		if !ok {
-			return fail("spec.legacy.order names %q, which the plan does not declare", name)
-		}
-		if seen[id] {
-			return fail("spec.legacy.order lists %q twice", name)
-		}
-		seen[id] = true
-		p.LegacyOrder = append(p.LegacyOrder, id)
-	}
-	if len(p.LegacyOrder) != len(p.Operations) {
-		return fail("spec.legacy.order must list every operation once")
-	}
-	p.GroupsDeclared = raw.Spec.Rollout != nil && len(raw.Spec.Rollout.Groups) > 0
-	if p.GroupsDeclared {
-		inGroup := map[int]string{}
-		for _, g := range raw.Spec.Rollout.Groups {
-			group := Group{Name: g.Name, Description: g.Description}
-			for _, name := range g.Operations {
-				id, ok := p.byName[name]
-				if !ok {
-					return fail("rollout group %q names %q, which the plan does not declare", g.Name, name)
-				}
-				if other, taken := inGroup[id]; taken {
-					return fail("operation %q is in rollout groups %q and %q", name, other, g.Name)
-				}
-				inGroup[id] = g.Name
-				group.Operations = ids.Insert(group.Operations, id)
-			}
-			p.Groups = append(p.Groups, group)
-		}
-	} else {
-		all := Group{Name: ImplicitGroup, Description: "every operation (the plan declares no rollout groups)"}
-		for i := range p.Operations {
-			all.Operations = append(all.Operations, i)
-		}
-		p.Groups = []Group{all}
-	}
-	p.hash = contentHash(p)
-	return p, nil
+	return parse(source, data)
 }
 
 // Lookup returns the id of the operation called name.
