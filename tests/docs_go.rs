@@ -1,6 +1,6 @@
-//! The Go code in the docs is compiled code: each ```go block names, on its first line, the file
-//! of the repository it is taken from (`// sdk/go/...`), and must appear there verbatim. The
-//! files themselves are built, vetted and tested by scripts/test.sh.
+//! The Go code in the docs is compiled code: each Go code block names, on its first line, the
+//! file of the repository it is taken from (`// sdk/go/...`), and must appear there verbatim.
+//! The files themselves are built, vetted and tested by scripts/test.sh.
 
 use std::path::Path;
 
@@ -29,7 +29,7 @@ fn every_go_block_of_the_docs_is_an_excerpt_of_a_compiled_file() {
             let source = first
                 .trim()
                 .strip_prefix("// ")
-                .filter(|p| p.ends_with(".go"))
+                .filter(|p| Path::new(p).extension().is_some_and(|e| e == "go"))
                 .unwrap_or_else(|| {
                     panic!("{doc}: a Go block must start with `// <file>.go`, found {first:?}")
                 });

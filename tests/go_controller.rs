@@ -21,12 +21,12 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
 
 const HOSTED_CLUSTERS: usize = 200;
-/// The candidate's User-Agent (sdk/go/shadow: UserAgent).
+/// The candidate's User-Agent (`sdk/go/shadow`: `UserAgent`).
 const GO_DRY_RUN: &str = "shadow-reconciler-go-dry-run/0.1.0";
 /// The example controller's User-Agent.
 const GO_CONTROL: &str = "shadow-reconciler-go-example/0.1.0";
 /// A bound for a broken run, not a speed target.
-const PATIENCE: Duration = Duration::from_secs(600);
+const PATIENCE: Duration = Duration::from_mins(10);
 
 fn binary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
@@ -186,15 +186,15 @@ impl Shadowed {
             .unwrap_or_default()
     }
 
-    /// Reconciles ingest recorded in `mode`.
-    fn reconciles(&self, mode: &str) -> f64 {
+    /// Reconciles ingest recorded in `mode` (counters print as integers).
+    fn reconciles(&self, mode: &str) -> u64 {
         self.metrics()
             .lines()
             .filter(|l| {
                 l.starts_with("shadow_reconciler_reconciles_total")
                     && l.contains(&format!("mode=\"{mode}\""))
             })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }
 
@@ -222,7 +222,7 @@ impl Shadowed {
     }
 }
 
-/// Waits until every HostedCluster carries the ReconciliationSucceeded condition: each was
+/// Waits until every HostedCluster carries the `ReconciliationSucceeded` condition: each was
 /// reconciled at least once (the engine writes it after the control).
 fn wait_reconciled(kubeconfig: &Path, shadowed: &Shadowed) {
     let rt = runtime();
@@ -231,7 +231,7 @@ fn wait_reconciled(kubeconfig: &Path, shadowed: &Shadowed) {
         let started = Instant::now();
         loop {
             let list = api
-                .list(&Default::default())
+                .list(&kube::api::ListParams::default())
                 .await
                 .expect("list HostedClusters");
             let done = list
@@ -377,8 +377,8 @@ fn the_go_controller_in_shadow_on_the_simulator() {
         &["--content-type", "json", "--flag-namespace", "shadow-flags"],
     );
     wait_reconciled(&kubeconfig, &shadowed);
-    assert_eq!(shadowed.reconciles("off"), 0.0, "no flag said off yet");
-    assert!(shadowed.reconciles("shadow") >= HOSTED_CLUSTERS as f64);
+    assert_eq!(shadowed.reconciles("off"), 0, "no flag said off yet");
+    assert!(shadowed.reconciles("shadow") >= HOSTED_CLUSTERS as u64);
 
     // The flag: a ConfigMap saying off, then a change to one object; its next reconcile (and
     // every later one) runs in mode off.
@@ -423,7 +423,7 @@ fn the_go_controller_in_shadow_on_the_simulator() {
             .expect("touch hc-0000");
     });
     let started = Instant::now();
-    while shadowed.reconciles("off") < 1.0 {
+    while shadowed.reconciles("off") < 1 {
         assert!(
             started.elapsed() < PATIENCE,
             "no reconcile in mode off after the flag said so:\n{}",

@@ -337,10 +337,17 @@ spec:
         operations: [Deploy]
 ";
 
-/// Validation cases: a name, what kind of problem (`valid`; `rule`: the plan's own rules, every
+/// A validation case: a name, what kind of problem (`valid`; `rule`: the plan's own rules, every
 /// diagnostic compared; `schema`: the document's structure, where the first problem stops the
 /// reading; `syntax`: not YAML), and the edits of `BASE_PLAN` (text replaced once, in order).
-const PLAN_CASES: &[(&str, &str, &[(&str, &str)])] = &[
+type PlanCase = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+/// The validation cases.
+const PLAN_CASES: &[PlanCase] = &[
     ("base", "valid", &[]),
     (
         "no-rollout-groups",

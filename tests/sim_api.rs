@@ -515,6 +515,40 @@ async fn discovery_finds_builtins_and_crds() {
     );
 }
 
+/// A difference from kube-apiserver, pinned (docs/simulator.md): the simulator reads no protobuf
+/// or CBOR body, and says so with a 415 rather than misreading it; a DELETE whose
+/// `DeleteOptions` are protobuf is refused before its `dryRun` could be missed.
+#[tokio::test]
+async fn binary_bodies_are_refused_with_415() {
+    let (_sim, client) = start_sim(SimConfig::default()).await;
+    for (method, path, body) in [
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "k8s\u{0}\n",
+        ),
+        (
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/a",
+            "k8s\u{0}\n\u{13}\n\u{2}v1\u{12}\rDeleteOptions*\u{3}All",
+        ),
+    ] {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/vnd.kubernetes.protobuf",
+            )
+            .body(body.as_bytes().to_vec())
+            .unwrap();
+        let error = client.request_text(request).await.unwrap_err();
+        let (code, reason, message) = api_error(&error);
+        assert_eq!((code, reason), (415, "UnsupportedMediaType"), "{method}");
+        assert!(message.contains("application/json"), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn malformed_requests_get_status_errors() {
     let (_sim, client) = start_sim(SimConfig::default()).await;
@@ -527,29 +561,6 @@ async fn malformed_requests_get_status_errors() {
             .unwrap()
     };
     let cases = [
-        // A difference from kube-apiserver, pinned (docs/simulator.md): the simulator reads no
-        // protobuf or CBOR body, and says so with a 415 rather than misreading it; a DELETE
-        // whose DeleteOptions are protobuf is refused before its dryRun could be missed.
-        (
-            raw(
-                "POST",
-                "/api/v1/namespaces/default/configmaps",
-                "application/vnd.kubernetes.protobuf",
-                "k8s\u{0}\n",
-            ),
-            415,
-            "UnsupportedMediaType",
-        ),
-        (
-            raw(
-                "DELETE",
-                "/api/v1/namespaces/default/configmaps/a",
-                "application/vnd.kubernetes.protobuf",
-                "k8s\u{0}\n\u{13}\n\u{2}v1\u{12}\rDeleteOptions*\u{3}All",
-            ),
-            415,
-            "UnsupportedMediaType",
-        ),
         (
             raw(
                 "POST",
