@@ -12,10 +12,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -90,6 +92,10 @@ type Options struct {
 	APIReader client.Reader
 	// Log receives the reconcile lines. Zero: discarded.
 	Log logr.Logger
+	// ReexecuteSampleRate is the share (0 to 1) of the steps the candidate would reuse that it
+	// re-executes through the dry-run client instead, to measure whether the phased order
+	// changes their outcome (the Rust engine's reexecute_sample_rate). 0: none.
+	ReexecuteSampleRate float64
 }
 
 // Engine runs one plan's operations for one kind of object.
@@ -105,6 +111,7 @@ type Engine[T client.Object, S any] struct {
 
 	mu       sync.Mutex
 	policies *policies
+	samples  atomic.Uint64
 }
 
 type policies struct {
@@ -374,7 +381,7 @@ func (e *Engine[T, S]) runCandidate(ctx context.Context, policy *model.Policy, o
 		reevaluate := theirs.Outcome.Kind == model.Failed && theirs.Outcome.Class == ClassConflict && retry && !controlRetried[op]
 		var result model.Result
 		switch {
-		case theirs.Executed && !reevaluate:
+		case theirs.Executed && !reevaluate && !e.sampled():
 			result = reuse(theirs)
 		case e.plan.Operations[op].Shadow == plan.ShadowSkip:
 			result = model.NotSimulated()
@@ -399,6 +406,17 @@ func mustReport(run *model.Run) *model.Report {
 		panic(err) // the engine decides every operation
 	}
 	return report
+}
+
+// sampled says whether this reused step is re-executed instead, drawn deterministically from
+// a counter at the configured rate.
+func (e *Engine[T, S]) sampled() bool {
+	rate := e.opts.ReexecuteSampleRate
+	if rate <= 0 {
+		return false
+	}
+	n := e.samples.Add(1)
+	return rand.New(rand.NewPCG(n, 0x9e3779b97f4a7c15)).Float64() < rate
 }
 
 // reuse is the control's result of a step, as the candidate takes it.

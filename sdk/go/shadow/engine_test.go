@@ -292,3 +292,25 @@ func TestRetryOnConflictReRunsAnEnforcedOperationOnly(t *testing.T) {
 		t.Fatalf("after %d conflicts: %+v", conflicts, s)
 	}
 }
+
+func TestTheSampleRateReExecutesReusedSteps(t *testing.T) {
+	h := newHarness(t, "hostedcluster", nil)
+	h.engine.opts.ReexecuteSampleRate = 1
+	out := h.reconcile()
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	for _, op := range h.plan.Operations {
+		calls := h.calls[op.Name]
+		want := []Execution{ExecReal, ExecDryRun}
+		if op.Shadow == plan.ShadowSkip {
+			want = []Execution{ExecReal}
+		}
+		if !slices.Equal(calls, want) {
+			t.Errorf("%s at rate 1: %v", op.Name, calls)
+		}
+	}
+	if len(out.Diff.Changed) != 0 {
+		t.Errorf("the same operations changed outcome: %v", out.Diff.Changed)
+	}
+}
