@@ -20,6 +20,7 @@ install_debian() { # package command
 install_debian prometheus promtool   # promtool checks our metrics exposition
 install_debian prometheus prometheus # a real server scrapes a running simulate
 install_debian openssl openssl       # the real control plane's certificates and keys
+install_debian gcc gcc               # go test -race (cgo) for the Go package
 
 # A real kube-apiserver (and kubectl), built from the Go module proxy once per machine and cached
 # under ~/.cache/shadow-reconciler; etcd comes with the Rust dev-dependencies (etcd-bin-vendored).
@@ -40,10 +41,11 @@ fi
 export SHADOW_RECONCILER_PYTHON="$PWD/$venv/bin/python"
 
 cargo test --locked --all-targets
-# The Go modules: vetted and tested (sdk/go holds the Go models, held to the Rust ones by the
-# shared vectors in tests/data/model-vectors.json).
+# The Go module: vetted and tested with the race detector (sdk/go holds the Go engine, its
+# models held to the Rust ones by the shared vectors of tests/data/*-vectors.json). The Go
+# example controller is also built and run by cargo's tests/go_controller.rs above.
 for mod in sdk/go; do
-  (cd "$mod" && go vet ./... && go test -count=1 ./...)
+  (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done
 cargo test --locked --doc
 cargo run --locked --quiet -- plan check deploy/plans/*.yaml

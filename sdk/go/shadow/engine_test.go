@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -44,6 +45,7 @@ type harness struct {
 	real    client.Client
 	dry     *DryRun
 	fail    map[string]error
+	mu      sync.Mutex
 	calls   map[string][]Execution
 	spans   *tracetest.SpanRecorder
 	engine  *Engine[*corev1.Secret, state]
@@ -62,9 +64,12 @@ func newHarness(t *testing.T, planName string, f *Flag) *harness {
 	for _, op := range h.plan.Operations {
 		name := op.Name
 		ops[name] = func(ctx context.Context, r *Run[*corev1.Secret, state]) error {
+			h.mu.Lock()
 			h.calls[name] = append(h.calls[name], r.Execution)
+			failure := h.fail[name]
+			h.mu.Unlock()
 			r.State.ran = append(r.State.ran, name)
-			if err := h.fail[name]; err != nil {
+			if err := failure; err != nil {
 				return err
 			}
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Object.Namespace, Name: "cm-" + name}}

@@ -70,3 +70,48 @@ func TestTheAnnotationChoosesWhenAllowed(t *testing.T) {
 		t.Fatalf("%+v", out.Evaluation)
 	}
 }
+
+// One engine serves concurrent reconciles (controller-runtime's MaxConcurrentReconciles) while
+// the flag changes under them; run with -race to check the engine's sharing.
+func TestConcurrentReconcilesWhileTheFlagChanges(t *testing.T) {
+	h := newHarness(t, "hostedcluster", nil)
+	key := types.NamespacedName{Namespace: "shadow-reconciler", Name: "shadow-reconciler-flag"}
+	f, err := ConfigMapFlag(h.real, key, flag.Default(), logr.Discard(), h.plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine.flag = f
+	h.engine.ops[6] = func(context.Context, *Run[*corev1.Secret, state]) error { return notFound("x") }
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{"mode": "shadow"}}
+	if err := h.real.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan string, 64)
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 50 {
+				obj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-0", Name: "hc", UID: types.UID(string(rune('a'+w)) + string(rune('a'+i%26)))}}
+				out := h.engine.Reconcile(ctx, obj)
+				if out.Control == nil || (out.Mode != flag.Off && out.Candidate == nil) {
+					errs <- "an incomplete outcome"
+				}
+			}
+		}()
+	}
+	for _, mode := range []string{"off", "enforce", "shadow", "off"} {
+		cm.Data = map[string]string{"mode": mode}
+		if err := h.real.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		<-done
+	}
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
