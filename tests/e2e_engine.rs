@@ -147,38 +147,10 @@ fn shadow_on_kube_apiserver_persists_nothing_and_finds_what_the_simulator_finds(
     );
 
     if let Some(plane) = &plane {
-        let audit = plane.audit();
-        let shadow: Vec<_> = audit.iter().filter(|e| e.user_agent == SHADOW).collect();
-        let persisted: Vec<_> = shadow
-            .iter()
-            .filter(|e| e.succeeded() && !e.dry_run())
-            .collect();
-        assert!(
-            persisted.is_empty(),
-            "the audit log shows {} persisted writes of the shadow, e.g. {:?}",
-            persisted.len(),
-            persisted.first()
-        );
-        let not_dry: Vec<_> = shadow.iter().filter(|e| !e.dry_run()).collect();
-        assert!(
-            not_dry.is_empty(),
-            "shadow writes without dryRun=All reached the server: {not_dry:?}"
-        );
-        assert!(
-            shadow.iter().filter(|e| e.succeeded()).count() > 0,
-            "the shadow sent no dry-run write: the test would prove nothing"
-        );
-        let control = audit
-            .iter()
-            .filter(|e| e.user_agent == CONTROLLER_USER_AGENT && e.succeeded() && !e.dry_run())
-            .count();
-        assert!(
-            control > 0,
-            "the controllers' writes are missing from the audit"
-        );
-        eprintln!(
-            "audit: {} shadow writes (all dryRun=All, 0 persisted), {control} persisted control writes",
-            shadow.len()
+        common::apiserver::assert_shadow_persisted_nothing(
+            &plane.audit(),
+            SHADOW,
+            CONTROLLER_USER_AGENT,
         );
     }
 

@@ -471,41 +471,7 @@ fn the_go_controller_in_shadow_on_kube_apiserver() {
     wait_reconciled(plane.kubeconfig(), &shadowed);
     let data = shadowed.stop();
 
-    let audit = plane.audit();
-    let dry: Vec<_> = audit
-        .iter()
-        .filter(|e| e.user_agent == GO_DRY_RUN)
-        .collect();
-    let persisted: Vec<_> = dry
-        .iter()
-        .filter(|e| e.succeeded() && !e.dry_run())
-        .collect();
-    assert!(
-        persisted.is_empty(),
-        "{} dry-run writes persisted, e.g. {:?}",
-        persisted.len(),
-        persisted.first()
-    );
-    assert!(
-        dry.iter().all(|e| e.dry_run()),
-        "a candidate write without dryRun=All reached the server"
-    );
-    assert!(
-        dry.iter().any(|e| e.succeeded()),
-        "the candidate sent no dry-run write: the test would prove nothing"
-    );
-    let control = audit
-        .iter()
-        .filter(|e| e.user_agent == GO_CONTROL && e.succeeded() && !e.dry_run())
-        .count();
-    assert!(
-        control > 0,
-        "the controller's writes are missing from the audit"
-    );
-    eprintln!(
-        "audit: {} candidate writes (all dryRun=All, 0 persisted), {control} persisted control writes",
-        dry.len()
-    );
+    common::apiserver::assert_shadow_persisted_nothing(&plane.audit(), GO_DRY_RUN, GO_CONTROL);
 
     check_analysis(&data);
 }

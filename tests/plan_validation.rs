@@ -1,38 +1,12 @@
 //! Every validation error names the file, line, column and operation.
 
+mod common;
+
 use shadow_reconciler::plan::{Diagnostic, PlanError, ReconcilePlan};
 
-/// A valid plan; tests replace one line to break it. Line numbers are noted on the right.
-const VALID: &str = "\
-apiVersion: shadow-reconciler.io/v1alpha1
-kind: ReconcilePlan
-metadata:
-  name: checks
-spec:
-  operations:
-    - name: Namespace
-      phase: 1
-      category: critical
-      shadow: dry-run
-    - name: PullSecret
-      phase: 2
-      category: critical
-      dependsOn: [Namespace]
-      shadow: dry-run
-    - name: Deploy
-      phase: 3
-      category: non-critical
-      gate: no-critical-failure
-      shadow: skip
-  legacy:
-    order: [Namespace, PullSecret, Deploy]
-  rollout:
-    groups:
-      - name: core
-        operations: [Namespace, PullSecret]
-      - name: rest
-        operations: [Deploy]
-";
+/// A valid plan; tests replace one line to break it (its line numbers are noted in
+/// `tests/common`).
+const VALID: &str = common::CHECKS_PLAN;
 
 /// `VALID` with line `n` (1-based) replaced by `with`.
 fn edit(n: usize, with: &str) -> String {

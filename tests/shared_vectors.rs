@@ -8,6 +8,8 @@
 //! fails when the file differs, so a change of the models' behaviour is a visible change of the
 //! vectors, and an edited expectation fails here. `SHADOW_RECONCILER_WRITE_VECTORS=1` rewrites it.
 
+mod common;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -289,53 +291,34 @@ fn generate_flag() -> Value {
 
 #[test]
 fn the_committed_flag_vectors_are_what_the_flag_decides() {
-    let text = serde_json::to_string_pretty(&generate_flag()).expect("JSON") + "\n";
+    check_or_write(
+        FLAG_FILE,
+        &(serde_json::to_string_pretty(&generate_flag()).expect("JSON") + "\n"),
+        "src/flag",
+    );
+}
+
+/// Writes `text` to `path` with `SHADOW_RECONCILER_WRITE_VECTORS` set; else fails when the
+/// committed file differs from it.
+fn check_or_write(path: &str, text: &str, decider: &str) {
     if std::env::var_os("SHADOW_RECONCILER_WRITE_VECTORS").is_some() {
-        std::fs::write(FLAG_FILE, &text).expect("write the flag vectors");
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("write {path}: {e}"));
         return;
     }
-    let committed = std::fs::read_to_string(FLAG_FILE).unwrap_or_else(|e| {
-        panic!("{FLAG_FILE}: {e}; generate it with SHADOW_RECONCILER_WRITE_VECTORS=1")
+    let committed = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!("{path}: {e}; generate it with SHADOW_RECONCILER_WRITE_VECTORS=1")
     });
     assert!(
         committed == text,
-        "{FLAG_FILE} differs from what src/flag decides; if intended, regenerate it with SHADOW_RECONCILER_WRITE_VECTORS=1 and review the diff"
+        "{path} differs from what {decider} decides; if intended, regenerate it with SHADOW_RECONCILER_WRITE_VECTORS=1 and review the diff"
     );
 }
 
 const PLAN_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/plan-vectors.json");
 
-/// The plan of the validation cases; each case edits it.
-const BASE_PLAN: &str = "\
-apiVersion: shadow-reconciler.io/v1alpha1
-kind: ReconcilePlan
-metadata:
-  name: checks
-spec:
-  operations:
-    - name: Namespace
-      phase: 1
-      category: critical
-      shadow: dry-run
-    - name: PullSecret
-      phase: 2
-      category: critical
-      dependsOn: [Namespace]
-      shadow: dry-run
-    - name: Deploy
-      phase: 3
-      category: non-critical
-      gate: no-critical-failure
-      shadow: skip
-  legacy:
-    order: [Namespace, PullSecret, Deploy]
-  rollout:
-    groups:
-      - name: core
-        operations: [Namespace, PullSecret]
-      - name: rest
-        operations: [Deploy]
-";
+/// The plan of the validation cases (the one `tests/plan_validation.rs` breaks line by line);
+/// each case edits it.
+const BASE_PLAN: &str = common::CHECKS_PLAN;
 
 /// A validation case: a name, what kind of problem (`valid`; `rule`: the plan's own rules, every
 /// diagnostic compared; `schema`: the document's structure, where the first problem stops the
@@ -672,16 +655,9 @@ fn generate_plans() -> Value {
 
 #[test]
 fn the_committed_plan_vectors_are_what_validation_decides() {
-    let text = serde_json::to_string_pretty(&generate_plans()).expect("JSON") + "\n";
-    if std::env::var_os("SHADOW_RECONCILER_WRITE_VECTORS").is_some() {
-        std::fs::write(PLAN_FILE, &text).expect("write the plan vectors");
-        return;
-    }
-    let committed = std::fs::read_to_string(PLAN_FILE).unwrap_or_else(|e| {
-        panic!("{PLAN_FILE}: {e}; generate it with SHADOW_RECONCILER_WRITE_VECTORS=1")
-    });
-    assert!(
-        committed == text,
-        "{PLAN_FILE} differs from what src/plan decides; if intended, regenerate it with SHADOW_RECONCILER_WRITE_VECTORS=1 and review the diff"
+    check_or_write(
+        PLAN_FILE,
+        &(serde_json::to_string_pretty(&generate_plans()).expect("JSON") + "\n"),
+        "src/plan",
     );
 }

@@ -645,6 +645,51 @@ fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {
     )
 }
 
+/// Asserts what the audit log must show of a shadow: no persisted write of `shadow_agent`, every
+/// one of its writes a dry run where the server reads it, at least one dry-run write (else the
+/// test would prove nothing), and persisted writes of `control_agent`. Prints the counts.
+pub fn assert_shadow_persisted_nothing(
+    audit: &[AuditEvent],
+    shadow_agent: &str,
+    control_agent: &str,
+) {
+    let shadow: Vec<_> = audit
+        .iter()
+        .filter(|e| e.user_agent == shadow_agent)
+        .collect();
+    let persisted: Vec<_> = shadow
+        .iter()
+        .filter(|e| e.succeeded() && !e.dry_run())
+        .collect();
+    assert!(
+        persisted.is_empty(),
+        "the audit log shows {} persisted writes of {shadow_agent}, e.g. {:?}",
+        persisted.len(),
+        persisted.first()
+    );
+    let not_dry: Vec<_> = shadow.iter().filter(|e| !e.dry_run()).collect();
+    assert!(
+        not_dry.is_empty(),
+        "writes of {shadow_agent} without dryRun=All reached the server: {not_dry:?}"
+    );
+    assert!(
+        shadow.iter().any(|e| e.succeeded()),
+        "{shadow_agent} sent no dry-run write: the test would prove nothing"
+    );
+    let control = audit
+        .iter()
+        .filter(|e| e.user_agent == control_agent && e.succeeded() && !e.dry_run())
+        .count();
+    assert!(
+        control > 0,
+        "the writes of {control_agent} are missing from the audit"
+    );
+    eprintln!(
+        "audit: {} writes of {shadow_agent} (all dryRun=All, 0 persisted), {control} persisted writes of {control_agent}",
+        shadow.len()
+    );
+}
+
 /// One write as the API server audited it.
 #[derive(Debug, Clone)]
 pub struct AuditEvent {

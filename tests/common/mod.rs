@@ -3,6 +3,41 @@
 
 pub mod apiserver;
 
+/// A valid plan of three operations and two rollout groups, which the validation tests break
+/// line by line (`tests/plan_validation.rs`) and the shared plan vectors edit
+/// (`tests/shared_vectors.rs`). Its lines: 7 `Namespace`, 11 `PullSecret` (14 its dependsOn),
+/// 16 `Deploy`, 22 the legacy order, 25 and 27 the groups.
+pub const CHECKS_PLAN: &str = "\
+apiVersion: shadow-reconciler.io/v1alpha1
+kind: ReconcilePlan
+metadata:
+  name: checks
+spec:
+  operations:
+    - name: Namespace
+      phase: 1
+      category: critical
+      shadow: dry-run
+    - name: PullSecret
+      phase: 2
+      category: critical
+      dependsOn: [Namespace]
+      shadow: dry-run
+    - name: Deploy
+      phase: 3
+      category: non-critical
+      gate: no-critical-failure
+      shadow: skip
+  legacy:
+    order: [Namespace, PullSecret, Deploy]
+  rollout:
+    groups:
+      - name: core
+        operations: [Namespace, PullSecret]
+      - name: rest
+        operations: [Deploy]
+";
+
 use std::sync::Arc;
 use std::time::Duration;
 
