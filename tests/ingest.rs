@@ -206,18 +206,44 @@ fn candidate_dry_run_spans_give_the_unblocked_operations_real_outcomes() {
         ),
         "dry-run",
     ));
+    // A control step that met conflicts and ran under retry-on-conflict says so.
+    let mut retried = operation(9, 63, 1, "PullSecretSync", 63);
+    retried.attributes.extend([
+        int("shadow_reconciler.conflicts", 2),
+        KeyValue {
+            key: "shadow_reconciler.retried".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::BoolValue(true)),
+            }),
+            ..KeyValue::default()
+        },
+    ]);
+    spans.push(retried);
     let mut r = reconcile(9, 1, "hc-9");
     r.attributes.extend([
         kv("shadow_reconciler.mode", "shadow"),
         kv("shadow_reconciler.plan.hash", &plan.hash().to_hex()),
         int("shadow_reconciler.dry_run_requests", 7),
         int("shadow_reconciler.guard_refusals", 0),
+        kv("feature_flag.result.reason", "split"),
+        kv("feature_flag.version", "42"),
     ]);
     spans.push(r);
     let batch = a.ingest(&request(spans), Instant::now());
     assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
     let r = &batch.records[0];
     assert_eq!(r.dry_run_requests, 7);
+    let flag = r.flag.as_ref().expect("the span's flag evaluation");
+    assert_eq!(
+        (flag.reason.as_str(), flag.version.as_deref()),
+        ("split", Some("42"))
+    );
+    let pull = r
+        .control
+        .iter()
+        .find(|s| s.operation == "PullSecretSync")
+        .unwrap();
+    assert_eq!(pull.conflicts, 2, "the span's conflicts");
     let core = r.candidate_step("CoreHCPChain").unwrap();
     assert_eq!(
         (core.execution, core.outcome),

@@ -377,6 +377,124 @@ const PLAN_CASES: &[PlanCase] = &[
         &[("      phase: 2\n", "      phase: 1\n")],
     ),
     (
+        "anchor-and-alias",
+        "valid",
+        &[
+            (
+                "      category: critical\n      shadow: dry-run\n    - name: PullSecret",
+                "      category: &crit critical\n      shadow: dry-run\n    - name: PullSecret",
+            ),
+            (
+                "      category: critical\n      dependsOn",
+                "      category: *crit\n      dependsOn",
+            ),
+        ],
+    ),
+    (
+        "phase-quoted",
+        "valid",
+        &[("      phase: 3\n", "      phase: \"3\"\n")],
+    ),
+    (
+        "phase-hex",
+        "valid",
+        &[("      phase: 3\n", "      phase: 0x3\n")],
+    ),
+    (
+        "phase-plus",
+        "valid",
+        &[("      phase: 3\n", "      phase: +3\n")],
+    ),
+    (
+        "retry-yes",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      retryOnConflict: yes\n",
+        )],
+    ),
+    (
+        "retry-quoted",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      retryOnConflict: \"true\"\n",
+        )],
+    ),
+    (
+        "retry-on",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      retryOnConflict: on\n",
+        )],
+    ),
+    (
+        "name-number",
+        "rule",
+        &[
+            ("- name: Deploy", "- name: 123"),
+            ("Deploy]", "123]"),
+            ("Deploy]", "123]"),
+        ],
+    ),
+    (
+        "retry-y",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      retryOnConflict: y\n",
+        )],
+    ),
+    (
+        "retry-off-upper",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      retryOnConflict: OFF\n",
+        )],
+    ),
+    (
+        "retry-number",
+        "schema",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      retryOnConflict: 1\n",
+        )],
+    ),
+    (
+        "phase-float",
+        "schema",
+        &[("      phase: 3\n", "      phase: 3.0\n")],
+    ),
+    (
+        "phase-quoted-hex",
+        "valid",
+        &[("      phase: 3\n", "      phase: '0x3'\n")],
+    ),
+    (
+        "phase-octal",
+        "valid",
+        &[("      phase: 3\n", "      phase: 0o3\n")],
+    ),
+    (
+        "phase-underscore",
+        "valid",
+        &[("      phase: 3\n", "      phase: 1_0\n")],
+    ),
+    (
+        "phase-too-big",
+        "schema",
+        &[("      phase: 3\n", "      phase: 4294967296\n")],
+    ),
+    ("name-null", "schema", &[("- name: Deploy", "- name: ~")]),
+    ("name-bool", "rule", &[("- name: Deploy", "- name: true")]),
+    (
+        "description-number",
+        "valid",
+        &[("  name: checks\n", "  name: checks\n  description: 42\n")],
+    ),
+    (
         "wrong-api-version-and-kind",
         "rule",
         &[

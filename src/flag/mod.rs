@@ -324,6 +324,21 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The reason of an attribute or label value.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Static,
+            Self::Default,
+            Self::Split,
+            Self::TargetingMatch,
+            Self::Stale,
+            Self::Error,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
     /// The attribute and label value.
     #[must_use]
     pub const fn as_str(self) -> &'static str {

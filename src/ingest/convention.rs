@@ -63,6 +63,10 @@ pub enum Role {
         policy: Option<String>,
         /// `shadow_reconciler.execution`, when set.
         execution: Option<String>,
+        /// `shadow_reconciler.conflicts`: the 409 Conflicts the operation met (0 when absent).
+        conflicts: u32,
+        /// `shadow_reconciler.retried`: whether it ran under retry-on-conflict.
+        retried: bool,
     },
 }
 
@@ -75,7 +79,8 @@ pub struct RunFacts {
     pub mode: Option<String>,
     /// `shadow_reconciler.enforced_groups`: the control's enforced groups in mode `enforce`.
     pub enforced_groups: Option<Vec<String>>,
-    /// `shadow_reconciler.candidate_groups`: the candidate's groups (absent: the sidecar's).
+    /// `shadow_reconciler.candidate_groups`: the candidate's groups (absent: the sidecar's;
+    /// empty: every operation enforced, as the flag's empty `candidateGroups`).
     pub candidate_groups: Option<Vec<String>>,
     /// `shadow_reconciler.plan.hash`: checked against the loaded plan's.
     pub plan_hash: Option<String>,
@@ -83,6 +88,10 @@ pub struct RunFacts {
     pub dry_run_requests: Option<u32>,
     /// `shadow_reconciler.guard_refusals`.
     pub guard_refusals: Option<u32>,
+    /// `feature_flag.result.reason`: why the flag gave this mode.
+    pub flag_reason: Option<String>,
+    /// `feature_flag.version`: the flag ConfigMap's resourceVersion.
+    pub flag_version: Option<String>,
 }
 
 /// The object reconciled, from the reconcile span's attributes.
@@ -278,6 +287,8 @@ impl Convention {
                     plan_hash: text(a, "shadow_reconciler.plan.hash").map(str::to_owned),
                     dry_run_requests: count(a, "shadow_reconciler.dry_run_requests"),
                     guard_refusals: count(a, "shadow_reconciler.guard_refusals"),
+                    flag_reason: text(a, "feature_flag.result.reason").map(str::to_owned),
+                    flag_version: text(a, "feature_flag.version").map(str::to_owned),
                 },
             }
         } else {
@@ -299,6 +310,11 @@ impl Convention {
                 }),
                 policy: text(a, POLICY_ATTRIBUTE).map(str::to_owned),
                 execution: text(a, EXECUTION_ATTRIBUTE).map(str::to_owned),
+                conflicts: count(a, "shadow_reconciler.conflicts").unwrap_or(0),
+                retried: matches!(
+                    attribute(a, "shadow_reconciler.retried").and_then(|v| v.value.as_ref()),
+                    Some(any_value::Value::BoolValue(true))
+                ),
             }
         };
         Ok(SpanFacts {

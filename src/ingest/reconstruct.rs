@@ -14,6 +14,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use super::convention::{Convention, Object, Role, RunFacts, SpanFacts};
 use crate::engine::{Mode, ObjectKey, ReconcileRecord, Trace, assemble};
+use crate::flag::{Evaluation, Reason};
 use crate::model::{Decision, Policy, StepResult};
 use crate::outcome::{ErrorClass, Execution};
 use crate::plan::{OpId, ReconcilePlan};
@@ -119,6 +120,8 @@ struct Child {
     explicit: bool,
     failure: Option<(ErrorClass, String)>,
     side: Side,
+    conflicts: u32,
+    retried: bool,
     start: u64,
     end: u64,
 }
@@ -132,6 +135,8 @@ struct PlanPolicies {
     plan: Arc<ReconcilePlan>,
     control: Policy,
     candidate: Policy,
+    /// The phased model with every operation enforced (a span's empty candidate groups).
+    every: Policy,
     /// Phased policies by the groups a reconcile span names (mode `enforce`, or its own
     /// candidate groups); a handful in practice, cleared if it ever grows past
     /// [`MAX_POLICIES`].
@@ -172,6 +177,7 @@ impl PlanPolicies {
                 .map_err(|e| format!("a reconcile span's shadow_reconciler.mode: {e}"))?,
         };
         let candidate = match &run.candidate_groups {
+            Some(groups) if groups.is_empty() => self.every.clone(),
             Some(groups) => self.phased(groups)?,
             None => self.candidate.clone(),
         };
@@ -241,6 +247,7 @@ impl Assembler {
                 plan: plan.clone(),
                 control: Policy::sequential(plan.clone()),
                 candidate,
+                every: Policy::phased_all_groups(plan.clone()),
                 by_groups: HashMap::new(),
             });
         }
@@ -324,6 +331,8 @@ impl Assembler {
                 failure,
                 policy,
                 execution,
+                conflicts,
+                retried,
             } => {
                 let side = match Side::of(policy.as_deref(), execution.as_deref()) {
                     Ok(side) => side,
@@ -346,6 +355,8 @@ impl Assembler {
                     explicit: *explicit,
                     failure: failure.clone(),
                     side,
+                    conflicts: *conflicts,
+                    retried: *retried,
                     start: facts.start,
                     end: facts.end,
                 });
@@ -468,10 +479,20 @@ impl Assembler {
             }
         }
         batch.counts.accepted += 1;
+        let flag = run
+            .flag_reason
+            .as_deref()
+            .and_then(Reason::parse)
+            .map(|reason| Evaluation {
+                mode,
+                reason,
+                version: run.flag_version.clone(),
+            });
         let policies = Policies {
             mode,
             control,
             candidate,
+            flag,
         };
         let mut record = build(&plan, &policies, facts, object, &seen, &dry);
         record.dry_run_requests = run.dry_run_requests.unwrap_or(0);
@@ -485,6 +506,8 @@ struct Policies {
     mode: Mode,
     control: Policy,
     candidate: Option<Policy>,
+    /// The flag's evaluation, when the span carries one (`feature_flag.result.reason`).
+    flag: Option<Evaluation>,
 }
 
 fn result_of(child: &Child) -> StepResult {
@@ -528,6 +551,8 @@ fn build(
                 trace.executions[i] = execution;
                 trace.offsets[i] = Duration::from_nanos(child.start.saturating_sub(facts.start));
                 trace.durations[i] = Duration::from_nanos(child.end.saturating_sub(child.start));
+                trace.conflicts[i] = child.conflicts;
+                trace.retried[i] = child.retried;
                 result_of(child)
             } else {
                 trace.executions[i] = Execution::NotSimulated;
@@ -548,7 +573,7 @@ fn build(
             name: object.name.clone(),
             uid: object.uid.clone(),
         },
-        (policies.mode, None),
+        (policies.mode, policies.flag.clone()),
         SystemTime::UNIX_EPOCH + Duration::from_nanos(facts.start),
         (&control_report, &control),
         candidate.as_ref().map(|(report, trace)| (report, trace)),

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
 )
@@ -148,9 +149,10 @@ func ParseConfigMap(data map[string]string, binaryData []string, defaults Spec, 
 				spec.CandidateGroups = groups
 			}
 		case "rampPercent":
+			// Decimal only, as Rust's f64 parser: Go's would also read hex floats and '_'.
 			percent, err := strconv.ParseFloat(value, 64)
 			ramp, ok := RampFromPercent(percent)
-			if err != nil || !ok {
+			if err != nil || !ok || strings.ContainsAny(value, "xX_pP") {
 				return Spec{}, bad("expected a percentage from 0 to 100 with at most two decimals")
 			}
 			spec.Ramp = ramp
@@ -197,9 +199,7 @@ func (s Spec) Validate(plans []*plan.Plan) error {
 
 func parseGroups(value string) ([]GroupRef, error) {
 	var out []GroupRef
-	items := strings.FieldsFunc(value, func(r rune) bool {
-		return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' || r == '\v'
-	})
+	items := strings.FieldsFunc(value, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 	for _, item := range items {
 		g, ok := ParseGroupRef(item)
 		if !ok {

@@ -123,6 +123,18 @@ func NewPhased(p *plan.Plan, groups []string) (*Policy, error) {
 	return &Policy{Plan: p, Kind: Phased, Enforced: enforced, Order: p.PhasedOrder, effective: eff}, nil
 }
 
+// NewPhasedAll is the phased model with every operation enforced: the plan exactly as
+// classified (the candidate when the flag names no candidate group).
+func NewPhasedAll(p *plan.Plan) *Policy {
+	eff := make([]effective, len(p.Operations))
+	enforced := make([]int, len(p.Operations))
+	for i, op := range p.Operations {
+		enforced[i] = i
+		eff[i] = effective{op.Category == plan.Critical, op.Gate == plan.NoCriticalFailure}
+	}
+	return &Policy{Plan: p, Kind: Phased, Enforced: enforced, Order: p.PhasedOrder, effective: eff}
+}
+
 // Step is one decided operation.
 type Step struct {
 	Op           int

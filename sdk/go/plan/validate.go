@@ -192,7 +192,7 @@ func (r *reader) fields(n *yaml.Node, what string, allowed []string, required []
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, value := n.Content[i], n.Content[i+1]
+		key, value := n.Content[i], resolve(n.Content[i+1])
 		known := false
 		for _, a := range allowed {
 			known = known || a == key.Value
@@ -227,13 +227,25 @@ func (r *reader) sequence(n *yaml.Node) error {
 	return nil
 }
 
+// resolve follows an alias to its anchored node (serde reads aliases as their values).
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
 func isNull(n *yaml.Node) bool { return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") }
 
-func (r *reader) string(n *yaml.Node) (str, error) {
-	if n.Kind != yaml.ScalarNode || isNull(n) {
-		return str{}, r.fail(n, "invalid type: %s, expected a string", kindName(n))
+func (r *reader) string(node *yaml.Node) (str, error) {
+	n := resolve(node)
+	if isNull(n) {
+		return str{}, r.fail(node, "cannot deserialize null into string; use Option<String>")
 	}
-	return str{n.Value, at(n)}, nil
+	if n.Kind != yaml.ScalarNode {
+		return str{}, r.fail(node, "invalid type: %s, expected a string", kindName(n))
+	}
+	return str{n.Value, at(node)}, nil
 }
 
 func (r *reader) optionalString(n *yaml.Node) (string, error) {
@@ -250,7 +262,7 @@ func (r *reader) strings(n *yaml.Node) ([]str, error) {
 	}
 	out := make([]str, 0, len(n.Content))
 	for _, item := range n.Content {
-		s, err := r.string(item)
+		s, err := r.string(resolve(item))
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +320,7 @@ func readSpec(r *reader, n *yaml.Node, raw *rawPlan) error {
 			}
 			raw.operationsAt = at(value)
 			for _, item := range value.Content {
-				op, err := readOperation(item)
+				op, err := readOperation(resolve(item))
 				if err != nil {
 					return err
 				}
@@ -330,7 +342,7 @@ func readSpec(r *reader, n *yaml.Node, raw *rawPlan) error {
 				}
 				for _, item := range groups.Content {
 					var group rawGroup
-					err := r.fields(item, "struct RawGroup", []string{"name", "description", "operations"}, []string{"name", "operations"}, func(key string, value *yaml.Node) (err error) {
+					err := r.fields(resolve(item), "struct RawGroup", []string{"name", "description", "operations"}, []string{"name", "operations"}, func(key string, value *yaml.Node) (err error) {
 						switch key {
 						case "name":
 							group.name, err = r.string(value)
@@ -375,8 +387,9 @@ func readOperation(n *yaml.Node) (rawOperation, error) {
 			case "description":
 				op.description, err = r.optionalString(value)
 			case "phase":
-				n, perr := strconv.ParseInt(value.Value, 10, 64)
-				if value.Kind != yaml.ScalarNode || perr != nil || value.Tag != "!!int" || n < 0 || n > 1<<32-1 {
+				// Any integer form serde-saphyr reads: decimal, +, 0x, 0o, 0b, '_', quoted.
+				n, perr := strconv.ParseInt(value.Value, 0, 64)
+				if value.Kind != yaml.ScalarNode || perr != nil || n < 0 || n > 1<<32-1 {
 					return r.fail(value, "invalid u32")
 				}
 				op.phase = uint32(n)
@@ -392,10 +405,17 @@ func readOperation(n *yaml.Node) (rawOperation, error) {
 				variant, err = r.enum(value, string(ShadowDryRun), string(ShadowSkip))
 				op.shadow = ShadowPolicy(variant)
 			case "retryOnConflict":
-				if value.Kind != yaml.ScalarNode || value.Tag != "!!bool" {
-					return r.fail(value, "invalid type: %s, expected a boolean", kindName(value))
+				// YAML 1.1's booleans too, quoted or not, as serde-saphyr reads them.
+				switch strings.ToLower(value.Value) {
+				case "true", "yes", "y", "on":
+					op.retryOnConflict = value.Kind == yaml.ScalarNode
+				case "false", "no", "n", "off":
+				default:
+					return r.fail(value, "invalid boolean")
 				}
-				op.retryOnConflict = strings.EqualFold(value.Value, "true")
+				if value.Kind != yaml.ScalarNode {
+					return r.fail(value, "invalid boolean")
+				}
 			}
 			return err
 		})

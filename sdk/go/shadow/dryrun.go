@@ -16,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // UserAgent is the User-Agent of every request of the candidate's client, so audit logs can
@@ -48,9 +49,28 @@ func (g *GuardStats) OverlayReads() uint64 { return g.overlays.Load() }
 
 type statsKey struct{}
 
-// deleteOptionsCodec reads DeleteOptions in any of the API's encodings (JSON, YAML, protobuf,
-// CBOR).
-var deleteOptionsCodec = clientgoscheme.Codecs.UniversalDeserializer()
+// protobufMagic starts every protobuf body of the Kubernetes API.
+var protobufMagic = []byte("k8s\x00")
+
+// deleteOptions reads a DELETE's options in any encoding the API takes: protobuf (what
+// controller-runtime sends for built-in types), CBOR, JSON or YAML. Only the fields are read,
+// not the envelope's apiVersion: controller-runtime labels a custom resource's DeleteOptions
+// with that resource's group and version, which no scheme of ours knows.
+func deleteOptions(contentType string, body []byte) (*metav1.DeleteOptions, error) {
+	options := &metav1.DeleteOptions{}
+	switch {
+	case bytes.HasPrefix(body, protobufMagic):
+		var envelope runtime.Unknown
+		if err := envelope.Unmarshal(body[len(protobufMagic):]); err != nil {
+			return nil, err
+		}
+		return options, options.Unmarshal(envelope.Raw)
+	case strings.HasPrefix(contentType, "application/cbor"):
+		return options, direct.Unmarshal(body, options)
+	default:
+		return options, yaml.Unmarshal(body, options)
+	}
+}
 
 // DryRun makes the candidate's clients: reads from the controller's reader (its cache, so the
 // candidate costs no read requests), writes with `dryRun=All` through a transport of their own
@@ -155,11 +175,9 @@ func isDryRun(req *http.Request) (bool, error) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		if len(bytes.TrimSpace(body)) > 0 {
-			// controller-runtime sends built-in types' DeleteOptions as protobuf, others as
-			// JSON; an undecodable body is not a dry run.
-			options := &metav1.DeleteOptions{}
-			if _, _, err := deleteOptionsCodec.Decode(body, nil, options); err != nil {
-				return false, nil
+			options, err := deleteOptions(req.Header.Get("Content-Type"), body)
+			if err != nil {
+				return false, nil // an undecodable body is not a dry run
 			}
 			return all(options.DryRun), nil
 		}

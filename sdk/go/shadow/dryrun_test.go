@@ -3,6 +3,7 @@ package shadow
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,8 +63,13 @@ func TestTheGuardRefusesEveryWriteThatIsNotADryRun(t *testing.T) {
 	var reached []string
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		dry := r.URL.Query().Get("dryRun") == "All"
+		if len(body) > 0 && r.Method == http.MethodDelete {
+			options, err := deleteOptions(r.Header.Get("Content-Type"), body)
+			dry = err == nil && len(options.DryRun) == 1 && options.DryRun[0] == "All"
+		}
 		mu.Lock()
-		reached = append(reached, r.Method+" "+r.URL.RequestURI()+" "+string(body))
+		reached = append(reached, fmt.Sprintf("%s %s dry=%t", r.Method, r.URL.RequestURI(), dry))
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
@@ -97,6 +104,11 @@ func TestTheGuardRefusesEveryWriteThatIsNotADryRun(t *testing.T) {
 		{"PATCH", "?dryRun=None", "{}", false},
 		{"DELETE", "", `{"dryRun":["All"]}`, true},
 		{"DELETE", "?dryRun=All", "", true},
+		// A custom resource's DeleteOptions carry its group and version.
+		{"DELETE", "", `{"kind":"DeleteOptions","apiVersion":"example.shadow-reconciler.io/v1","dryRun":["All"]}`, true},
+		{"DELETE", "", protobufDelete(t, "example.shadow-reconciler.io/v1", []string{"All"}), true},
+		{"DELETE", "", protobufDelete(t, "v1", nil), false},
+		{"DELETE", "", "k8s\x00garbage", false},
 		// The server reads a DELETE's options from its body when it has one: the query alone
 		// would let this delete persist.
 		{"DELETE", "?dryRun=All", `{"propagationPolicy":"Background"}`, false},
@@ -108,15 +120,15 @@ func TestTheGuardRefusesEveryWriteThatIsNotADryRun(t *testing.T) {
 			t.Errorf("%s %s %s: status %d", c.method, c.query, c.body, code)
 		}
 	}
-	if stats.Refused() != 4 || local.Refused() != 4 || stats.DryRunRequests() != 5 {
+	if stats.Refused() != 6 || local.Refused() != 6 || stats.DryRunRequests() != 7 {
 		t.Errorf("refused %d (local %d), dry runs %d", stats.Refused(), local.Refused(), stats.DryRunRequests())
 	}
 	for _, r := range reached {
-		if !strings.HasPrefix(r, "GET") && !strings.Contains(r, "dryRun") {
+		if !strings.HasPrefix(r, "GET") && !strings.HasSuffix(r, "dry=true") {
 			t.Errorf("a write that is not a dry run reached the server: %s", r)
 		}
 	}
-	if len(reached) != 6 {
+	if len(reached) != 8 {
 		t.Errorf("reached: %v", reached)
 	}
 }
@@ -167,4 +179,21 @@ func TestTheDryRunClientOverRESTSendsOnlyDryRuns(t *testing.T) {
 	if d.Stats().Refused() != 0 || d.Stats().DryRunRequests() != 2 {
 		t.Errorf("refused %d, dry runs %d", d.Stats().Refused(), d.Stats().DryRunRequests())
 	}
+}
+
+// protobufDelete is a DELETE body as client-go encodes it in protobuf: the magic, then an
+// envelope naming apiVersion and kind around the DeleteOptions.
+func protobufDelete(t *testing.T, apiVersion string, dryRun []string) string {
+	t.Helper()
+	options := &metav1.DeleteOptions{DryRun: dryRun}
+	raw, err := options.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	envelope := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: "DeleteOptions"}, Raw: raw}
+	data, err := envelope.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "k8s\x00" + string(data)
 }

@@ -162,6 +162,9 @@ func New[T client.Object, S any](p *plan.Plan, real client.Client, ops map[strin
 	if len(mismatch.MissingInCode)+len(mismatch.MissingInPlan) > 0 {
 		return nil, mismatch
 	}
+	if opts.DryRun == nil {
+		return nil, errors.New("shadow.New: Options.DryRun is required: the candidate's client (shadow.NewDryRun over the manager's REST config and cache)")
+	}
 	if opts.Flag == nil {
 		f, err := StaticFlag(flag.Default(), p)
 		if err != nil {
@@ -196,23 +199,14 @@ func (e *Engine[T, S]) policiesFor(state FlagState) (*policies, error) {
 	if err != nil {
 		return nil, err
 	}
-	candidate, err := model.NewPhased(e.plan, pf.CandidateGroups)
-	if pf.CandidateGroups == nil {
-		candidate, err = model.NewPhased(e.plan, allGroups(e.plan))
-	}
-	if err != nil {
-		return nil, err
+	candidate := model.NewPhasedAll(e.plan)
+	if pf.CandidateGroups != nil {
+		if candidate, err = model.NewPhased(e.plan, pf.CandidateGroups); err != nil {
+			return nil, err
+		}
 	}
 	e.policies = &policies{state.Generation, state.Spec, pf, model.NewSequential(e.plan), enforce, candidate}
 	return e.policies, nil
-}
-
-func allGroups(p *plan.Plan) []string {
-	names := make([]string, len(p.Groups))
-	for i, g := range p.Groups {
-		names[i] = g.Name
-	}
-	return names
 }
 
 // Outcome is one reconcile's result.
@@ -238,13 +232,19 @@ func (o *Outcome) Result() (reconcile.Result, error) {
 }
 
 // Reconcile reconciles one object: the control for real, the candidate in shadow, the spans,
-// and the condition when asked for. The object is not modified.
+// and the condition when asked for. The control's operations get obj (what they do to it is
+// theirs); the candidate's get a deep copy, and a copy of the control's final state (a
+// shallow copy of S: operations replace what the state points to, never modify it in place).
 func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	state := e.flag.Current(ctx)
 	pol, err := e.policiesFor(state)
 	if err != nil {
-		// Unreachable: a flag names only groups the plan has (validated); keep going legacy.
+		// Unreachable: a flag names only groups the plan has (validated); keep the policies
+		// of the last flag.
+		e.opts.Log.Error(err, "cannot build the policies of the flag; keeping the previous ones")
+		e.mu.Lock()
 		pol = e.policies
+		e.mu.Unlock()
 	}
 	uid := string(obj.GetUID())
 	if uid == "" {
@@ -253,10 +253,6 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	annotation, has := obj.GetAnnotations()[flag.Annotation]
 	eval := pol.flag.Evaluate(uid, annotation, has, state.FromConfigMap, state.Stale, state.Version)
 	out := &Outcome{Mode: eval.Mode, Evaluation: eval}
-	if eval.Mode != flag.Off && e.dry == nil {
-		out.Mode = flag.Off
-		e.opts.Log.Info("no dry-run client configured: running the control only", "mode", eval.Mode)
-	}
 
 	kind := ""
 	if gvk, err := e.real.GroupVersionKindFor(obj); err == nil {
@@ -283,8 +279,14 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	if out.Mode == flag.Enforce {
 		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.enforced_groups", pol.flag.EnforcedGroups))
 	}
-	if out.Mode != flag.Off && pol.flag.CandidateGroups != nil {
-		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.candidate_groups", pol.flag.CandidateGroups))
+	if out.Mode != flag.Off {
+		// Always sent, so the sidecar evaluates the candidate this engine ran; empty: every
+		// operation enforced.
+		groups := pol.flag.CandidateGroups
+		if groups == nil {
+			groups = []string{}
+		}
+		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.candidate_groups", groups))
 	}
 	ctx, span := e.tracer.Start(ctx, "reconcile", trace.WithAttributes(attrs...))
 	defer span.End()
@@ -307,7 +309,10 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	if out.Mode != flag.Off {
 		local := &GuardStats{}
 		candidateState := controlState
-		out.Candidate = e.runCandidate(WithCounters(ctx, local), pol.candidate, obj, &candidateState, control, retried)
+		// The candidate's own copy: nothing it does to the object, or a dry-run answer decoded
+		// into it, reaches the control's object or the condition written from it.
+		candidateObject := obj.DeepCopyObject().(T)
+		out.Candidate = e.runCandidate(WithCounters(ctx, local), pol.candidate, candidateObject, &candidateState, control, retried)
 		out.Diff, _ = model.Between(control, out.Candidate)
 		out.DryRunRequests, out.GuardRefusals = local.DryRunRequests(), local.Refused()
 		span.SetAttributes(
@@ -449,8 +454,10 @@ func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy
 	result = model.Success()
 	if err != nil {
 		result = model.Failure(Classify(err), err.Error())
+	} else {
+		// As the Rust engine: a requeue counts from an operation that succeeded.
+		result.RequeueAfter = r.requeue
 	}
-	result.RequeueAfter = r.requeue
 	if !span.IsRecording() {
 		return result
 	}
@@ -469,12 +476,16 @@ func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy
 	if r.conflicts > 0 {
 		attrs = append(attrs, attribute.Int("shadow_reconciler.conflicts", r.conflicts))
 	}
+	if r.retry {
+		attrs = append(attrs, attribute.Bool("shadow_reconciler.retried", true))
+	}
 	span.SetAttributes(attrs...)
 	return result
 }
 
 func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
 	once := func() (err error) {
+		r.requeue = 0 // a retried attempt starts afresh
 		defer func() {
 			if p := recover(); p != nil {
 				err = Errorf(ClassInternal, "operation %s panicked: %v", e.plan.Operations[op].Name, p)
@@ -499,9 +510,6 @@ func Reconciler[T client.Object, S any](e *Engine[T, S], reader client.Reader, n
 		obj := newObject()
 		if err := reader.Get(ctx, req.NamespacedName, obj); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-		if !obj.GetDeletionTimestamp().IsZero() {
-			return reconcile.Result{}, nil
 		}
 		return e.Reconcile(ctx, obj).Result()
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -317,5 +318,32 @@ func TestTheSampleRateReExecutesReusedSteps(t *testing.T) {
 	}
 	if len(out.Diff.Changed) != 0 {
 		t.Errorf("the same operations changed outcome: %v", out.Diff.Changed)
+	}
+}
+
+func TestAnEngineNeedsADryRunClient(t *testing.T) {
+	p := shipped(t, "hostedcluster")
+	ops := map[string]Op[*corev1.Secret, state]{}
+	for _, op := range p.Operations {
+		ops[op.Name] = func(context.Context, *Run[*corev1.Secret, state]) error { return nil }
+	}
+	if _, err := New(p, fake.NewClientBuilder().Build(), ops, Options{}); err == nil || !strings.Contains(err.Error(), "Options.DryRun") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// What the candidate does to its object stays in the candidate: the control's object, and the
+// condition written from it, never see it.
+func TestTheCandidateWorksOnItsOwnCopyOfTheObject(t *testing.T) {
+	h := newHarness(t, "hostedcluster", nil)
+	h.fail["SSHKeySync"] = notFound("hc-0-ssh-key")
+	core, _ := h.plan.Lookup("CoreHCPChain")
+	h.engine.ops[core] = func(_ context.Context, r *Run[*corev1.Secret, state]) error {
+		r.Object.Labels = map[string]string{"candidate": "was-here"}
+		return nil
+	}
+	h.reconcile()
+	if _, leaked := h.object.Labels["candidate"]; leaked {
+		t.Fatal("the candidate's change reached the control's object")
 	}
 }

@@ -74,10 +74,12 @@ func (f *Flag) Current(ctx context.Context) FlagState {
 	if f.reader == nil {
 		return f.state
 	}
-	cm := &corev1.ConfigMap{}
-	err := f.reader.Get(ctx, f.key, cm)
+	// One reconcile at a time reads and applies, so a reconcile that read an older version
+	// cannot apply it after another applied a newer one (a cache read: no request).
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	cm := &corev1.ConfigMap{}
+	err := f.reader.Get(ctx, f.key, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		if f.state.FromConfigMap || f.state.Stale {
