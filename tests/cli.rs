@@ -242,7 +242,7 @@ fn simulate_runs_the_controllers_against_the_simulator() {
         "--addons",
         "5",
         "--duration",
-        "60",
+        "600",
         "--seed",
         "3",
     ]);

@@ -51,7 +51,7 @@ async fn take_events(
         })
         .take(n)
         .try_collect::<Vec<_>>();
-    tokio::time::timeout(Duration::from_secs(5), events)
+    tokio::time::timeout(Duration::from_secs(30), events)
         .await
         .expect("events in time")
         .expect("no stream error")
@@ -97,7 +97,7 @@ async fn watch_sends_bookmarks_when_asked() {
         .await
         .unwrap()
         .boxed();
-    let first = tokio::time::timeout(Duration::from_secs(2), stream.next())
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.next())
         .await
         .expect("a bookmark in time");
     match first {
@@ -116,7 +116,7 @@ async fn watch_sends_bookmarks_when_asked() {
         .await
         .unwrap()
         .boxed();
-    let next = tokio::time::timeout(Duration::from_secs(3), quiet.next())
+    let next = tokio::time::timeout(Duration::from_secs(30), quiet.next())
         .await
         .expect("the stream ends at its timeout");
     assert!(
@@ -376,7 +376,7 @@ async fn streaming_lists_get_initial_events_and_the_end_bookmark() {
         .default_backoff()
         .applied_objects();
     let task = tokio::spawn(stream.for_each(|_| async {}));
-    tokio::time::timeout(Duration::from_secs(5), reader.wait_until_ready())
+    tokio::time::timeout(Duration::from_secs(30), reader.wait_until_ready())
         .await
         .expect("ready in time")
         .unwrap();
@@ -393,11 +393,11 @@ async fn shutdown_ends_open_watches_and_a_second_shutdown_is_an_error() {
         .await
         .unwrap();
     let drained = tokio::spawn(stream.collect::<Vec<_>>());
-    tokio::time::timeout(Duration::from_secs(5), sim.shutdown())
+    tokio::time::timeout(Duration::from_secs(30), sim.shutdown())
         .await
         .expect("shutdown in time")
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(5), drained)
+    tokio::time::timeout(Duration::from_secs(30), drained)
         .await
         .expect("the watch ended")
         .unwrap();

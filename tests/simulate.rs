@@ -12,7 +12,8 @@ fn small(scenario: Scenario, mode: Mode) -> Settings {
         scenario,
         mode,
         seed: 11,
-        duration: Duration::from_mins(1),
+        // A bound for a broken run, not a speed target: the tests assert that the run settled.
+        duration: Duration::from_mins(10),
         progress: false,
         ..Settings::default()
     }
@@ -69,7 +70,7 @@ async fn healthy_scenario_settles_without_failures_or_shadow_writes() {
     }
     assert_eq!(summary.shadow_persisted, 0, "{summary}");
     assert!(
-        summary.elapsed < Duration::from_mins(1),
+        summary.settled,
         "the run settled before its deadline: {summary}"
     );
 }

@@ -66,7 +66,7 @@ async fn metrics_agree_with_the_records_and_are_served_over_http() {
         scenario: Scenario::Mixed,
         mode: Mode::Shadow,
         seed: 5,
-        duration: Duration::from_mins(1),
+        duration: Duration::from_mins(10),
         progress: false,
         telemetry: Some(telemetry.clone()),
         ..Settings::default()

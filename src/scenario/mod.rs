@@ -254,7 +254,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
             settings.addons,
         ))
     });
-    wait_until_settled(
+    let settled = wait_until_settled(
         &sink,
         settings,
         planted.hosted_clusters + planted.addons,
@@ -273,6 +273,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     }
     let mut summary = Summary {
         planted,
+        settled,
         elapsed: started.elapsed(),
         ..Summary::default()
     };
@@ -622,13 +623,13 @@ fn add_faults(sim: &Simulator, settings: &Settings) {
 }
 
 /// Waits until every object was reconciled at least once and nothing happened for the settle
-/// time, or the duration is over; draws the progress bar meanwhile.
+/// time (true), or the duration is over (false); draws the progress bar meanwhile.
 async fn wait_until_settled(
     sink: &MemorySink,
     settings: &Settings,
     objects: usize,
     started: Instant,
-) {
+) -> bool {
     let terminal = settings.progress && std::io::stderr().is_terminal();
     let mut last_count = 0;
     let mut last_change = Instant::now();
@@ -665,13 +666,12 @@ async fn wait_until_settled(
             );
         }
         let all_seen = seen.len() >= objects;
-        if (all_seen && last_change.elapsed() >= settings.settle)
-            || started.elapsed() >= settings.duration
-        {
-            break;
+        let settled = all_seen && last_change.elapsed() >= settings.settle;
+        if settled || started.elapsed() >= settings.duration {
+            if terminal {
+                eprintln!();
+            }
+            return settled;
         }
-    }
-    if terminal {
-        eprintln!();
     }
 }

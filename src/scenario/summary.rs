@@ -64,6 +64,9 @@ pub struct Summary {
     pub requests: u64,
     /// Requests a fault rule fired on.
     pub faulted: u64,
+    /// Whether the run settled (every object reconciled, then quiet for the settle time)
+    /// rather than reaching its `--duration` deadline.
+    pub settled: bool,
     /// Wall time of the run.
     pub elapsed: std::time::Duration,
     /// The API server's URL when the run used a real cluster instead of the simulator: then
