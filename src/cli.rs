@@ -194,7 +194,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     for selector in &args.groups {
         gated.extend(analysis.groups(selector)?);
     }
-    print!("{}", analyze::render::render(&analysis, args.format));
+    out(analyze::render::render(&analysis, args.format));
     if let Some(path) = &args.html {
         write(path, &analyze::render::render(&analysis, Format::Html))?;
         eprintln!("HTML report: {}", path.display());
@@ -341,11 +341,11 @@ pub const REPORT: &str = "report.html";
 pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()> {
     let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
     let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
-    println!();
-    print!("{}", analyze::render::render(&analysis, Format::Table));
+    out("\n");
+    out(analyze::render::render(&analysis, Format::Table));
     let report = dir.join(REPORT);
     write(&report, &analyze::render::render(&analysis, Format::Html))?;
-    println!("HTML report: {}", report.display());
+    out(format_args!("HTML report: {}\n", report.display()));
     Ok(())
 }
 
@@ -373,5 +373,25 @@ pub async fn cluster_config(
         None => kube::Config::infer()
             .await
             .context("cannot find a cluster: pass --kubeconfig, set KUBECONFIG, or run in a pod"),
+    }
+}
+
+/// Writes to stdout. A closed stdout (`| head -1`) ends the output quietly, as Unix tools do: the
+/// rest of the command (writing data, its exit code) goes on; nothing more is printed.
+pub(crate) fn out(text: impl std::fmt::Display) {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = write!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        CLOSED.store(true, Ordering::Relaxed);
+        if error.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!(
+                "warning: cannot write to stdout: {error}; the rest of the output is dropped"
+            );
+        }
     }
 }

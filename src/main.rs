@@ -293,7 +293,7 @@ fn manifests(args: &ManifestsArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for path in manifests::write(&args.dir)? {
-        println!("wrote {}", path.display());
+        cli::out(format_args!("wrote {}\n", path.display()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -302,7 +302,7 @@ fn check_plans(files: &[PathBuf]) -> ExitCode {
     let mut invalid = 0;
     for file in files {
         match ReconcilePlan::load(file) {
-            Ok(plan) => println!("{}", plan.summary()),
+            Ok(plan) => cli::out(format_args!("{}\n", plan.summary())),
             Err(error) => {
                 invalid += 1;
                 let error = anyhow::Error::from(error);
@@ -379,7 +379,7 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
                 return anyhow::Ok(None);
             }
         };
-        print!("{summary}");
+        cli::out(&summary);
         if let Some(parquet) = &parquet {
             let (parquet, grace) = (parquet.clone(), args.parquet.grace());
             tokio::task::spawn_blocking(move || cli::finish(&parquet, grace))
@@ -439,7 +439,7 @@ fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         candidate_groups: (!args.enforce.is_empty()).then_some(args.enforce),
     };
     let summary = simulate::run(Arc::new(plan), settings).context("--enforce")?;
-    print!("{summary}");
+    cli::out(&summary);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -462,15 +462,15 @@ fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write the kubeconfig to {}", path.display()))?;
             eprintln!("kubeconfig written to {}", path.display());
         }
-        println!(
-            "serving the Kubernetes API simulator at {}",
+        cli::out(format_args!(
+            "serving the Kubernetes API simulator at {}\n",
             simulator.url()
-        );
+        ));
         shutdown_signal().await;
         simulator.shutdown().await?;
         // Whoever started us may have stopped reading: a closed stdout is not a failure here.
         let summary = simulator.audit(ToString::to_string);
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), summary.as_bytes());
+        cli::out(summary);
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -507,8 +507,7 @@ fn populate(args: &PopulateArgs) -> anyhow::Result<ExitCode> {
             "missing_pull_secret": planted.missing_pull_secret,
             "bad_release_image": planted.bad_release_image,
         });
-        let _ =
-            std::io::Write::write_all(&mut std::io::stdout(), format!("{summary}\n").as_bytes());
+        cli::out(format_args!("{summary}\n"));
         Ok(ExitCode::SUCCESS)
     })
 }
