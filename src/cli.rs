@@ -300,9 +300,12 @@ impl ParquetArgs {
 
 /// Flushes and closes the sink, reporting what it wrote.
 pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
-    let stats = sink
-        .shutdown(grace)
-        .context("the Parquet sink did not finish")?;
+    let stats = sink.shutdown(grace).with_context(|| {
+        format!(
+            "cannot complete the Parquet dataset in {}",
+            sink.dir().display()
+        )
+    })?;
     eprintln!(
         "parquet: {} records accepted, {} written to {} in {} files ({} dropped, {} write errors, {} lost)",
         stats.accepted,
@@ -313,6 +316,18 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
         stats.errors,
         stats.lost
     );
+    if let Some(error) = sink.last_error() {
+        eprintln!("parquet: the last write error: {error}");
+    }
+    if stats.lost > 0 {
+        anyhow::bail!(
+            "{} accepted records were not written to {}{}",
+            stats.lost,
+            sink.dir().display(),
+            sink.last_error()
+                .map_or_else(String::new, |e| format!(": {e}"))
+        );
+    }
     Ok(())
 }
 

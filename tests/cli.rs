@@ -634,3 +634,47 @@ fn a_closed_stdout_ends_the_output_quietly() {
         );
     }
 }
+
+/// A full disk: `simulate` fails naming the cause and the path (a 64 KiB tmpfs, mounted by the
+/// test; the suite runs as root, as scripts/test.sh's CI does).
+#[test]
+fn a_full_disk_is_named_with_its_path() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(dir.path())
+        .output()
+        .expect("run mount");
+    assert!(
+        mount.status.success(),
+        "this test needs to mount a small tmpfs (as root): {}",
+        text(&mount.stderr)
+    );
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path());
+    let data = dir.path().join("data");
+    let out = cli(&[
+        "simulate",
+        "--hosted-clusters",
+        "20",
+        "--addons",
+        "5",
+        "--duration",
+        "600",
+        "--parquet-grace",
+        "3",
+        "--parquet-dir",
+        data.to_str().expect("utf-8 path"),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && stderr.contains(&data.display().to_string()),
+        "the cause and the path: {stderr}"
+    );
+}

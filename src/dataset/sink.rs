@@ -93,13 +93,16 @@ pub enum ShutdownError {
     AlreadyShutDown,
     /// The writer did not finish within the grace period.
     #[error(
-        "the Parquet sink did not finish within {grace:?}: {pending} accepted records may not be on disk"
+        "the Parquet sink did not finish within {grace:?}: {pending} accepted records may not be on disk{}",
+        last_error.as_ref().map_or_else(String::new, |e| format!(" (the last write error: {e})"))
     )]
     GraceExpired {
         /// The grace period.
         grace: Duration,
         /// Records accepted but not yet written.
         pending: u64,
+        /// The last write error, naming the path and the cause (a full disk, say).
+        last_error: Option<String>,
     },
 }
 
@@ -110,6 +113,8 @@ enum Message {
 
 struct Shared {
     counters: Counters,
+    /// The last write error (path and cause), for the messages that report failures.
+    last_error: Mutex<Option<String>>,
     health: Option<HealthCounters>,
     /// Set by `shutdown`: the writer stops retrying at `deadline`.
     stopping: AtomicBool,
@@ -151,6 +156,7 @@ impl ParquetSink {
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         let shared = Arc::new(Shared {
             counters: Counters::default(),
+            last_error: Mutex::new(None),
             health,
             stopping: AtomicBool::new(false),
             deadline: Mutex::new(None),
@@ -178,6 +184,16 @@ impl ParquetSink {
     #[must_use]
     pub fn dir(&self) -> &std::path::Path {
         &self.dir
+    }
+
+    /// The last write error, naming the path and the cause, if any write failed.
+    #[must_use]
+    pub fn last_error(&self) -> Option<String> {
+        self.shared
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The counters so far.
@@ -259,6 +275,7 @@ impl ParquetSink {
             Err(ShutdownError::GraceExpired {
                 grace,
                 pending: stats.accepted.saturating_sub(stats.written + stats.lost),
+                last_error: self.last_error(),
             })
         }
     }
@@ -367,6 +384,10 @@ fn retrying(
         let result = step(writer);
         publish(shared, before, writer.stats());
         let Err(error) = result else { return };
+        *shared
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(error_chain(&error));
         shared.counters.errors.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = &shared.health {
             h.errors.inc();
@@ -390,6 +411,21 @@ fn retrying(
         std::thread::sleep(wait);
         backoff = (backoff * 2).min(config.max_backoff);
     }
+}
+
+/// An error with its causes, one after the other (`cannot write PATH: No space left on device`).
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn publish(shared: &Shared, before: super::writer::WriterStats, after: super::writer::WriterStats) {
