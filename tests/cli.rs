@@ -635,6 +635,15 @@ fn a_closed_stdout_ends_the_output_quietly() {
     }
 }
 
+/// Unmounts a test's filesystem when dropped (a failed assertion leaves no mount behind).
+struct Unmount<'a>(&'a std::path::Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
+
 /// A full disk: `simulate` fails naming the cause and the path (a 64 KiB tmpfs, mounted by the
 /// test; the suite runs as root, as scripts/test.sh's CI does).
 #[test]
@@ -650,12 +659,6 @@ fn a_full_disk_is_named_with_its_path() {
         "this test needs to mount a small tmpfs (as root): {}",
         text(&mount.stderr)
     );
-    struct Unmount<'a>(&'a std::path::Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status();
-        }
-    }
     let _unmount = Unmount(dir.path());
     let data = dir.path().join("data");
     let out = cli(&[
