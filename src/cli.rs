@@ -278,8 +278,24 @@ pub struct ParquetArgs {
 }
 
 impl ParquetArgs {
-    /// Starts a sink into `dir` with these options.
-    pub fn start(&self, dir: &Path, health: Option<HealthCounters>) -> ParquetSink {
+    /// Starts a sink into `dir` with these options, once `dir` is known to take files (created
+    /// if missing): a directory that cannot be written fails the command at start-up, naming
+    /// the path and the cause, instead of at its first write. `/readyz` then follows the sink:
+    /// not ready while its writes fail.
+    pub fn start(
+        &self,
+        dir: &Path,
+        health: Option<HealthCounters>,
+        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
+        writable_dir(dir)?;
+        let sink = std::sync::Arc::new(self.start_unchecked(dir, health));
+        let watched = std::sync::Arc::downgrade(&sink);
+        telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
+        Ok(sink)
+    }
+
+    fn start_unchecked(&self, dir: &Path, health: Option<HealthCounters>) -> ParquetSink {
         let mut config = SinkConfig::new(dir);
         config.capacity = self.parquet_capacity;
         config.writer.max_file_rows = self.parquet_max_rows.max(1);
@@ -409,4 +425,22 @@ pub(crate) fn out(text: impl std::fmt::Display) {
             );
         }
     }
+}
+
+/// Creates `dir` if missing and checks that a file can be written there.
+fn writable_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "--parquet-dir {}: cannot create the directory",
+            dir.display()
+        )
+    })?;
+    if !dir.is_dir() {
+        anyhow::bail!("--parquet-dir {}: not a directory", dir.display());
+    }
+    let probe = dir.join(format!(".write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--parquet-dir {}: cannot write a file there", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }

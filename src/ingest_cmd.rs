@@ -90,10 +90,13 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
             metrics.engine(plan, Arc::default());
         }
         let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(metrics)];
-        let parquet = args.parquet_dir.as_ref().map(|dir| {
-            let health = telemetry.metrics().sink_health("parquet").into();
-            Arc::new(args.parquet.start(dir, Some(health)))
-        });
+        let parquet = match &args.parquet_dir {
+            Some(dir) => {
+                let health = telemetry.metrics().sink_health("parquet").into();
+                Some(args.parquet.start(dir, Some(health), &telemetry)?)
+            }
+            None => None,
+        };
         if let Some(parquet) = &parquet {
             sinks.push(parquet.clone());
         }

@@ -329,9 +329,10 @@ fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     } else {
         cli::replace_simulated_data(&args.parquet_dir)?;
         let health = telemetry.metrics().sink_health("parquet").into();
-        Some(Arc::new(
-            args.parquet.start(&args.parquet_dir, Some(health)),
-        ))
+        Some(
+            args.parquet
+                .start(&args.parquet_dir, Some(health), &telemetry)?,
+        )
     };
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
@@ -564,10 +565,13 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let client = kube::Client::try_from(config).context("cannot build the kube client")?;
         let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
         let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-        let parquet = args.parquet_dir.as_ref().map(|dir| {
-            let health = telemetry.metrics().sink_health("parquet").into();
-            Arc::new(args.parquet.start(dir, Some(health)))
-        });
+        let parquet = match &args.parquet_dir {
+            Some(dir) => {
+                let health = telemetry.metrics().sink_health("parquet").into();
+                Some(args.parquet.start(dir, Some(health), &telemetry)?)
+            }
+            None => None,
+        };
         let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
             .await
             .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;

@@ -681,3 +681,44 @@ fn a_full_disk_is_named_with_its_path() {
         "the cause and the path: {stderr}"
     );
 }
+
+/// A `--parquet-dir` that cannot take files fails at start-up, naming it, before anything runs.
+#[test]
+fn a_parquet_dir_that_is_a_file_fails_at_start_up() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let file_arg = file.to_str().expect("utf-8 path");
+    for args in [
+        vec![
+            "ingest",
+            "--plan",
+            "hostedcluster",
+            "--otlp-grpc",
+            "127.0.0.1:0",
+            "--otlp-http",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+            "--parquet-dir",
+            file_arg,
+        ],
+        vec![
+            "simulate",
+            "--hosted-clusters",
+            "2",
+            "--addons",
+            "1",
+            "--parquet-dir",
+            file_arg,
+        ],
+    ] {
+        let out = cli(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--parquet-dir {file_arg}")),
+            "{args:?}: {stderr}"
+        );
+    }
+}

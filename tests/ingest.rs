@@ -434,12 +434,13 @@ fn unusable_spans_are_rejected_and_explained() {
     }
 }
 
-async fn running(max_request_bytes: usize) -> (Arc<Ingest>, MemorySink, String, String) {
+async fn running(max_request_bytes: usize) -> (prometheus::Registry, MemorySink, String, String) {
     let sink = MemorySink::new();
+    let registry = prometheus::Registry::new();
     let ingest = Arc::new(Ingest::new(
         assembler(Limits::default()),
         vec![Arc::new(sink.clone()) as Arc<dyn Sink>],
-        None,
+        Some(shadow_reconciler::ingest::IngestMetrics::register(&registry).unwrap()),
         max_request_bytes,
     ));
     let never = std::future::pending::<()>();
@@ -450,7 +451,28 @@ async fn running(max_request_bytes: usize) -> (Arc<Ingest>, MemorySink, String, 
     let (grpc, _) = receiver::serve_grpc("127.0.0.1:0".parse().unwrap(), ingest.clone(), never)
         .await
         .unwrap();
-    (ingest, sink, http.to_string(), format!("http://{grpc}"))
+    (registry, sink, http.to_string(), format!("http://{grpc}"))
+}
+
+/// `ingest_requests_total` of one transport and result.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counters are whole numbers
+fn requests(registry: &prometheus::Registry, transport: &str, result: &str) -> u64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|f| f.name().ends_with("_ingest_requests_total"))
+        .flat_map(|f| f.get_metric().iter())
+        .filter(|m| {
+            let labels: Vec<(&str, &str)> = m
+                .get_label()
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            labels.contains(&("transport", transport)) && labels.contains(&("result", result))
+        })
+        .map(|m| m.get_counter().get_value())
+        .sum::<f64>()
+        .round() as u64
 }
 
 /// POST over HTTP/1.0; the status code and the body.
@@ -483,7 +505,7 @@ struct RpcStatus {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_answers_by_the_otlp_rules() {
-    let (_ingest, sink, http, _) = running(64 * 1024).await;
+    let (_registry, sink, http, _) = running(64 * 1024).await;
     let mut spans = legacy_failing_at_ssh(9);
     spans.push(reconcile(9, 1, "hc-9"));
     spans.push(operation(9, 60, 1, "NotAnOperation", 2));
@@ -559,7 +581,7 @@ async fn http_answers_by_the_otlp_rules() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_answers_by_the_otlp_rules() {
-    let (_ingest, sink, _, grpc) = running(64 * 1024).await;
+    let (registry, sink, _, grpc) = running(64 * 1024).await;
     let mut client = TraceServiceClient::connect(grpc.clone()).await.unwrap();
     let mut spans = legacy_failing_at_ssh(11);
     spans.push(reconcile(11, 1, "hc-11"));
@@ -584,6 +606,19 @@ async fn grpc_answers_by_the_otlp_rules() {
     // Not protobuf at all: a raw gRPC frame of junk.
     let junk = raw_grpc(&grpc, b"\xff\xff\xff junk".to_vec()).await;
     assert_eq!(junk.code(), tonic::Code::InvalidArgument, "{junk:?}");
+    // A gzip message inflating past the limit: INVALID_ARGUMENT too (never retried).
+    let mut client_gzip = TraceServiceClient::connect(grpc.clone())
+        .await
+        .unwrap()
+        .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+    let mut bomb = reconcile(14, 1, "hc-14");
+    bomb.attributes
+        .push(kv("padding", &"x".repeat(1024 * 1024)));
+    let error = client_gzip.export(request(vec![bomb])).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::InvalidArgument, "{error:?}");
+    // The three refusals are counted invalid, the good requests ok.
+    assert_eq!(requests(&registry, "grpc", "invalid"), 3);
+    assert_eq!(requests(&registry, "grpc", "ok"), 1);
     let answer = client
         .export(request(vec![reconcile(13, 1, "hc-13")]))
         .await

@@ -363,3 +363,48 @@ fn ready_once_every_controller_cache_synced() {
     synced.remove(0)();
     assert!(telemetry.is_ready());
 }
+
+/// `/readyz` follows the sinks: not ready, saying why, while a sink cannot write; ready again
+/// once it writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_when_a_sink_cannot_write() {
+    let telemetry = Arc::new(Telemetry::new());
+    let server = Server::start("127.0.0.1:0".parse().unwrap(), telemetry.clone())
+        .await
+        .unwrap();
+    let url = format!("http://{}/readyz", server.addr());
+    telemetry.set_ready(true);
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let check = failing.clone();
+    telemetry.add_sink_check(move || {
+        check
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| "cannot write /data/x.parquet: No space left on device".to_owned())
+    });
+    let answer = raw_get(server.addr(), "/readyz").await;
+    assert!(
+        answer.starts_with("HTTP/1.1 503")
+            && answer.contains("not ready: a sink cannot write")
+            && answer.contains("No space left"),
+        "{answer}"
+    );
+    assert!(!telemetry.is_ready());
+    failing.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(http_get(&url).await, "ready\n");
+    server.shutdown().await.unwrap();
+}
+
+/// The whole answer to a GET, whatever its status.
+async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    String::from_utf8_lossy(&response).into_owned()
+}

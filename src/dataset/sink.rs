@@ -115,6 +115,8 @@ struct Shared {
     counters: Counters,
     /// The last write error (path and cause), for the messages that report failures.
     last_error: Mutex<Option<String>>,
+    /// Whether the last write failed (no write succeeded since): `/readyz` says so.
+    failing: AtomicBool,
     health: Option<HealthCounters>,
     /// Set by `shutdown`: the writer stops retrying at `deadline`.
     stopping: AtomicBool,
@@ -157,6 +159,7 @@ impl ParquetSink {
         let shared = Arc::new(Shared {
             counters: Counters::default(),
             last_error: Mutex::new(None),
+            failing: AtomicBool::new(false),
             health,
             stopping: AtomicBool::new(false),
             deadline: Mutex::new(None),
@@ -194,6 +197,18 @@ impl ParquetSink {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The last write error while the sink cannot write (its last write failed, none succeeded
+    /// since); `None` while it writes.
+    #[must_use]
+    pub fn failing(&self) -> Option<String> {
+        if self.shared.failing.load(Ordering::Relaxed) {
+            self.last_error()
+                .or_else(|| Some("a write failed".to_owned()))
+        } else {
+            None
+        }
     }
 
     /// The counters so far.
@@ -383,7 +398,11 @@ fn retrying(
         let before = writer.stats();
         let result = step(writer);
         publish(shared, before, writer.stats());
-        let Err(error) = result else { return };
+        let Err(error) = result else {
+            shared.failing.store(false, Ordering::Relaxed);
+            return;
+        };
+        shared.failing.store(true, Ordering::Relaxed);
         *shared
             .last_error
             .lock()

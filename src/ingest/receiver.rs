@@ -287,12 +287,15 @@ impl TraceService for Grpc {
 }
 
 /// OTLP's answer to a request the server cannot take: tonic refuses an undecodable message with
-/// `INTERNAL` (13) and one over the size limit with `OUT_OF_RANGE` (11), before the service runs
-/// (the length prefix is checked before anything is buffered); OTLP asks for `INVALID_ARGUMENT`
-/// (3). The service itself never answers 11 or 13.
-fn invalid_argument<B>(mut response: http::Response<B>) -> http::Response<B> {
+/// `INTERNAL` (13), one over the size limit with `OUT_OF_RANGE` (11), and a gzip message that
+/// inflates past the limit with `RESOURCE_EXHAUSTED` (8), before the service runs (the length
+/// prefix is checked before anything is buffered); OTLP asks for `INVALID_ARGUMENT` (3), which
+/// clients do not retry (they would retry `RESOURCE_EXHAUSTED`, in vain). The service itself
+/// never answers 8, 11 or 13. Each such request is counted `invalid`.
+fn invalid_argument<B>(ingest: &Ingest, mut response: http::Response<B>) -> http::Response<B> {
     let status = response.headers().get("grpc-status");
-    if status.is_some_and(|s| s == "13" || s == "11") {
+    if status.is_some_and(|s| s == "13" || s == "11" || s == "8") {
+        ingest.count("grpc", RequestResult::Invalid);
         response
             .headers_mut()
             .insert("grpc-status", http::HeaderValue::from_static("3"));
@@ -309,13 +312,16 @@ pub async fn serve_grpc(
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
     let (listener, bound) = bind(addr).await?;
     let limit = ingest.max_request_bytes;
+    let counted = ingest.clone();
     let service = TraceServiceServer::new(Grpc(ingest))
         .max_decoding_message_size(limit)
         .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
     let incoming = tokio_stream_listener(listener);
     let task = tokio::spawn(async move {
         if let Err(error) = tonic::transport::Server::builder()
-            .layer(tower::util::MapResponseLayer::new(invalid_argument))
+            .layer(tower::util::MapResponseLayer::new(move |response| {
+                invalid_argument(&counted, response)
+            }))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await

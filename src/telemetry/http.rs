@@ -17,14 +17,25 @@ use tokio::task::JoinHandle;
 use super::metrics::EngineMetrics;
 
 /// What the endpoints serve.
-#[derive(Debug)]
 pub struct Telemetry {
     registry: Registry,
     metrics: EngineMetrics,
     flag: crate::flag::FlagMetrics,
     ingest: crate::ingest::IngestMetrics,
     ready: AtomicBool,
+    sink_checks: std::sync::Mutex<Vec<SinkCheck>>,
 }
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("ready", &self.ready)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A sink's health check for `/readyz`.
+type SinkCheck = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl Telemetry {
     /// A registry with the engine's families.
@@ -46,6 +57,7 @@ impl Telemetry {
             flag,
             ingest,
             ready: AtomicBool::new(false),
+            sink_checks: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -93,10 +105,27 @@ impl Telemetry {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
-    /// Whether `/readyz` answers 200.
+    /// Whether `/readyz` answers 200: ready, and no sink reports that it cannot write.
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed) && self.sink_problem().is_none()
+    }
+
+    /// Adds a check `/readyz` runs: `Some(why)` while a sink cannot write (the Parquet writer on
+    /// a full disk, say), so an orchestrator stops sending work to a process that would drop it.
+    pub fn add_sink_check(&self, check: impl Fn() -> Option<String> + Send + Sync + 'static) {
+        self.sink_checks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Box::new(check));
+    }
+
+    fn sink_problem(&self) -> Option<String> {
+        self.sink_checks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find_map(|check| check())
     }
 
     /// Expects `controllers` controllers to report their kind listable: returns one callback per
@@ -146,14 +175,19 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, &'static str) {
-    if t.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (
+async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, String) {
+    if !t.ready.load(Ordering::Relaxed) {
+        return (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the reconciled kinds cannot be listed yet\n",
-        )
+            "not ready: not started yet (the reconciled kinds cannot be listed yet, or the receivers are not listening)\n".to_owned(),
+        );
+    }
+    match t.sink_problem() {
+        Some(problem) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: a sink cannot write: {problem}\n"),
+        ),
+        None => (StatusCode::OK, "ready\n".to_owned()),
     }
 }
 
