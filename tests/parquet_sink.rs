@@ -280,17 +280,20 @@ fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
         "{err}"
     );
 
-    let files = reader::files(dir.path(), Table::Steps).unwrap();
-    let good = std::fs::read(&files[0]).unwrap();
-    let partition = files[0].parent().unwrap();
-    std::fs::write(
-        partition.join("part-truncated.parquet"),
-        &good[..good.len() / 2],
-    )
-    .unwrap();
-    std::fs::write(partition.join("part-garbage.parquet"), b"PAR1 not really").unwrap();
-    // A writer's temporary file is not a committed file: never read.
-    std::fs::write(partition.join(".part-x.parquet.tmp"), b"partial").unwrap();
+    // Broken parts: both tables' files present (so the part is whole by name), but unreadable.
+    for table in Table::ALL {
+        let files = reader::files(dir.path(), table).unwrap();
+        let good = std::fs::read(&files[0]).unwrap();
+        let partition = files[0].parent().unwrap();
+        std::fs::write(
+            partition.join("part-truncated.parquet"),
+            &good[..good.len() / 2],
+        )
+        .unwrap();
+        std::fs::write(partition.join("part-garbage.parquet"), b"PAR1 not really").unwrap();
+        // A writer's temporary file is not a committed file: never read.
+        std::fs::write(partition.join(".part-x.parquet.tmp"), b"partial").unwrap();
+    }
     let scanned = shadow_reconciler::analyze::scan::scan(dir.path(), &[plan], 2).unwrap();
     let skipped: Vec<String> = scanned
         .skipped
@@ -299,7 +302,12 @@ fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
         .collect();
     assert_eq!(
         skipped,
-        ["part-garbage.parquet", "part-truncated.parquet"],
+        [
+            "part-garbage.parquet",
+            "part-truncated.parquet",
+            "part-garbage.parquet",
+            "part-truncated.parquet"
+        ],
         "{:?}",
         scanned.skipped
     );
@@ -399,4 +407,63 @@ async fn with_the_writer_stalled_the_controllers_reconcile_as_usual() {
         reconciles - stats.dropped,
         "what was not dropped is on disk, and only that"
     );
+}
+
+/// Half of a rotation (a writer killed between committing the two tables' files) is never
+/// counted: `analyze` skips and reports the orphan, whichever table it is in; the next writer
+/// completes a part whose reconciles file was prepared whole, and removes an old orphan steps
+/// file whose reconciles file never was.
+#[test]
+fn half_rotations_are_reported_never_counted_and_repaired_by_the_next_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = ParquetSink::start(small(dir.path()), None);
+    for i in 0..240 {
+        sink.record(&record(i));
+    }
+    sink.shutdown(Duration::from_secs(10)).unwrap();
+    let whole = reader::parts(dir.path()).unwrap();
+    assert!(whole.orphans.is_empty(), "{:?}", whole.orphans);
+    let reconciles = reader::files(dir.path(), Table::Reconciles).unwrap();
+    assert!(reconciles.len() >= 2, "{reconciles:?}");
+    let plan = shadow_reconciler::plan::embedded::load("hostedcluster").unwrap();
+    let before = shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2)
+        .unwrap()
+        .other_versions[0];
+
+    // A crash after the steps rename, with the reconciles file prepared whole: hide it back
+    // under its temporary name.
+    let first = &reconciles[0];
+    let name = first.file_name().unwrap().to_str().unwrap().to_owned();
+    let prepared = first.with_file_name(format!(".{name}.tmp"));
+    std::fs::rename(first, &prepared).unwrap();
+    // A crash before the reconciles file was whole: a second part loses it entirely.
+    let second = &reconciles[1];
+    std::fs::remove_file(second).unwrap();
+
+    let scanned =
+        shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2).unwrap();
+    assert_eq!(scanned.skipped.len(), 2, "{:?}", scanned.skipped);
+    assert!(
+        scanned
+            .skipped
+            .iter()
+            .all(|s| s.error.contains("half of a rotation")
+                && s.path.to_string_lossy().contains("table=steps")),
+        "{:?}",
+        scanned.skipped
+    );
+    assert!(
+        scanned.other_versions[0] < before,
+        "the orphans' rows are not counted: {} of {before}",
+        scanned.other_versions[0]
+    );
+
+    // The next writer completes the first part at once; the second orphan is removed once it is
+    // old enough that no live writer can still be committing it (here: at once).
+    let (completed, removed) =
+        shadow_reconciler::dataset::writer::repair_half_rotations(dir.path(), Duration::ZERO);
+    assert_eq!((completed, removed), (1, 1));
+    assert!(first.exists());
+    let repaired = reader::parts(dir.path()).unwrap();
+    assert!(repaired.orphans.is_empty(), "{:?}", repaired.orphans);
 }

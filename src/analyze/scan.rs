@@ -101,14 +101,25 @@ pub fn scan(
     plans: &[ReconcilePlan],
     threads: usize,
 ) -> Result<Counts, reader::ReadError> {
-    let mut files: Vec<(Table, PathBuf)> = Vec::new();
-    for table in Table::ALL {
-        files.extend(reader::files(dir, table)?.into_iter().map(|f| (table, f)));
-    }
+    // Only whole parts: a file whose sibling in the other table is missing (a writer died
+    // between its two renames) is reported as skipped, never counted.
+    let parts = reader::parts(dir)?;
+    let files = parts.files;
     let threads = threads.clamp(1, files.len().max(1));
     let hashes: Vec<String> = plans.iter().map(|p| p.hash().to_hex()).collect();
     let ctx = Ctx { plans, hashes };
     let mut total = Counts::new(plans);
+    total.skipped.extend(parts.orphans.into_iter().map(|o| Skipped {
+        error: format!(
+            "half of a rotation: this {} file has no {} file of the same name (a writer stopped between committing the two); not counted",
+            o.table.as_str(),
+            match o.table {
+                Table::Steps => "reconciles",
+                Table::Reconciles => "steps",
+            }
+        ),
+        path: o.path,
+    }));
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {

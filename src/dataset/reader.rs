@@ -71,6 +71,63 @@ pub fn files(dir: &Path, table: Table) -> Result<Vec<PathBuf>, ReadError> {
     Ok(found)
 }
 
+/// A file of one table whose sibling in the other table is missing: half of a rotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    /// The table the file belongs to.
+    pub table: Table,
+    /// The file.
+    pub path: PathBuf,
+}
+
+/// The dataset's committed parts: files of both tables that pair up (the same partition and
+/// name under `table=reconciles` and `table=steps`, as the writer commits them), and the files
+/// whose sibling is missing (a writer died between its two renames; see docs/parquet.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// Every file of a whole part, with its table, sorted by path.
+    pub files: Vec<(Table, PathBuf)>,
+    /// Files without their sibling, sorted by path: not part of the dataset.
+    pub orphans: Vec<Orphan>,
+}
+
+/// The parts of the dataset under `dir`.
+pub fn parts(dir: &Path) -> Result<Parts, ReadError> {
+    let relative = |table: Table, path: &Path| -> PathBuf {
+        path.strip_prefix(dir.join(format!("table={}", table.as_str())))
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| path.to_owned())
+    };
+    let reconciles = files(dir, Table::Reconciles)?;
+    let steps = files(dir, Table::Steps)?;
+    let keys = |table: Table, list: &[PathBuf]| -> std::collections::HashSet<PathBuf> {
+        list.iter().map(|p| relative(table, p)).collect()
+    };
+    let (have_reconciles, have_steps) = (
+        keys(Table::Reconciles, &reconciles),
+        keys(Table::Steps, &steps),
+    );
+    let mut parts = Parts::default();
+    for (table, list, other) in [
+        (Table::Reconciles, &reconciles, &have_steps),
+        (Table::Steps, &steps, &have_reconciles),
+    ] {
+        for path in list {
+            if other.contains(&relative(table, path)) {
+                parts.files.push((table, path.clone()));
+            } else {
+                parts.orphans.push(Orphan {
+                    table,
+                    path: path.clone(),
+                });
+            }
+        }
+    }
+    parts.files.sort_by(|a, b| a.1.cmp(&b.1));
+    parts.orphans.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(parts)
+}
+
 /// The batches of one file with only `columns` read. Fails when the file is not Parquet or lacks
 /// a column; a corrupt page surfaces as an error from the iterator.
 pub fn open(

@@ -150,6 +150,11 @@ impl ParquetSink {
     /// If the operating system cannot start a thread.
     #[must_use]
     pub fn start(config: SinkConfig, health: Option<HealthCounters>) -> Self {
+        let (completed, orphans) =
+            super::writer::repair_half_rotations(&config.writer.dir, Duration::from_mins(10));
+        if completed + orphans > 0 {
+            tracing::warn!(dir = %config.writer.dir.display(), completed, removed = orphans, "repaired the halves of rotations a previous writer left: reconciles files completed from their prepared temporary files, orphan steps files removed");
+        }
         let removed = remove_stale_temporaries(&config.writer.dir, Duration::from_mins(10));
         if removed > 0 {
             tracing::warn!(dir = %config.writer.dir.display(), removed, "removed temporary Parquet files a previous writer left");

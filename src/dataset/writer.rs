@@ -284,7 +284,13 @@ impl DatasetWriter {
             "part-{}-{}-{:06}.parquet",
             part.opened_at, self.instance, self.sequence
         );
-        for (i, table) in Table::ALL.into_iter().enumerate() {
+        // Phase 1: each table's file written under its temporary name and fsynced. Phase 2:
+        // renamed into place, steps first: the reconciles file is the part's commit point. A
+        // crash between the two renames leaves a steps file without its reconciles file, which
+        // readers skip and report (`reader::parts`) and the next writer completes or removes.
+        let mut prepared = Vec::new();
+        for table in [Table::Steps, Table::Reconciles] {
+            let i = table as usize;
             if part.committed[i] {
                 continue;
             }
@@ -293,7 +299,11 @@ impl DatasetWriter {
                 .dir
                 .join(format!("table={}", table.as_str()))
                 .join(&part.partition);
-            write_file(&dir, &name, &part.batches[i], &self.properties[i], table)?;
+            let tmp = prepare_file(&dir, &name, &part.batches[i], &self.properties[i], table)?;
+            prepared.push((i, dir, tmp));
+        }
+        for (i, dir, tmp) in prepared {
+            commit_file(&dir, &tmp, &name)?;
             part.committed[i] = true;
             self.stats.files += 1;
         }
@@ -317,17 +327,15 @@ pub fn temporary_name(name: &str) -> String {
     format!(".{name}.tmp")
 }
 
-fn write_file(
+/// Writes `batches` to `dir/.name.tmp` and fsyncs it; returns the temporary path. On error the
+/// temporary file is removed.
+fn prepare_file(
     dir: &Path,
     name: &str,
     batches: &[RecordBatch],
     properties: &WriterProperties,
     table: Table,
-) -> Result<(), WriteError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| WriteError::Io { path, source }
-    };
+) -> Result<PathBuf, WriteError> {
     fs::create_dir_all(dir).map_err(io(dir))?;
     let tmp = dir.join(temporary_name(name));
     let result = (|| {
@@ -342,16 +350,72 @@ fn write_file(
             writer.write(batch).map_err(encode)?;
         }
         let file = writer.into_inner().map_err(encode)?;
-        file.sync_all().map_err(io(&tmp))?;
-        let path = dir.join(name);
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        // The rename is durable once the directory is.
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+        file.sync_all().map_err(io(&tmp))
     })();
-    if result.is_err() {
+    if let Err(error) = result {
         let _ = fs::remove_file(&tmp);
+        return Err(error);
     }
-    result
+    Ok(tmp)
+}
+
+/// Renames a prepared file into place and makes the rename durable.
+fn commit_file(dir: &Path, tmp: &Path, name: &str) -> Result<(), WriteError> {
+    let path = dir.join(name);
+    fs::rename(tmp, &path).map_err(io(&path))?;
+    // The rename is durable once the directory is.
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError {
+    let path = path.to_owned();
+    move |source| WriteError::Io { path, source }
+}
+
+/// Completes or removes the halves of rotations a writer that died left (see
+/// [`DatasetWriter::rotate`]): a steps file without its reconciles file gets it from the
+/// prepared temporary file when that is a whole Parquet file, else, once older than `age` (a
+/// live writer may be between its two renames, or retrying), the orphan steps file is removed.
+/// Returns (completed, removed).
+pub fn repair_half_rotations(dir: &Path, age: Duration) -> (usize, usize) {
+    let (mut completed, mut removed) = (0, 0);
+    let Ok(orphans) = super::reader::parts(dir).map(|p| p.orphans) else {
+        return (0, 0);
+    };
+    for orphan in orphans {
+        if orphan.table != Table::Steps {
+            continue; // a reconciles file without steps cannot come from this writer's order
+        }
+        let Some(name) = orphan.path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let relative = orphan
+            .path
+            .strip_prefix(dir.join("table=steps"))
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let reconciles_dir = dir
+            .join("table=reconciles")
+            .join(relative.parent().unwrap_or(Path::new("")));
+        let tmp = reconciles_dir.join(temporary_name(name));
+        let whole = File::open(&tmp)
+            .ok()
+            .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
+            .is_some();
+        if whole && commit_file(&reconciles_dir, &tmp, name).is_ok() {
+            completed += 1;
+            continue;
+        }
+        let old = fs::metadata(&orphan.path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|e| e >= age);
+        if old && fs::remove_file(&orphan.path).is_ok() {
+            removed += 1;
+        }
+    }
+    (completed, removed)
 }
 
 /// Removes temporary files left by writers that died (older than `age`) under `dir`; returns
