@@ -95,8 +95,7 @@ pub struct Parts {
 pub fn parts(dir: &Path) -> Result<Parts, ReadError> {
     let relative = |table: Table, path: &Path| -> PathBuf {
         path.strip_prefix(dir.join(format!("table={}", table.as_str())))
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|_| path.to_owned())
+            .map_or_else(|_| path.to_owned(), Path::to_path_buf)
     };
     let reconciles = files(dir, Table::Reconciles)?;
     let steps = files(dir, Table::Steps)?;
