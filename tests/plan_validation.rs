@@ -94,10 +94,16 @@ fn missing_shadow_policy_is_rejected() {
         "    - name: PullSecret",
         1,
     );
-    assert_one(&yaml, 9, 7, Some("Namespace"), "missing field `shadow`");
+    assert_one(
+        &yaml,
+        9,
+        7,
+        Some("Namespace"),
+        "the required field `shadow` is missing",
+    );
     let d = &diagnostics(&yaml)[0];
     assert_eq!(
-        d.message, "missing field `shadow`",
+        d.message, "the required field `shadow` is missing",
         "the location is not repeated in the message"
     );
 }
@@ -109,7 +115,7 @@ fn negative_phase_is_rejected() {
         12,
         14,
         Some("PullSecret"),
-        "invalid",
+        "expected a whole number from 0 to 4294967295",
     );
 }
 

@@ -495,6 +495,14 @@ const PLAN_CASES: &[PlanCase] = &[
         &[("  name: checks\n", "  name: checks\n  description: 42\n")],
     ),
     (
+        "long-name-bounded",
+        "rule",
+        &[(
+            "- name: Deploy",
+            "- name: Dxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        )],
+    ),
+    (
         "wrong-api-version-and-kind",
         "rule",
         &[

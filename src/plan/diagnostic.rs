@@ -2,6 +2,11 @@
 
 use std::fmt;
 
+/// Longest operation name a diagnostic repeats.
+const MAX_ECHO: usize = 100;
+/// Longest message (with the values it quotes).
+const MAX_MESSAGE: usize = 400;
+
 /// A problem in a plan, located at `source:line:column`, naming the operation it concerns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -24,12 +29,16 @@ impl Diagnostic {
         operation: Option<&str>,
         message: impl Into<String>,
     ) -> Self {
+        // Echoed values (names, keys) are bounded: a 4 MB name never floods the output.
         Self {
             source: source.to_owned(),
             line: at.line(),
             column: at.column(),
-            operation: operation.map(str::to_owned),
-            message: message.into(),
+            operation: operation.map(|o| crate::yaml::bounded(o, MAX_ECHO)),
+            message: crate::yaml::bounded(
+                &crate::yaml::bounded_quotes(&message.into(), MAX_ECHO),
+                MAX_MESSAGE,
+            ),
         }
     }
 

@@ -147,13 +147,13 @@ func parse(source string, data []byte) (*Plan, error) {
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, invalid(Diagnostic{source, extra.Line, extra.Column, "", "a second YAML document: a plan file holds one ReconcilePlan document"})
+		return nil, invalid(Diagnostic{source, extra.Line, extra.Column, "", "the file holds more than one YAML document (`---`); it must hold exactly one"})
 	}
 	raw, err := readPlan(doc.Content[0])
 	if err != nil {
 		var se *schemaError
 		errors.As(err, &se)
-		return nil, invalid(Diagnostic{source, se.line, se.column, se.operation, se.message})
+		return nil, invalid(diagnostic(source, se.pos, se.operation, se.message))
 	}
 	return (&validator{source: source}).validate(raw)
 }
@@ -201,7 +201,7 @@ func (r *reader) fields(n *yaml.Node, what string, allowed []string, required []
 			return r.fail(key, "unknown field `%s`, expected one of %s", key.Value, strings.Join(allowed, ", "))
 		}
 		if seen[key.Value] {
-			return r.fail(key, "duplicate field `%s`", key.Value)
+			return r.fail(key, "the key `%s` appears twice in this mapping; keep one", key.Value)
 		}
 		seen[key.Value] = true
 		if err := handle(key.Value, value); err != nil {
@@ -214,7 +214,7 @@ func (r *reader) fields(n *yaml.Node, what string, allowed []string, required []
 			if len(n.Content) >= 2 {
 				last = n.Content[len(n.Content)-2]
 			}
-			return r.fail(last, "missing field `%s`", name)
+			return r.fail(last, "the required field `%s` is missing", name)
 		}
 	}
 	return nil
@@ -222,7 +222,7 @@ func (r *reader) fields(n *yaml.Node, what string, allowed []string, required []
 
 func (r *reader) sequence(n *yaml.Node) error {
 	if n.Kind != yaml.SequenceNode {
-		return r.fail(n, "expected sequence start")
+		return r.fail(n, "expected a list here")
 	}
 	return nil
 }
@@ -240,7 +240,7 @@ func isNull(n *yaml.Node) bool { return n == nil || (n.Kind == yaml.ScalarNode &
 func (r *reader) string(node *yaml.Node) (str, error) {
 	n := resolve(node)
 	if isNull(n) {
-		return str{}, r.fail(node, "cannot deserialize null into string; use Option<String>")
+		return str{}, r.fail(node, "this value is empty; write a value here")
 	}
 	if n.Kind != yaml.ScalarNode {
 		return str{}, r.fail(node, "invalid type: %s, expected a string", kindName(n))
@@ -390,7 +390,7 @@ func readOperation(n *yaml.Node) (rawOperation, error) {
 				// Any integer form serde-saphyr reads: decimal, +, 0x, 0o, 0b, '_', quoted.
 				n, perr := strconv.ParseInt(value.Value, 0, 64)
 				if value.Kind != yaml.ScalarNode || perr != nil || n < 0 || n > 1<<32-1 {
-					return r.fail(value, "invalid u32")
+					return r.fail(value, "expected a whole number from 0 to 4294967295")
 				}
 				op.phase = uint32(n)
 			case "category":
@@ -411,10 +411,10 @@ func readOperation(n *yaml.Node) (rawOperation, error) {
 					op.retryOnConflict = value.Kind == yaml.ScalarNode
 				case "false", "no", "n", "off":
 				default:
-					return r.fail(value, "invalid boolean")
+					return r.fail(value, "expected true or false")
 				}
 				if value.Kind != yaml.ScalarNode {
-					return r.fail(value, "invalid boolean")
+					return r.fail(value, "expected true or false")
 				}
 			}
 			return err
@@ -430,7 +430,63 @@ type validator struct {
 }
 
 func (v *validator) error(p pos, operation string, format string, args ...any) {
-	v.diagnostics = append(v.diagnostics, Diagnostic{v.source, p.line, p.column, operation, fmt.Sprintf(format, args...)})
+	v.diagnostics = append(v.diagnostics, diagnostic(v.source, p, operation, fmt.Sprintf(format, args...)))
+}
+
+// Longest operation name (and quoted value) a diagnostic repeats, and longest message: a 4 MB
+// name never floods the output. The same bounds as the Rust crate's.
+const (
+	maxEcho    = 100
+	maxMessage = 400
+)
+
+func diagnostic(source string, p pos, operation, message string) Diagnostic {
+	return Diagnostic{source, p.line, p.column, bounded(operation, maxEcho), bounded(boundedQuotes(message, maxEcho), maxMessage)}
+}
+
+// bounded is at most limit characters of text, saying how long it was.
+func bounded(text string, limit int) string {
+	runes := []rune(text)
+	if len(runes) <= limit {
+		return text
+	}
+	return fmt.Sprintf("%s… (%d characters in all)", string(runes[:limit]), len(runes))
+}
+
+// boundedQuotes shortens each quoted value ("..." or `...`) of message by bounded.
+func boundedQuotes(message string, limit int) string {
+	var out strings.Builder
+	rest := message
+	for {
+		start := strings.IndexAny(rest, "\"`")
+		if start < 0 {
+			break
+		}
+		quote := rest[start]
+		after := rest[start+1:]
+		end, escaped := -1, false
+		for i := 0; i < len(after); i++ {
+			c := after[i]
+			if quote == '"' && c == '\\' && !escaped {
+				escaped = true
+				continue
+			}
+			if c == quote && !escaped {
+				end = i
+				break
+			}
+			escaped = false
+		}
+		if end < 0 {
+			break
+		}
+		out.WriteString(rest[:start+1])
+		out.WriteString(bounded(after[:end], limit))
+		out.WriteByte(quote)
+		rest = after[end+1:]
+	}
+	out.WriteString(rest)
+	return out.String()
 }
 
 // debug formats a string as the Rust crate's {:?} does for the names of plans.
