@@ -668,3 +668,19 @@ async fn secrets_string_data_is_stored_as_data() {
     let stored = api.get("s").await.unwrap();
     assert_eq!(stored.data.unwrap()["password"].0, b"hunter2");
 }
+
+/// A body over kube-apiserver's 3 MiB limit gets the same `Status` 413 as there (checked on
+/// v1.37.2: `Request entity too large: limit is 3145728`), not a bare error page.
+#[tokio::test]
+async fn a_body_over_the_limit_gets_a_status_413() {
+    let (_sim, client) = start_sim(SimConfig::default()).await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let big = cm("big", &[("a", &"x".repeat(4_000_000))]);
+    let error = api.create(&PostParams::default(), &big).await.unwrap_err();
+    let (code, reason, message) = api_error(&error);
+    assert_eq!((code, reason), (413, "RequestEntityTooLarge"));
+    assert_eq!(message, "Request entity too large: limit is 3145728");
+    // Just under the limit is fine.
+    let fits = cm("fits", &[("a", &"x".repeat(3_000_000))]);
+    api.create(&PostParams::default(), &fits).await.unwrap();
+}

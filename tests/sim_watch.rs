@@ -406,3 +406,58 @@ async fn shutdown_ends_open_watches_and_a_second_shutdown_is_an_error() {
         Err(shadow_reconciler::sim::SimError::AlreadyShutDown)
     ));
 }
+
+/// A watch from a resourceVersion the store has not reached is accepted, and its events come
+/// once the store reaches it; as kube-apiserver v1.37.2, which answers 200 and sends nothing
+/// meanwhile (no error either).
+#[tokio::test]
+async fn a_watch_from_a_future_version_waits_for_it() {
+    let (_sim, client) = start_sim(SimConfig {
+        bookmark_interval: Duration::from_secs(3600),
+        ..fast()
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let rv: u64 = created.metadata.resource_version.unwrap().parse().unwrap();
+    let mut stream = api
+        .watch(
+            &WatchParams {
+                bookmarks: false,
+                ..WatchParams::default()
+            }
+            .timeout(60),
+            &(rv + 1).to_string(),
+        )
+        .await
+        .expect("accepted")
+        .boxed();
+    // Later writes reach and pass the requested version: the stream shows the changes after
+    // it, and only those.
+    let mut written = Vec::new();
+    for name in ["b", "c", "d"] {
+        let object = api.create(&PostParams::default(), &cm(name)).await.unwrap();
+        let at: u64 = object.metadata.resource_version.unwrap().parse().unwrap();
+        written.push((name, at));
+    }
+    let expected = written
+        .iter()
+        .find(|(_, at)| *at > rv + 1)
+        .map(|(name, _)| *name)
+        .expect("a write after the requested version");
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.next())
+        .await
+        .expect("an event once the store passed the version")
+        .expect("the stream is open")
+        .expect("not an error");
+    match first {
+        WatchEvent::Added(object) => {
+            assert_eq!(
+                object.metadata.name.as_deref(),
+                Some(expected),
+                "{written:?}"
+            );
+        }
+        other => panic!("expected {expected}'s ADDED, got {other:?}"),
+    }
+}

@@ -243,6 +243,9 @@ fn start_watch(
     }
 }
 
+/// The largest request body: kube-apiserver's default limit, 3 MiB.
+const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// The single handler behind every path.
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -250,7 +253,7 @@ pub(super) async fn handle(
     uri: Uri,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let user_agent = headers
         .get(header::USER_AGENT)
@@ -258,6 +261,11 @@ pub(super) async fn handle(
         .unwrap_or("")
         .to_owned();
     let path = uri.path().to_owned();
+    // As kube-apiserver: a body over the limit gets a Status 413, not a bare error page.
+    let body: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
+    };
     let mut record = AuditRecord {
         seq: 0,
         verb: "discovery",

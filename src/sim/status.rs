@@ -198,6 +198,17 @@ impl ApiError {
         )
     }
 
+    /// 413 for a body over the server's limit, as kube-apiserver answers (its default limit is
+    /// 3 MiB).
+    #[must_use]
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     /// 415 for a body in an encoding the simulator does not read (protobuf, CBOR): it reads
     /// JSON (and YAML for apply patches) only, where a real server reads all three.
     #[must_use]

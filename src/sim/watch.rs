@@ -136,6 +136,9 @@ pub(super) fn respond(shared: Arc<Shared>, request: WatchRequest) -> Response {
         let start = request
             .resource_version
             .unwrap_or_else(|| store.resource_version());
+        // A version the store has not reached yet is accepted, and nothing comes until the
+        // store reaches it: kube-apiserver v1.37.2 answers 200 and sends no event either
+        // (measured: a watch from resourceVersion 99999999 with a 5 s timeout).
         match store.watch_from(start) {
             Ok((backlog, receiver)) => {
                 if request.resource_version.is_none() {
@@ -203,6 +206,9 @@ async fn next_chunk(mut s: Stream) -> Option<(Result<Bytes, std::io::Error>, Str
         let receiver = s.receiver.as_mut()?;
         tokio::select! {
             change = receiver.recv() => match change {
+                // A watch from a version the store had not reached when it started skips the
+                // changes up to that version: the stream is of changes after it.
+                Ok(change) if change.rv <= s.last_rv => {}
                 Ok(change) => {
                     s.last_rv = change.rv;
                     if s.request.wants_change(&change) {
