@@ -246,6 +246,23 @@ fn start_watch(
 /// The largest request body: kube-apiserver's default limit, 3 MiB.
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// A request's audit record before anything is known of it but its path and client.
+const fn first_record(path: String, user_agent: String) -> AuditRecord {
+    AuditRecord {
+        seq: 0,
+        verb: "discovery",
+        path,
+        resource: None,
+        namespace: None,
+        name: None,
+        user_agent,
+        dry_run: false,
+        code: 200,
+        persisted: false,
+        faults: Vec::new(),
+    }
+}
+
 /// The single handler behind every path.
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -266,19 +283,7 @@ pub(super) async fn handle(
         Ok(body) => body,
         Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
     };
-    let mut record = AuditRecord {
-        seq: 0,
-        verb: "discovery",
-        path: path.clone(),
-        resource: None,
-        namespace: None,
-        name: None,
-        user_agent,
-        dry_run: false,
-        code: 200,
-        persisted: false,
-        faults: Vec::new(),
-    };
+    let mut record = first_record(path.clone(), user_agent);
     let target = match route(&shared, &path) {
         Ok(Route::Discovery(doc)) => {
             shared.audit(record);
