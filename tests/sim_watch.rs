@@ -413,7 +413,7 @@ async fn shutdown_ends_open_watches_and_a_second_shutdown_is_an_error() {
 #[tokio::test]
 async fn a_watch_from_a_future_version_waits_for_it() {
     let (_sim, client) = start_sim(SimConfig {
-        bookmark_interval: Duration::from_secs(3600),
+        bookmark_interval: Duration::from_hours(1),
         ..fast()
     })
     .await;
