@@ -19,11 +19,12 @@ pub struct IngestArgs {
     /// (repeatable; reconcile spans name theirs with `shadow_reconciler.plan`).
     #[arg(long = "plan", value_name = "FILE|NAME", required = true)]
     pub plans: Vec<String>,
-    /// OTLP/gRPC receiver address.
-    #[arg(long, default_value = "0.0.0.0:4317")]
+    /// OTLP/gRPC receiver address. Loopback by default: OTLP is unauthenticated, and a sidecar
+    /// receives from the controller in its own pod; give `0.0.0.0:4317` to receive from others.
+    #[arg(long, default_value = "127.0.0.1:4317")]
     pub otlp_grpc: SocketAddr,
-    /// OTLP/HTTP receiver address (`POST /v1/traces`).
-    #[arg(long, default_value = "0.0.0.0:4318")]
+    /// OTLP/HTTP receiver address (`POST /v1/traces`); loopback by default, as `--otlp-grpc`.
+    #[arg(long, default_value = "127.0.0.1:4318")]
     pub otlp_http: SocketAddr,
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, default_value = "0.0.0.0:8080")]

@@ -722,3 +722,13 @@ fn a_parquet_dir_that_is_a_file_fails_at_start_up() {
         );
     }
 }
+
+/// OTLP is unauthenticated: `ingest` receives on loopback unless told otherwise.
+#[test]
+fn ingest_receives_otlp_on_loopback_by_default() {
+    let help = text(&cli(&["ingest", "--help"]).stdout);
+    for default in ["[default: 127.0.0.1:4317]", "[default: 127.0.0.1:4318]"] {
+        assert!(help.contains(default), "{help}");
+    }
+    assert!(!help.contains("0.0.0.0:431"), "{help}");
+}
