@@ -730,5 +730,5 @@ fn ingest_receives_otlp_on_loopback_by_default() {
     for default in ["[default: 127.0.0.1:4317]", "[default: 127.0.0.1:4318]"] {
         assert!(help.contains(default), "{help}");
     }
-    assert!(!help.contains("0.0.0.0:431"), "{help}");
+    assert!(!help.contains("[default: 0.0.0.0:431"), "{help}");
 }
