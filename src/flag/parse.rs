@@ -76,10 +76,13 @@ impl fmt::Display for FieldError {
         } else {
             "data."
         };
+        // Echoed values are bounded: a megabyte of value never floods a log line or an Event.
         write!(
             f,
             "{prefix}{}: {:?}: {}",
-            self.key, self.value, self.message
+            crate::yaml::bounded(&self.key, 100),
+            crate::yaml::bounded(&self.value, 100),
+            self.message
         )
     }
 }

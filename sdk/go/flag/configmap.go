@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/text"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
 )
 
@@ -97,7 +98,8 @@ func (e *FieldError) Error() string {
 	if e.Field == "binaryData" {
 		prefix = ""
 	}
-	return fmt.Sprintf("%s%s: %q: %s", prefix, e.Key, e.Value, e.Message)
+	// Echoed values are bounded, as the Rust crate's.
+	return fmt.Sprintf("%s%s: %q: %s", prefix, text.Bounded(e.Key, 100), text.Bounded(e.Value, 100), e.Message)
 }
 
 var fields = []string{"mode", "enforcedGroups", "candidateGroups", "rampPercent", "allowObjectOverride"}

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/ids"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/text"
 )
 
 // Diagnostic is one problem in a plan, located at Source:Line:Column (0 when unknown), naming
@@ -441,52 +442,7 @@ const (
 )
 
 func diagnostic(source string, p pos, operation, message string) Diagnostic {
-	return Diagnostic{source, p.line, p.column, bounded(operation, maxEcho), bounded(boundedQuotes(message, maxEcho), maxMessage)}
-}
-
-// bounded is at most limit characters of text, saying how long it was.
-func bounded(text string, limit int) string {
-	runes := []rune(text)
-	if len(runes) <= limit {
-		return text
-	}
-	return fmt.Sprintf("%s… (%d characters in all)", string(runes[:limit]), len(runes))
-}
-
-// boundedQuotes shortens each quoted value ("..." or `...`) of message by bounded.
-func boundedQuotes(message string, limit int) string {
-	var out strings.Builder
-	rest := message
-	for {
-		start := strings.IndexAny(rest, "\"`")
-		if start < 0 {
-			break
-		}
-		quote := rest[start]
-		after := rest[start+1:]
-		end, escaped := -1, false
-		for i := 0; i < len(after); i++ {
-			c := after[i]
-			if quote == '"' && c == '\\' && !escaped {
-				escaped = true
-				continue
-			}
-			if c == quote && !escaped {
-				end = i
-				break
-			}
-			escaped = false
-		}
-		if end < 0 {
-			break
-		}
-		out.WriteString(rest[:start+1])
-		out.WriteString(bounded(after[:end], limit))
-		out.WriteByte(quote)
-		rest = after[end+1:]
-	}
-	out.WriteString(rest)
-	return out.String()
+	return Diagnostic{source, p.line, p.column, text.Bounded(operation, maxEcho), text.Bounded(text.BoundedQuotes(message, maxEcho), maxMessage)}
 }
 
 // debug formats a string as the Rust crate's {:?} does for the names of plans.
