@@ -633,7 +633,9 @@ fn encode_continue(key: &str) -> String {
 
 fn decode_continue(token: &str) -> Result<String, ApiError> {
     let bad = || ApiError::bad_request(format!("continue token {token:?} is not valid"));
-    if !token.len().is_multiple_of(2) {
+    // Hex digits only: a token with any other character (multi-byte ones among them) is refused
+    // before it is cut into pairs.
+    if !token.len().is_multiple_of(2) || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad());
     }
     let bytes: Result<Vec<u8>, _> = (0..token.len())
