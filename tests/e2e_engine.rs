@@ -56,17 +56,7 @@ fn simulate(data: &Path, kubeconfig: Option<&Path>) -> String {
 
 /// `analyze`'s detected dependencies, as `plan: first -> then`.
 fn dependencies(data: &Path) -> BTreeSet<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args(["analyze", "--format", "json"])
-        .arg(data)
-        .output()
-        .expect("run analyze");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "analyze printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let doc = common::analyze_json(data);
     let mut found = BTreeSet::new();
     for plan in doc["plans"].as_array().expect("plans") {
         for dep in plan["dependencies"].as_array().expect("dependencies") {

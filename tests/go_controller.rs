@@ -261,17 +261,7 @@ fn wait_reconciled(kubeconfig: &Path, shadowed: &Shadowed) {
 
 /// `analyze`'s hostedcluster dependencies as (failed, later), and its JSON.
 fn analysis(data: &Path) -> (BTreeSet<(String, String)>, serde_json::Value) {
-    let out = binary()
-        .args(["analyze", "--format", "json"])
-        .arg(data)
-        .output()
-        .expect("run analyze");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "analyze printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let doc = common::analyze_json(data);
     let plan = doc["plans"]
         .as_array()
         .expect("plans")

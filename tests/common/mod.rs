@@ -138,6 +138,21 @@ pub fn python() -> std::path::PathBuf {
     python
 }
 
+/// `analyze --format json DIR`, parsed: the document of docs/analyze.md.
+pub fn analyze_json(data: &std::path::Path) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["analyze", "--format", "json"])
+        .arg(data)
+        .output()
+        .expect("run analyze");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "analyze printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// A child process, killed when dropped (a failed assertion leaves no server behind).
 pub struct Process(pub std::process::Child);
 
