@@ -26,8 +26,9 @@ pub struct IngestArgs {
     /// OTLP/HTTP receiver address (`POST /v1/traces`); loopback by default, as `--otlp-grpc`.
     #[arg(long, default_value = "127.0.0.1:4318")]
     pub otlp_http: SocketAddr,
-    /// Serve /metrics, /healthz and /readyz here.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// Serve /metrics, /healthz and /readyz here. Loopback by default; give `0.0.0.0:8080` for
+    /// Prometheus and kubelet probes from outside the pod (the manifests do).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Rollout group the candidate evaluates, GROUP (repeatable); default: every group.
     #[arg(long = "candidate", value_name = "GROUP")]

@@ -77,8 +77,9 @@ pub(crate) struct RunArgs {
     /// Fraction of reused candidate steps re-executed in dry-run (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
     sample_rate: f64,
-    /// Serve /metrics, /healthz and /readyz here.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// Serve /metrics, /healthz and /readyz here. Loopback by default; give `0.0.0.0:8080` for
+    /// Prometheus and kubelet probes from outside the pod (the manifests do).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     listen: std::net::SocketAddr,
     /// Log lines: auto (human on a terminal, JSON otherwise), human or json.
     #[arg(long, default_value = "auto")]

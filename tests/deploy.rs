@@ -30,3 +30,127 @@ fn the_manifests_render_and_pass_schema_validation() {
         "a summary of what was validated:\n{report}"
     );
 }
+
+/// Copies `deploy/` under a fresh root, applies `edits` (file, from, to), and runs the checker.
+fn check_edited(edits: &[(&str, &str, &str)]) -> (bool, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&root().join("deploy"), &tmp.path().join("deploy"));
+    for (file, from, to) in edits {
+        let path = tmp.path().join("deploy").join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file} has no {from:?} to edit");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+    let out = Command::new(common::python())
+        .arg(root().join("tests/python/check_manifests.py"))
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The least-privilege checks fail on what they guard: a delete for every name, a grant outside
+/// the justified table, egress to anywhere, OTLP off loopback, probes on a port `--listen` does
+/// not open to the kubelet.
+#[test]
+fn widened_rbac_listen_addresses_and_egress_fail_the_manifest_test() {
+    let (ok, report) = check_edited(&[
+        (
+            "overlays/standalone/rbac-reconcilers.yaml",
+            "    resourceNames: [\"ssh-key\"]\n",
+            "",
+        ),
+        (
+            "overlays/standalone/rbac-reconcilers.yaml",
+            "    resourceNames: [\"etcd-recovery\"]\n",
+            "",
+        ),
+        (
+            "base/apiserver-egress.yaml",
+            "cidr: 192.0.2.1/32",
+            "cidr: 0.0.0.0/0",
+        ),
+        (
+            "base/networkpolicy.yaml",
+            "    - to:\n        - namespaceSelector:",
+            "    - to: []\n    - to:\n        - namespaceSelector:",
+        ),
+        (
+            "overlays/sidecar/sidecar-patch.yaml",
+            "- --otlp-grpc\n            - 127.0.0.1:4317",
+            "- --otlp-grpc\n            - 0.0.0.0:4317",
+        ),
+        (
+            "overlays/standalone/deployment.yaml",
+            "            - --listen\n            - 0.0.0.0:8080\n",
+            "",
+        ),
+    ]);
+    assert!(!ok, "the checker passed widened manifests:\n{report}");
+    for expected in [
+        "delete on secrets for every name",
+        "create on jobs for every name",
+        "patch on jobs for every name",
+        "ipBlock.cidr: 0.0.0.0/0 is any destination",
+        "to any destination: name them",
+        "--otlp-grpc 0.0.0.0:4317: OTLP is unauthenticated",
+        "the probes ask port 8080, but `--listen` is not given",
+    ] {
+        assert!(
+            report.contains(expected),
+            "no {expected:?} in the report:\n{report}"
+        );
+    }
+}
+
+/// Nothing listens beyond loopback unless asked: the defaults `--help` shows.
+#[test]
+fn run_and_ingest_listen_on_loopback_by_default() {
+    for command in ["run", "ingest"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{command} --help failed");
+        assert!(
+            !help.contains("0.0.0.0:8080]") && !help.contains("default: 0.0.0.0"),
+            "{command} listens on every interface by default:\n{help}"
+        );
+        assert!(
+            help.contains("[default: 127.0.0.1:8080]"),
+            "{command}'s --listen default:\n{help}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["ingest", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for default in ["[default: 127.0.0.1:4317]", "[default: 127.0.0.1:4318]"] {
+        assert!(
+            help.contains(default),
+            "ingest --help lacks {default}:\n{help}"
+        );
+    }
+}

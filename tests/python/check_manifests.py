@@ -36,6 +36,13 @@ Then it checks invariants of our own:
   --parquet-grace 10 s plus room);
 - every Role and ClusterRole rule names explicit apiGroups, resources and verbs, none of them `*`,
   and every binding's roleRef exists in the render;
+- least privilege: a grant (role, resource, verb) without `resourceNames` must be in
+  UNNAMED_GRANTS, the table deploy/README.md justifies row by row; `delete` is always by name;
+- listen addresses: a shadow-reconciler container with an HTTP probe gives `--listen` on all
+  interfaces at the probe's port (the binary defaults to loopback), and its OTLP receivers
+  (`--otlp-grpc`, `--otlp-http`) stay on loopback;
+- every NetworkPolicy egress rule names its destinations (`to`, no `0.0.0.0/0` or `::/0`),
+  except DNS (port 53 only);
 - namespaced objects carry a namespace and cluster-scoped ones do not;
 - in a render with workloads: every Service selects pods of the render and its named targetPorts
   exist on them, every ServiceMonitor endpoint finds a Service port of that name, and every
@@ -557,6 +564,7 @@ def check_shadow_reconciler(doc, failures, where, c, spec, prefix, volumes, by_i
                     failures.add(doc, json_path(prefix + ["volumes"]),
                                  f"{kind} {doc.namespace}/{name} (volume {volume.get('name')!r}) "
                                  "is not in the render")
+    check_listen(doc, failures, where, c, args)
     grace = spec.get("terminationGracePeriodSeconds", 30)
     if grace < 30:
         failures.add(doc, json_path(prefix + ["terminationGracePeriodSeconds"]),
@@ -564,10 +572,46 @@ def check_shadow_reconciler(doc, failures, where, c, spec, prefix, volumes, by_i
                      "--parquet-grace 10 s); use at least 30")
 
 
+# What a role may grant without `resourceNames`, by role: deploy/README.md's RBAC section says
+# why each cannot be limited by name. Anything else must be.
+UNNAMED_GRANTS = {
+    "shadow-reconciler-hostedcluster": {
+        ("hostedclusters", "get"), ("hostedclusters", "list"), ("hostedclusters", "watch"),
+        ("hostedclusters/status", "update"), ("hostedclusters/status", "patch"),
+        ("hostedcontrolplanes", "get"), ("hostedcontrolplanes", "create"),
+        ("hostedcontrolplanes", "patch"),
+        ("secrets", "get"), ("secrets", "create"), ("secrets", "patch"),
+        ("configmaps", "get"), ("configmaps", "create"), ("configmaps", "patch"),
+        ("namespaces", "create"), ("namespaces", "patch"),
+        ("clusterroles", "create"), ("clusterroles", "patch"),
+        ("clusterrolebindings", "create"), ("clusterrolebindings", "patch"),
+        ("services", "get"), ("services", "list"), ("services", "watch"),
+        ("endpoints", "get"), ("endpoints", "list"), ("endpoints", "watch"),
+        ("pods", "get"), ("pods", "list"), ("pods", "watch"),
+        ("volumeattachments", "get"), ("volumeattachments", "list"),
+    },
+    "shadow-reconciler-addon": {
+        ("clustermanagementaddons", "get"), ("clustermanagementaddons", "list"),
+        ("clustermanagementaddons", "watch"), ("clustermanagementaddons/status", "patch"),
+    },
+    # Events get generated names.
+    "shadow-reconciler-flag": {("events", "create"), ("events", "patch")},
+}
+
+
 def check_rbac(doc, failures, by_identity):
     kind = doc.kind
     if kind in ("Role", "ClusterRole"):
+        allowed = UNNAMED_GRANTS.get(doc.name, set())
         for i, rule in enumerate(doc.data.get("rules") or []):
+            if not rule.get("resourceNames"):
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        if verb == "delete" or (resource, verb) not in allowed:
+                            failures.add(doc, f"rules[{i}]",
+                                         f"{verb} on {resource} for every name: limit it with "
+                                         "resourceNames, or justify it in deploy/README.md and "
+                                         "UNNAMED_GRANTS")
             for field in ("apiGroups", "resources", "verbs"):
                 values = rule.get(field)
                 if not values:
@@ -583,6 +627,58 @@ def check_rbac(doc, failures, by_identity):
             failures.add(doc, "roleRef", f"{ref.get('kind')} {ref.get('name')} is not in the render")
         if not doc.data.get("subjects"):
             failures.add(doc, "subjects", "binds nobody")
+
+
+def flag_values(args, flag):
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            yield args[i + 1]
+        elif arg.startswith(flag + "="):
+            yield arg.split("=", 1)[1]
+
+
+def split_host_port(address):
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), port
+
+
+def check_listen(doc, failures, where, c, args):
+    for flag in ("--otlp-grpc", "--otlp-http"):
+        for address in flag_values(args, flag):
+            host, _ = split_host_port(address)
+            if host not in ("127.0.0.1", "::1", "localhost"):
+                failures.add(doc, f"{where}.args", f"{flag} {address}: OTLP is unauthenticated; "
+                                                   "keep it on loopback (the controller is in "
+                                                   "the same pod)")
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+    probed = set()
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        port = ((c.get(probe) or {}).get("httpGet") or {}).get("port")
+        if port is not None:
+            probed.add(ports.get(port, port))
+    listen = list(flag_values(args, "--listen"))
+    for port in probed:
+        if not any(split_host_port(a) in (("0.0.0.0", str(port)), ("::", str(port)))
+                   for a in listen):
+            failures.add(doc, f"{where}.args", f"the probes ask port {port}, but `--listen` is "
+                                               f"{listen or 'not given (loopback by default)'}: "
+                                               f"give --listen 0.0.0.0:{port}")
+
+
+def check_network_policy(doc, failures):
+    for i, rule in enumerate(doc.data.get("spec", {}).get("egress") or []):
+        ports = {p.get("port") for p in rule.get("ports") or []}
+        if ports and ports <= {53}:
+            continue
+        peers = rule.get("to") or []
+        if not peers:
+            failures.add(doc, f"spec.egress[{i}].to", f"ports {sorted(map(str, ports)) or 'all'} "
+                                                      "to any destination: name them")
+        for j, peer in enumerate(peers):
+            cidr = (peer.get("ipBlock") or {}).get("cidr")
+            if cidr in ("0.0.0.0/0", "::/0"):
+                failures.add(doc, f"spec.egress[{i}].to[{j}].ipBlock.cidr",
+                             f"{cidr} is any destination")
 
 
 def check_scope(doc, failures, crds):
@@ -673,6 +769,8 @@ def validate_render(docs, builtin, crds, monitoring, failures):
         check_scope(doc, failures, crds)
         check_containers(doc, failures, by_identity)
         check_rbac(doc, failures, by_identity)
+        if doc.kind == "NetworkPolicy":
+            check_network_policy(doc, failures)
     monitoring.validate(monitoring_docs, failures)
     check_wiring(docs, failures)
 
