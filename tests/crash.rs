@@ -1,13 +1,18 @@
-//! Crashes: `simulate` writing Parquet with small, fast rotations, killed (SIGKILL) at random
-//! moments 100 times. After every kill the dataset must be whole as readers take it: every part
-//! both tables hold (`reader::parts`) is readable, every reconcile of it has its step rows and
-//! every step row its reconcile; `analyze` reads it without error, and any half of a rotation
-//! the kill left is reported, never counted. Then the next writer repairs what the kills left.
+//! Crashes: `simulate` and `run` writing Parquet with small, fast rotations, each killed
+//! (SIGKILL) at random moments 100 times (`run` against `sim serve`, restarted after each kill as
+//! a Deployment's pod would be). After every kill the dataset must be whole as readers take it:
+//! every part both tables hold (`reader::parts`) is readable, every reconcile of it has its step
+//! rows and every step row its reconcile; `analyze` reads it without error, and any half of a
+//! rotation the kill left is reported, never counted. pyarrow then reads every dataset the same
+//! way (`tests/python/check_crashed.py`) and must find the same. Then the next writer repairs
+//! what the kills left.
+
+mod common;
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use arrow_array::{Array, StringArray};
 use shadow_reconciler::dataset::Table;
@@ -45,89 +50,208 @@ impl Draws {
     }
 }
 
-#[test]
-fn a_killed_writer_never_leaves_half_a_rotation_to_readers() {
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+}
+
+/// What the kills left, over all of them.
+#[derive(Default)]
+struct Findings {
+    half_rotations: usize,
+    with_data: usize,
+    reconciles: usize,
+}
+
+/// Checks the dataset one kill left, before any repair.
+fn check_after_kill(dir: &Path, label: &str, findings: &mut Findings) {
+    let parts = reader::parts(dir).expect("list the dataset");
+    findings.half_rotations += parts.orphans.len();
+    let (mut reconciles, mut steps) = (HashSet::new(), HashSet::new());
+    for (table, path) in &parts.files {
+        match table {
+            Table::Reconciles => reconciles.extend(ids(path)),
+            Table::Steps => steps.extend(ids(path)),
+        }
+    }
+    assert_eq!(
+        reconciles, steps,
+        "{label}: the whole parts' reconciles and step rows differ"
+    );
+    if reconciles.is_empty() {
+        return;
+    }
+    findings.with_data += 1;
+    findings.reconciles += reconciles.len();
+    let analysis = binary()
+        .args(["analyze", "--format", "json"])
+        .arg(dir)
+        .output()
+        .expect("run analyze");
+    let doc: serde_json::Value = serde_json::from_slice(&analysis.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{label}: analyze printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&analysis.stderr)
+        )
+    });
+    let skipped = doc["files_skipped"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        skipped,
+        parts.orphans.len(),
+        "{label}: analyze skips exactly the half rotations: {doc}"
+    );
+    let counted: u64 = doc["plans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["reconciles"].as_u64())
+        .sum();
+    assert_eq!(
+        counted,
+        reconciles.len() as u64,
+        "{label}: analyze counts the whole parts' reconciles"
+    );
+}
+
+/// Kills a writer `KILLS` times, each in a fresh directory, checks every dataset as Rust and
+/// pyarrow read it, then repairs each as the next writer would.
+fn kill_repeatedly(what: &str, seed: u64, mut start: impl FnMut(&Path, usize) -> Child) {
     let root = tempfile::tempdir().expect("temp dir");
-    let mut draws = Draws(0x9e37_79b9_7f4a_7c15);
-    let (mut half_rotations, mut with_data) = (0, 0);
+    let mut draws = Draws(seed);
+    let mut findings = Findings::default();
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for kill in 0..KILLS {
-        let dir = root.path().join(format!("run-{kill}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        let dir = root.path().join(format!("{what}-{kill}"));
+        let mut child = start(&dir, kill);
+        std::thread::sleep(Duration::from_millis(draws.next_millis(300, 3500)));
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        check_after_kill(&dir, &format!("{what}, kill {kill}"), &mut findings);
+        dirs.push(dir);
+    }
+    assert!(
+        findings.with_data >= KILLS / 2,
+        "{what}: only {} of {KILLS} kills found data: the kills came too early to test anything",
+        findings.with_data
+    );
+
+    // The same datasets, as pyarrow reads them.
+    let existing: Vec<&PathBuf> = dirs.iter().filter(|d| d.exists()).collect();
+    let out = Command::new(common::python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/check_crashed.py"))
+        .args(&existing)
+        .output()
+        .expect("run check_crashed.py");
+    assert!(
+        out.status.success(),
+        "{what}: pyarrow found a dataset that is not whole: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("check_crashed.py prints JSON");
+    assert_eq!(
+        py["half_rotations"].as_array().map(Vec::len),
+        Some(findings.half_rotations),
+        "{what}: pyarrow and the reader disagree on the half rotations: {py}"
+    );
+    assert_eq!(
+        py["reconciles"].as_u64(),
+        Some(findings.reconciles as u64),
+        "{what}: pyarrow and the reader disagree on the reconciles: {py}"
+    );
+
+    // The next writer repairs: afterwards no file lacks its sibling, apart from an orphan too
+    // young to be told from a live writer's (none here: the writer is dead, so the repair runs
+    // with no age).
+    for dir in existing {
+        shadow_reconciler::dataset::writer::repair_half_rotations(dir, Duration::ZERO);
+        let repaired = reader::parts(dir).expect("list the dataset");
+        assert!(
+            repaired.orphans.is_empty(),
+            "{what}: {}: {:?}",
+            dir.display(),
+            repaired.orphans
+        );
+    }
+    eprintln!(
+        "{what}: {KILLS} kills, {} with data, {} reconciles, {} half rotations left (skipped by \
+         analyze and pyarrow, repaired)",
+        findings.with_data, findings.reconciles, findings.half_rotations
+    );
+}
+
+#[test]
+fn a_killed_simulate_never_leaves_half_a_rotation_to_readers() {
+    kill_repeatedly("simulate", 0x9e37_79b9_7f4a_7c15, |dir, kill| {
+        binary()
             .args(["simulate", "--hosted-clusters", "20", "--addons", "5"])
             .args(["--seed", &kill.to_string(), "--duration", "600"])
             .args(["--parquet-max-age", "1", "--parquet-max-rows", "512"])
             .arg("--parquet-dir")
-            .arg(&dir)
+            .arg(dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start simulate");
-        std::thread::sleep(Duration::from_millis(draws.next_millis(300, 3500)));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
+            .expect("start simulate")
+    });
+}
 
-        let parts = reader::parts(&dir).expect("list the dataset");
-        half_rotations += parts.orphans.len();
-        let (mut reconciles, mut steps) = (HashSet::new(), HashSet::new());
-        for (table, path) in &parts.files {
-            match table {
-                Table::Reconciles => reconciles.extend(ids(path)),
-                Table::Steps => steps.extend(ids(path)),
-            }
-        }
-        assert_eq!(
-            reconciles, steps,
-            "kill {kill}: the whole parts' reconciles and step rows differ"
-        );
-        if reconciles.is_empty() {
-            continue;
-        }
-        with_data += 1;
-        let analysis = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-            .args(["analyze", "--format", "json"])
-            .arg(&dir)
-            .output()
-            .expect("run analyze");
-        let doc: serde_json::Value = serde_json::from_slice(&analysis.stdout).unwrap_or_else(|e| {
-            panic!(
-                "kill {kill}: analyze printed no JSON ({e}): {}",
-                String::from_utf8_lossy(&analysis.stderr)
-            )
-        });
-        let skipped = doc["files_skipped"].as_array().map_or(0, Vec::len);
-        assert_eq!(
-            skipped,
-            parts.orphans.len(),
-            "kill {kill}: analyze skips exactly the half rotations: {doc}"
-        );
-        let counted: u64 = doc["plans"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| p["reconciles"].as_u64())
-            .sum();
-        assert_eq!(
-            counted,
-            reconciles.len() as u64,
-            "kill {kill}: analyze counts the whole parts' reconciles"
-        );
+/// `sim serve`, killed when dropped.
+struct Server(Child);
 
-        // The next writer repairs: afterwards no file lacks its sibling, apart from an orphan
-        // too young to be told from a live writer's (none here: the writer is dead, so the
-        // repair runs with no age).
-        shadow_reconciler::dataset::writer::repair_half_rotations(&dir, Duration::ZERO);
-        let repaired = reader::parts(&dir).expect("list the dataset");
-        assert!(
-            repaired.orphans.is_empty(),
-            "kill {kill}: {:?}",
-            repaired.orphans
-        );
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
+}
+
+#[test]
+fn a_killed_run_never_leaves_half_a_rotation_to_readers() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = work.path().join("sim.kubeconfig");
+    let announced = work.path().join("sim.out");
+    let _server = Server(
+        binary()
+            .args(["sim", "serve", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .stdout(std::fs::File::create(&announced).expect("sim.out"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sim serve"),
+    );
+    let started = Instant::now();
+    while !std::fs::read_to_string(&announced).is_ok_and(|s| s.contains("serving")) {
+        assert!(
+            started.elapsed() < Duration::from_mins(5),
+            "sim serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Objects with missing secrets: their reconciles fail and requeue, so `run` keeps writing
+    // whenever it is killed.
+    let populated = binary()
+        .args(["sim", "populate", "--scenario", "missing-secrets"])
+        .args(["--hosted-clusters", "60", "--addons", "10", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .expect("run sim populate");
     assert!(
-        with_data >= KILLS / 2,
-        "only {with_data} of {KILLS} kills found data: the kills came too early to test anything"
+        populated.status.success(),
+        "sim populate: {}",
+        String::from_utf8_lossy(&populated.stderr)
     );
-    eprintln!(
-        "{KILLS} kills, {with_data} with data, {half_rotations} half rotations left (skipped by analyze, repaired)"
-    );
+    kill_repeatedly("run", 0x2545_f491_4f6c_dd1d, |dir, _| {
+        binary()
+            .args(["run", "--no-flag-watch", "--listen", "127.0.0.1:0"])
+            .args(["--parquet-max-age", "1", "--parquet-max-rows", "512"])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--parquet-dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start run")
+    });
 }
