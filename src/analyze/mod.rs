@@ -491,6 +491,12 @@ pub fn analyze(
         if found.is_empty() {
             found.push(format!("{} readable files, no rows", counts.files_read));
         }
+        if !counts.skipped.is_empty() {
+            found.push(format!(
+                "{} files skipped, each logged with the reason",
+                counts.skipped.len()
+            ));
+        }
         return Err(AnalyzeError::NoData {
             dir: dir.to_owned(),
             plans: plans.iter().map(|p| p.name().to_owned()).collect(),

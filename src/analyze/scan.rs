@@ -102,10 +102,12 @@ pub fn scan(
     threads: usize,
 ) -> Result<Counts, reader::ReadError> {
     // Only whole parts: a file whose sibling in the other table is missing (a writer died
-    // between its two renames) is reported as skipped, never counted.
+    // between its two renames) is reported as skipped, never counted. A part counts whole or
+    // not at all: when one of its files cannot be read, its sibling is skipped too, so that no
+    // reconcile is counted without its steps (or steps without their reconcile).
     let parts = reader::parts(dir)?;
-    let files = parts.files;
-    let threads = threads.clamp(1, files.len().max(1));
+    let pairs = parts.pairs;
+    let threads = threads.clamp(1, pairs.len().max(1));
     let hashes: Vec<String> = plans.iter().map(|p| p.hash().to_hex()).collect();
     let ctx = Ctx { plans, hashes };
     let mut total = Counts::new(plans);
@@ -113,36 +115,19 @@ pub fn scan(
         error: format!(
             "half of a rotation: this {} file has no {} file of the same name (a writer stopped between committing the two); not counted",
             o.table.as_str(),
-            match o.table {
-                Table::Steps => "reconciles",
-                Table::Reconciles => "steps",
-            }
+            other_table(o.table).as_str(),
         ),
         path: o.path,
     }));
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let files = &files;
+                let pairs = &pairs;
                 let ctx = &ctx;
                 scope.spawn(move || {
                     let mut mine = Counts::new(ctx.plans);
-                    for (table, path) in files.iter().skip(t).step_by(threads) {
-                        let mut counts = Counts::new(ctx.plans);
-                        let result = match table {
-                            Table::Steps => count_steps(path, ctx, &mut counts),
-                            Table::Reconciles => count_reconciles(path, ctx, &mut counts),
-                        };
-                        match result {
-                            Ok(()) => {
-                                counts.files_read = 1;
-                                mine.merge(counts);
-                            }
-                            Err(e) => mine.skipped.push(Skipped {
-                                path: path.clone(),
-                                error: e.to_string(),
-                            }),
-                        }
+                    for (reconciles, steps) in pairs.iter().skip(t).step_by(threads) {
+                        count_part(reconciles, steps, ctx, &mut mine);
                     }
                     mine
                 })
@@ -155,6 +140,52 @@ pub fn scan(
     });
     total.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(total)
+}
+
+fn other_table(table: Table) -> Table {
+    match table {
+        Table::Steps => Table::Reconciles,
+        Table::Reconciles => Table::Steps,
+    }
+}
+
+/// Counts one whole part into `into`: both files, or neither (each unreadable file skipped
+/// with its error, a readable sibling with the reason it is not counted).
+fn count_part(reconciles: &Path, steps: &Path, ctx: &Ctx, into: &mut Counts) {
+    let mut counts = Counts::new(ctx.plans);
+    let results = [
+        (
+            Table::Reconciles,
+            reconciles,
+            reader::guarded(reconciles, || {
+                count_reconciles(reconciles, ctx, &mut counts)
+            }),
+        ),
+        (
+            Table::Steps,
+            steps,
+            reader::guarded(steps, || count_steps(steps, ctx, &mut counts)),
+        ),
+    ];
+    if results.iter().all(|(_, _, r)| r.is_ok()) {
+        counts.files_read = 2;
+        into.merge(counts);
+        return;
+    }
+    for (table, path, result) in results {
+        let error = match result {
+            Err(e) => e.to_string(),
+            Ok(()) => format!(
+                "its {} file cannot be read, so this {} file is not counted either (a part counts whole or not at all)",
+                other_table(table).as_str(),
+                table.as_str()
+            ),
+        };
+        into.skipped.push(Skipped {
+            path: path.to_owned(),
+            error,
+        });
+    }
 }
 
 struct Ctx<'a> {

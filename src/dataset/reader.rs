@@ -87,6 +87,8 @@ pub struct Orphan {
 pub struct Parts {
     /// Every file of a whole part, with its table, sorted by path.
     pub files: Vec<(Table, PathBuf)>,
+    /// The whole parts: (`reconciles` file, `steps` file), sorted by path.
+    pub pairs: Vec<(PathBuf, PathBuf)>,
     /// Files without their sibling, sorted by path: not part of the dataset.
     pub orphans: Vec<Orphan>,
 }
@@ -124,7 +126,64 @@ pub fn parts(dir: &Path) -> Result<Parts, ReadError> {
     }
     parts.files.sort_by(|a, b| a.1.cmp(&b.1));
     parts.orphans.sort_by(|a, b| a.path.cmp(&b.path));
+    let steps_by_key: std::collections::HashMap<PathBuf, &PathBuf> = steps
+        .iter()
+        .map(|p| (relative(Table::Steps, p), p))
+        .collect();
+    parts.pairs = reconciles
+        .iter()
+        .filter_map(|r| {
+            steps_by_key
+                .get(&relative(Table::Reconciles, r))
+                .map(|s| (r.clone(), (*s).clone()))
+        })
+        .collect();
+    parts.pairs.sort();
     Ok(parts)
+}
+
+std::thread_local! {
+    /// Set while [`guarded`] runs on this thread: a panic here is a damaged file, reported as an
+    /// error by `guarded`, not a crash to print.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `read`, which reads the Parquet file `path`, turning a panic of the Parquet library into
+/// an error about the file. The library asserts on some damaged metadata (for instance a column
+/// chunk whose start or length is negative) instead of returning an error: a damaged file must
+/// be skipped and reported like any unreadable one, not abort the command. Such a panic prints
+/// nothing (the panic hook, installed once, stays quiet while a guarded read runs on its
+/// thread, and defers to the previous hook otherwise).
+pub fn guarded<T>(
+    path: &Path,
+    read: impl FnOnce() -> Result<T, ReadError>,
+) -> Result<T, ReadError> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let outer = GUARDED.with(|g| g.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    GUARDED.with(|g| g.set(outer));
+    result.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        Err(ReadError::Invalid {
+            path: path.to_owned(),
+            message: format!(
+                "a damaged Parquet file: the Parquet reader gave up on it ({})",
+                crate::yaml::bounded(&why, 200)
+            ),
+        })
+    })
 }
 
 /// The batches of one file with only `columns` read. Fails when the file is not Parquet or lacks
@@ -162,4 +221,36 @@ pub fn open(
             message: format!("corrupt data: {e}"),
         })
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReadError, guarded};
+    use std::path::Path;
+
+    /// The Parquet library's assertion on a negative column chunk offset, as `proptest` found it
+    /// in `tests/parquet_fuzz.rs`: a panic inside a guarded read is an error about the file.
+    #[test]
+    fn a_panic_of_the_reader_is_an_error_naming_the_file() {
+        let path = Path::new("data/table=steps/part-1.parquet");
+        let result: Result<(), ReadError> = guarded(path, || {
+            panic!("column start and length should not be negative")
+        });
+        let message = result.expect_err("an error").to_string();
+        assert!(
+            message.starts_with("data/table=steps/part-1.parquet: a damaged Parquet file")
+                && message.contains("column start and length should not be negative"),
+            "{message}"
+        );
+        // Results and errors of a read that does not panic pass through unchanged.
+        assert_eq!(guarded(path, || Ok(7)).expect("ok"), 7);
+        let error = guarded::<()>(path, || {
+            Err(ReadError::Invalid {
+                path: path.to_owned(),
+                message: "no column \"plan\"".into(),
+            })
+        })
+        .expect_err("the read's own error");
+        assert!(error.to_string().ends_with("no column \"plan\""), "{error}");
+    }
 }

@@ -398,10 +398,20 @@ pub fn repair_half_rotations(dir: &Path, age: Duration) -> (usize, usize) {
             .join("table=reconciles")
             .join(relative.parent().unwrap_or(Path::new("")));
         let tmp = reconciles_dir.join(temporary_name(name));
-        let whole = File::open(&tmp)
-            .ok()
-            .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
-            .is_some();
+        // Guarded: the Parquet library panics on some damaged footers.
+        let whole = super::reader::guarded(&tmp, || {
+            let file = File::open(&tmp).map_err(|source| super::reader::ReadError::Io {
+                path: tmp.clone(),
+                source,
+            })?;
+            parquet::file::reader::SerializedFileReader::new(file).map_err(|e| {
+                super::reader::ReadError::Invalid {
+                    path: tmp.clone(),
+                    message: e.to_string(),
+                }
+            })
+        })
+        .is_ok();
         if whole && commit_file(&reconciles_dir, &tmp, name).is_ok() {
             completed += 1;
             continue;
