@@ -261,20 +261,29 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 #[derive(Args, Clone)]
 pub struct ParquetArgs {
     /// Records per row group are counted in step rows; a file closes at this many step rows.
-    #[arg(long, default_value_t = 262_144)]
+    #[arg(long, default_value_t = 262_144, value_parser = at_least_one)]
     pub parquet_max_rows: usize,
     /// A file also closes at this many MiB of buffered data.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = at_least_one)]
     pub parquet_max_mib: usize,
     /// A file also closes this many seconds after its first record.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub parquet_max_age: u64,
     /// Records in flight between the engine and the writer before new ones are dropped.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
     pub parquet_capacity: usize,
     /// How long a shutdown waits for the writer to flush, in seconds.
     #[arg(long, default_value_t = 10)]
     pub parquet_grace: u64,
+}
+
+/// A count that must be at least 1 (`--parquet-max-rows 0` would write a file per record).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a whole number: {e}")),
+    }
 }
 
 impl ParquetArgs {
@@ -392,8 +401,30 @@ pub async fn cluster_config(
     };
     match kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+                // kube's message repeats the path and its cause; say each once.
+                if let kube::config::KubeconfigError::Parse(yaml) = &e {
+                    return anyhow::anyhow!(
+                        "cannot read the kubeconfig {}",
+                        shadow_reconciler::yaml::located(path, yaml)
+                    );
+                }
+                let mut cause: &dyn std::error::Error = &e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                let hint = if path.exists() {
+                    ""
+                } else {
+                    " (no cluster at hand? `shadow-reconciler simulate` runs everything on the \
+                     embedded simulator, and `shadow-reconciler sim serve --kubeconfig-out FILE` \
+                     serves it for `run`)"
+                };
+                anyhow::anyhow!(
+                    "cannot read the kubeconfig {}: {cause}{hint}",
+                    path.display()
+                )
+            })?;
             kube::Config::from_custom_kubeconfig(file, &options)
                 .await
                 .with_context(|| format!("cannot use the kubeconfig {}", path.display()))
@@ -429,6 +460,12 @@ pub(crate) fn out(text: impl std::fmt::Display) {
 
 /// Creates `dir` if missing and checks that a file can be written there.
 fn writable_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "--parquet-dir {}: this is a file, not a directory; give a directory (it is created if missing)",
+            dir.display()
+        );
+    }
     std::fs::create_dir_all(dir).with_context(|| {
         format!(
             "--parquet-dir {}: cannot create the directory",

@@ -51,4 +51,4 @@ mod serve;
 pub mod sim;
 pub mod simulate;
 pub mod telemetry;
-mod yaml;
+pub mod yaml;

@@ -22,6 +22,17 @@ pub(crate) fn describe(error: &serde_saphyr::Error) -> (u64, u64, String) {
     (line, column, reword(message))
 }
 
+/// `path:line:column: message` for a YAML parse error of the file `path`, in our words (for
+/// YAML files other than plans, such as a kubeconfig).
+pub fn located(path: &std::path::Path, error: &serde_saphyr::Error) -> String {
+    let (line, column, message) = describe(error);
+    if line == 0 {
+        format!("{}: {message}", path.display())
+    } else {
+        format!("{}:{line}:{column}: {message}", path.display())
+    }
+}
+
 /// The library's message in a sentence about the document that says what to change.
 pub(crate) fn reword(message: &str) -> String {
     let quoted = |prefix: &str| {
@@ -34,8 +45,12 @@ pub(crate) fn reword(message: &str) -> String {
     if let Some(field) = quoted("missing field ") {
         return format!("the required field `{field}` is missing");
     }
-    if message.starts_with("unknown field `") || message.starts_with("unknown variant `") {
+    if message.starts_with("unknown field `") {
         return message.to_owned();
+    }
+    // "variant" is the library's word for an enum's value.
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        return format!("unknown value `{rest}");
     }
     if let Some(rest) = message.strip_prefix("duplicate mapping key: ") {
         let key = rest

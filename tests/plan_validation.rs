@@ -81,7 +81,7 @@ fn bad_enum_value_names_the_operation() {
         18,
         17,
         Some("Deploy"),
-        "unknown variant `non-critcal`",
+        "unknown value `non-critcal`",
     );
 }
 

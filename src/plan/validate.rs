@@ -25,6 +25,20 @@ pub(super) fn parse(source: &str, text: &str) -> Result<ReconcilePlan, Vec<Diagn
 /// A YAML or schema error, attributed to the operation it falls in when that can be told.
 fn syntax(source: &str, text: &str, error: &serde_saphyr::Error) -> Diagnostic {
     let location = error.location().unwrap_or(Location::UNKNOWN);
+    let blank = text.lines().all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#')
+    });
+    if blank {
+        let mut diagnostic = Diagnostic::new(
+            source,
+            Location::UNKNOWN,
+            None,
+            "the file holds no YAML document; a plan is one ReconcilePlan document",
+        );
+        (diagnostic.line, diagnostic.column) = (1, 1);
+        return diagnostic;
+    }
     let (_, _, message) = crate::yaml::describe(error);
     let operation = operation_at(text, location);
     Diagnostic::new(source, location, operation.as_deref(), message)

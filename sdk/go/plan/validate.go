@@ -282,7 +282,7 @@ func (r *reader) enum(n *yaml.Node, variants ...string) (string, error) {
 			return v, nil
 		}
 	}
-	return "", r.fail(n, "unknown variant `%s`, expected one of %s", s.value, strings.Join(variants, ", "))
+	return "", r.fail(n, "unknown value `%s`, expected one of %s", s.value, strings.Join(variants, ", "))
 }
 
 func readPlan(root *yaml.Node) (*rawPlan, error) {
