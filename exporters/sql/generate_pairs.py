@@ -56,7 +56,10 @@ DUCKDB = Dialect(
     create="CREATE OR REPLACE TEMP TABLE {ref} AS",
     view="CREATE OR REPLACE TEMP VIEW {ref} AS",
     ref="{table}",
-    steps_source="read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)",
+    steps_source="""(SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+          WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+                IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))""",
     file_column="filename",
     agg="string_agg({col}, ',' ORDER BY {col})",
     drop_note="The intermediate tables and views (sr_*) are TEMP ones of the connection.",

@@ -11,7 +11,10 @@ WITH plan_operations AS (
     SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
 )
 SELECT '{plan}' AS plan, operation, error_class, count(*) AS failures
-FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true)
+FROM (SELECT * EXCLUDE (filename) FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+          WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+                IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
 WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
   AND operation IN (SELECT operation FROM plan_operations)
   AND execution IN ('real', 'dry-run') AND outcome = 'failed'

@@ -46,7 +46,10 @@ steps AS (
            outcome = 'failed' AS failed,
            outcome IN ('blocked', 'skipped') AS blocked,
            kind || '/' || coalesce(namespace, '') || '/' || name AS object
-    FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+    FROM (SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+          WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+                IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
     WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
       AND operation IN (SELECT operation FROM operations)
 ),

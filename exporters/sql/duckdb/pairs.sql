@@ -71,7 +71,10 @@ SELECT filename AS file, reconcile_id, "time" AS t,
        outcome = 'failed' AS failed,
        kind || '/' || coalesce(namespace, '') || '/' || name AS object,
        coalesce(namespace, '') AS namespace
-FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+FROM (SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+          WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+                IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
 WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
   AND operation IN (SELECT operation FROM sr_plan_operations);
 

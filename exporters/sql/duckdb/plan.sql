@@ -15,13 +15,19 @@ WITH plan_operations AS (
 ),
 reconciles AS (
     SELECT plan, plan_hash, guard_refusals
-    FROM read_parquet('{dir}/table=reconciles/**/*.parquet', hive_partitioning = true)
+    FROM (SELECT * EXCLUDE (filename) FROM read_parquet('{dir}/table=reconciles/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md)
+          WHERE replace(filename, '/table=reconciles/', '/table=steps/')
+                IN (SELECT file FROM glob('{dir}/table=steps/**/*.parquet')))
     WHERE plan = '{plan}'
 ),
 steps AS (
     SELECT filename AS file, reconcile_id, plan_hash, operation,
            kind || '/' || coalesce(namespace, '') || '/' || name AS object
-    FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+    FROM (SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+          WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+                IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
     WHERE plan = '{plan}'
 ),
 counts AS (

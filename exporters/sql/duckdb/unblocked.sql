@@ -16,7 +16,10 @@ steps AS (
            seq, operation, execution, outcome,
            execution IN ('real', 'dry-run') AS executed,
            outcome = 'failed' AS failed
-    FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+    FROM (SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+          -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+          WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+                IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
     WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
       AND operation IN (SELECT operation FROM plan_operations)
 ),
