@@ -42,7 +42,11 @@ fn the_duckdb_sql_gives_the_analyzers_numbers() {
     // repeat rows of whole parts, so a reader that took them would count those twice.
     let parts = shadow_reconciler::dataset::reader::parts(&data).unwrap();
     let (reconciles, steps) = parts.pairs.first().expect("a whole part");
-    std::fs::copy(steps, steps.with_file_name("part-1-halfsteps-000000.parquet")).unwrap();
+    std::fs::copy(
+        steps,
+        steps.with_file_name("part-1-halfsteps-000000.parquet"),
+    )
+    .unwrap();
     std::fs::copy(
         reconciles,
         reconciles.with_file_name("part-1-halfreconciles-000000.parquet"),
