@@ -154,3 +154,43 @@ fn run_and_ingest_listen_on_loopback_by_default() {
         );
     }
 }
+
+/// The API server's CIDR must land on the API server's rule, and be a CIDR: a replacement
+/// pointing at another rule, or a value that is no CIDR, fails the manifest test.
+#[test]
+fn the_api_server_cidr_lands_on_the_api_server_rule() {
+    let (ok, report) = check_edited(&[
+        (
+            "base/kustomization.yaml",
+            "spec.egress.1.to.0.ipBlock.cidr",
+            "spec.egress.2.to.0.ipBlock.cidr",
+        ),
+        (
+            "base/networkpolicy.yaml",
+            "cidr: API_SERVER_CIDR",
+            "cidr: 10.9.0.0/16",
+        ),
+        // Another rule with an ipBlock, for the replacement to land on (a path to no ipBlock
+        // fails the render).
+        (
+            "base/networkpolicy.yaml",
+            "        - namespaceSelector:\n            matchLabels:\n              kubernetes.io/metadata.name: observability",
+            "        - ipBlock:\n            cidr: 10.1.0.0/16",
+        ),
+        (
+            "base/apiserver-egress.yaml",
+            "cidr: 192.0.2.1/32",
+            "cidr: 10.0.0.0/33",
+        ),
+    ]);
+    assert!(!ok, "the checker passed a misplaced CIDR:\n{report}");
+    for expected in [
+        "10.9.0.0/16 is not the API server's CIDR of deploy/base/apiserver-egress.yaml (10.0.0.0/33)",
+        "'10.0.0.0/33' is not a CIDR",
+    ] {
+        assert!(
+            report.contains(expected),
+            "no {expected:?} in the report:\n{report}"
+        );
+    }
+}

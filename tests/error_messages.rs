@@ -34,6 +34,16 @@ spec:
         operations: [Sync]
 ";
 
+/// A kubeconfig for a cluster nothing serves (`run` checks its directory before it connects).
+const KUBECONFIG: &str = "\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+";
+
 struct Case {
     name: &'static str,
     /// Files to write first: (name, content).
@@ -184,10 +194,10 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "run writing into a regular file",
-        files: &[("data", "x"), ("k", "apiVersion: v1\nclusters: [\n")],
+        files: &[("data", "x"), ("k", KUBECONFIG)],
         args: &["run", "--parquet-dir", "data", "--kubeconfig", "k"],
         code: 2,
-        line: "error: cannot read the kubeconfig k:2:11: YAML syntax: unclosed bracket '['",
+        line: "error: --parquet-dir data: this is a file, not a directory; give a directory (it is created if missing)",
     },
     // analyze.
     Case {

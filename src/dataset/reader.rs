@@ -143,17 +143,33 @@ pub fn parts(dir: &Path) -> Result<Parts, ReadError> {
 }
 
 std::thread_local! {
-    /// Set while [`guarded`] runs on this thread: a panic here is a damaged file, reported as an
-    /// error by `guarded`, not a crash to print.
+    /// Set while [`guarded`] runs on this thread.
     static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether the last panic on this thread came from the Parquet or Arrow libraries.
+    static LIBRARY_PANIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `read`, which reads the Parquet file `path`, turning a panic of the Parquet library into
-/// an error about the file. The library asserts on some damaged metadata (for instance a column
-/// chunk whose start or length is negative) instead of returning an error: a damaged file must
-/// be skipped and reported like any unreadable one, not abort the command. Such a panic prints
-/// nothing (the panic hook, installed once, stays quiet while a guarded read runs on its
-/// thread, and defers to the previous hook otherwise).
+/// Whether a panic at `file` (a source path) is in the Parquet or Arrow libraries (a registry
+/// path such as `.../parquet-60.1.0/src/...`, or a vendored `.../parquet/src/...`), not in
+/// our own code.
+fn in_library(file: &str) -> bool {
+    file.split(['/', '\\']).any(|component| {
+        component == "parquet"
+            || component == "arrow"
+            || component
+                .strip_prefix("parquet-")
+                .is_some_and(|version| version.starts_with(|c: char| c.is_ascii_digit()))
+            || component.starts_with("arrow-")
+    })
+}
+
+/// Runs `read`, which reads the Parquet file `path`, turning a panic of the Parquet or Arrow
+/// libraries into an error about the file. The Parquet library asserts on some damaged metadata
+/// (for instance a column chunk whose start or length is negative) instead of returning an
+/// error: a damaged file must be skipped and reported like any unreadable one, not abort the
+/// command. Such a panic prints nothing (the panic hook, installed once, stays quiet for a
+/// library panic while a guarded read runs on its thread). A panic in our own code is a bug,
+/// not damage: it is printed as usual and goes on unwinding.
 pub fn guarded<T>(
     path: &Path,
     read: impl FnOnce() -> Result<T, ReadError>,
@@ -162,7 +178,9 @@ pub fn guarded<T>(
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !GUARDED.with(std::cell::Cell::get) {
+            let library = info.location().is_some_and(|l| in_library(l.file()));
+            LIBRARY_PANIC.with(|p| p.set(library));
+            if !(library && GUARDED.with(std::cell::Cell::get)) {
                 previous(info);
             }
         }));
@@ -171,6 +189,9 @@ pub fn guarded<T>(
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
     GUARDED.with(|g| g.set(outer));
     result.unwrap_or_else(|payload| {
+        if !LIBRARY_PANIC.with(std::cell::Cell::get) {
+            std::panic::resume_unwind(payload);
+        }
         let why = payload
             .downcast_ref::<&str>()
             .map(|s| (*s).to_owned())
@@ -229,12 +250,33 @@ mod tests {
     use std::path::Path;
 
     /// The Parquet library's assertion on a negative column chunk offset, as `proptest` found it
-    /// in `tests/parquet_fuzz.rs`: a panic inside a guarded read is an error about the file.
+    /// in `tests/parquet_fuzz.rs`: a panic of the library inside a guarded read is an error
+    /// about the file.
     #[test]
-    fn a_panic_of_the_reader_is_an_error_naming_the_file() {
+    fn a_panic_of_the_parquet_library_is_an_error_naming_the_file() {
         let path = Path::new("data/table=steps/part-1.parquet");
+        // A panic located in the library: the library's own `byte_range` on damaged metadata.
         let result: Result<(), ReadError> = guarded(path, || {
-            panic!("column start and length should not be negative")
+            let column = parquet::schema::types::ColumnDescriptor::new(
+                std::sync::Arc::new(
+                    parquet::schema::types::Type::primitive_type_builder(
+                        "c",
+                        parquet::basic::Type::INT64,
+                    )
+                    .build()
+                    .expect("a type"),
+                ),
+                0,
+                0,
+                parquet::schema::types::ColumnPath::new(vec!["c".into()]),
+            );
+            let chunk =
+                parquet::file::metadata::ColumnChunkMetaData::builder(std::sync::Arc::new(column))
+                    .set_data_page_offset(-4)
+                    .build()
+                    .expect("metadata");
+            let _ = chunk.byte_range();
+            Ok(())
         });
         let message = result.expect_err("an error").to_string();
         assert!(
@@ -252,5 +294,35 @@ mod tests {
         })
         .expect_err("the read's own error");
         assert!(error.to_string().ends_with("no column \"plan\""), "{error}");
+    }
+
+    /// A panic in our own code inside a guarded read is a bug: it is not taken for a damaged
+    /// file, it goes on unwinding.
+    #[test]
+    fn a_panic_of_our_own_code_goes_on_unwinding() {
+        let path = Path::new("data/table=steps/part-1.parquet");
+        let unwound = std::panic::catch_unwind(|| {
+            let _ = guarded::<()>(path, || panic!("a bug of ours"));
+        });
+        let payload = unwound.expect_err("the panic went on");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a bug of ours"));
+    }
+
+    #[test]
+    fn library_paths() {
+        for file in [
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/parquet-60.1.0/src/file/metadata/mod.rs",
+            "/root/.cargo/registry/src/x/arrow-array-60.0.0/src/array/mod.rs",
+            "vendor/parquet/src/file/reader.rs",
+        ] {
+            assert!(super::in_library(file), "{file}");
+        }
+        for file in [
+            "src/dataset/reader.rs",
+            "/home/me/parquet-tools/shadow-reconciler/src/analyze/scan.rs",
+            "tests/parquet_fuzz.rs",
+        ] {
+            assert!(!super::in_library(file), "{file}");
+        }
     }
 }

@@ -41,8 +41,9 @@ Then it checks invariants of our own:
 - listen addresses: a shadow-reconciler container with an HTTP probe gives `--listen` on all
   interfaces at the probe's port (the binary defaults to loopback), and its OTLP receivers
   (`--otlp-grpc`, `--otlp-http`) stay on loopback;
-- every NetworkPolicy egress rule names its destinations (`to`, no `0.0.0.0/0` or `::/0`),
-  except DNS (port 53 only);
+- every NetworkPolicy egress rule names its destinations (`to`, valid CIDRs, none of prefix 0),
+  except DNS (port 53 only), and the API server's rule (443/6443) holds exactly the CIDR of
+  deploy/base/apiserver-egress.yaml;
 - namespaced objects carry a namespace and cluster-scoped ones do not;
 - in a render with workloads: every Service selects pods of the render and its named targetPorts
   exist on them, every ServiceMonitor endpoint finds a Service port of that name, and every
@@ -56,6 +57,7 @@ import argparse
 import copy
 import glob
 import importlib.resources
+import ipaddress
 import json
 import os
 import re
@@ -665,6 +667,10 @@ def check_listen(doc, failures, where, c, args):
                                                f"give --listen 0.0.0.0:{port}")
 
 
+# The API server's CIDR as deploy/base/apiserver-egress.yaml sets it (read in main).
+APISERVER_CIDR = None
+
+
 def check_network_policy(doc, failures):
     for i, rule in enumerate(doc.data.get("spec", {}).get("egress") or []):
         ports = {p.get("port") for p in rule.get("ports") or []}
@@ -676,9 +682,22 @@ def check_network_policy(doc, failures):
                                                       "to any destination: name them")
         for j, peer in enumerate(peers):
             cidr = (peer.get("ipBlock") or {}).get("cidr")
-            if cidr in ("0.0.0.0/0", "::/0"):
-                failures.add(doc, f"spec.egress[{i}].to[{j}].ipBlock.cidr",
-                             f"{cidr} is any destination")
+            if cidr is None:
+                continue
+            where = f"spec.egress[{i}].to[{j}].ipBlock.cidr"
+            try:
+                network = ipaddress.ip_network(str(cidr), strict=False)
+            except ValueError:
+                failures.add(doc, where, f"{cidr!r} is not a CIDR")
+                continue
+            if network.prefixlen == 0:
+                failures.add(doc, where, f"{cidr} is any destination")
+            if (ports & {443, 6443} and APISERVER_CIDR is not None
+                    and str(cidr) != APISERVER_CIDR):
+                failures.add(doc, where, f"{cidr} is not the API server's CIDR of "
+                                         f"deploy/base/apiserver-egress.yaml ({APISERVER_CIDR}): "
+                                         "the replacement in deploy/base/kustomization.yaml "
+                                         "points at another rule")
 
 
 def check_scope(doc, failures, crds):
@@ -788,6 +807,11 @@ def main():
         fail(f"{root} has no deploy/base")
 
     builtin = BuiltinSchemas(args.kubernetes_version)
+    global APISERVER_CIDR
+    egress = os.path.join(root, "deploy", "base", "apiserver-egress.yaml")
+    if os.path.exists(egress):
+        with open(egress, encoding="utf-8") as f:
+            APISERVER_CIDR = str((yaml.safe_load(f).get("data") or {}).get("cidr"))
     crds = CrdSchemas(root)
     monitoring = MonitoringSchemas(os.path.abspath(args.npm_dir), builtin)
     targets = ["deploy/base"] + sorted(
