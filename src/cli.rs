@@ -307,13 +307,13 @@ impl ParquetArgs {
     fn start_unchecked(&self, dir: &Path, health: Option<HealthCounters>) -> ParquetSink {
         let mut config = SinkConfig::new(dir);
         config.capacity = self.parquet_capacity;
-        config.writer.max_file_rows = self.parquet_max_rows.max(1);
+        config.writer.max_file_rows = self.parquet_max_rows;
         config.writer.row_group_rows = config
             .writer
             .row_group_rows
             .min(config.writer.max_file_rows);
-        config.writer.max_file_bytes = self.parquet_max_mib.max(1) << 20;
-        config.writer.max_file_age = Duration::from_secs(self.parquet_max_age.max(1));
+        config.writer.max_file_bytes = self.parquet_max_mib << 20;
+        config.writer.max_file_age = Duration::from_secs(self.parquet_max_age);
         ParquetSink::start(config, health)
     }
 

@@ -410,7 +410,7 @@ fn a_corrupt_file_is_skipped_and_reported_not_fatal() {
     let source = dataset("mixed");
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("data");
-    copy_dir(source, &copy);
+    common::copy_dir(source, &copy);
     let partition = std::fs::read_dir(copy.join("table=steps"))
         .unwrap()
         .next()
@@ -447,17 +447,4 @@ fn a_corrupt_file_is_skipped_and_reported_not_fatal() {
         "warned: {}",
         text(&out.stderr)
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

@@ -11,33 +11,13 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, StringArray};
 use shadow_reconciler::dataset::reader;
 
 const KILLS: usize = 100;
-
-fn ids(path: &Path) -> HashSet<String> {
-    let mut found = HashSet::new();
-    for batch in reader::open(path, &["reconcile_id"])
-        .unwrap_or_else(|e| panic!("a committed file cannot be opened: {e}"))
-    {
-        let batch = batch.unwrap_or_else(|e| panic!("a committed file cannot be read: {e}"));
-        let column = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .expect("reconcile_id is a string column");
-        for i in 0..column.len() {
-            found.insert(column.value(i).to_owned());
-        }
-    }
-    found
-}
 
 /// A small deterministic generator for the kill times (no dependency on the clock).
 struct Draws(u64);
@@ -73,7 +53,10 @@ fn check_after_kill(dir: &Path, label: &str, findings: &mut Findings) {
     // row its reconcile.
     let mut reconciles = 0;
     for (reconciles_file, steps_file) in &parts.pairs {
-        let (r, s) = (ids(reconciles_file), ids(steps_file));
+        let (r, s) = (
+            common::reconcile_ids(reconciles_file),
+            common::reconcile_ids(steps_file),
+        );
         assert_eq!(
             r,
             s,
@@ -87,29 +70,14 @@ fn check_after_kill(dir: &Path, label: &str, findings: &mut Findings) {
     }
     findings.with_data += 1;
     findings.reconciles += reconciles;
-    let analysis = binary()
-        .args(["analyze", "--format", "json"])
-        .arg(dir)
-        .output()
-        .expect("run analyze");
-    let doc: serde_json::Value = serde_json::from_slice(&analysis.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{label}: analyze printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&analysis.stderr)
-        )
-    });
+    let doc = common::analyze_json(dir);
     let skipped = doc["files_skipped"].as_array().map_or(0, Vec::len);
     assert_eq!(
         skipped,
         parts.orphans.len(),
         "{label}: analyze skips exactly the half rotations: {doc}"
     );
-    let counted: u64 = doc["plans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["reconciles"].as_u64())
-        .sum();
+    let counted = common::counted_reconciles(&doc);
     assert_eq!(
         counted, reconciles as u64,
         "{label}: analyze counts the whole parts' reconciles"

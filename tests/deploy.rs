@@ -34,7 +34,7 @@ fn the_manifests_render_and_pass_schema_validation() {
 /// Copies `deploy/` under a fresh root, applies `edits` (file, from, to), and runs the checker.
 fn check_edited(edits: &[(&str, &str, &str)]) -> (bool, String) {
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&root().join("deploy"), &tmp.path().join("deploy"));
+    common::copy_dir(&root().join("deploy"), &tmp.path().join("deploy"));
     for (file, from, to) in edits {
         let path = tmp.path().join("deploy").join(file);
         let text = std::fs::read_to_string(&path).unwrap();
@@ -54,19 +54,6 @@ fn check_edited(edits: &[(&str, &str, &str)]) -> (bool, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// The least-privilege checks fail on what they guard: a delete for every name, a grant outside

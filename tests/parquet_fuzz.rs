@@ -11,12 +11,11 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use proptest::prelude::*;
 use shadow_reconciler::dataset::reader;
@@ -55,7 +54,7 @@ fn base() -> &'static Base {
                 (
                     r.strip_prefix(&root).unwrap().to_owned(),
                     s.strip_prefix(&root).unwrap().to_owned(),
-                    reconcile_ids(r).len() as u64,
+                    common::reconcile_ids(r).len() as u64,
                 )
             })
             .collect();
@@ -70,22 +69,6 @@ fn base() -> &'static Base {
             parts,
         }
     })
-}
-
-fn reconcile_ids(path: &Path) -> HashSet<String> {
-    let mut found = HashSet::new();
-    for batch in reader::open(path, &["reconcile_id"]).expect("open") {
-        let batch = batch.expect("read");
-        let column = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .expect("a string column");
-        for i in 0..column.len() {
-            found.insert(column.value(i).to_owned());
-        }
-    }
-    found
 }
 
 /// A damage done to one file.
@@ -194,19 +177,6 @@ fn apply(damage: &Damage, path: &Path, sibling: &Path) {
     std::fs::write(path, bytes).expect("write the damaged file");
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// Damages file `steps` (or `reconciles`) of part `part` in a copy of the base, runs analyze and
 /// checks what it says.
 fn check(part: usize, steps: bool, damage: &Damage) {
@@ -216,7 +186,7 @@ fn check(part: usize, steps: bool, damage: &Damage) {
     let total: u64 = base.parts.iter().map(|p| p.2).sum();
     let copy = tempfile::tempdir().expect("temp dir");
     let root = copy.path().join("data");
-    copy_dir(&base.root, &root);
+    common::copy_dir(&base.root, &root);
     let (target, sibling) = if steps {
         (root.join(steps_file), root.join(reconciles_file))
     } else {
@@ -263,12 +233,7 @@ fn check(part: usize, steps: bool, damage: &Damage) {
             )
         })
         .collect();
-    let counted: u64 = doc["plans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["reconciles"].as_u64())
-        .sum();
+    let counted = common::counted_reconciles(&doc);
     let sibling_name = sibling.to_string_lossy().into_owned();
     if skipped.iter().any(|(p, _)| *p == name) {
         assert!(

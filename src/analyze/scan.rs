@@ -115,7 +115,7 @@ pub fn scan(
         error: format!(
             "half of a rotation: this {} file has no {} file of the same name (a writer stopped between committing the two); not counted",
             o.table.as_str(),
-            other_table(o.table).as_str(),
+            o.table.other().as_str(),
         ),
         path: o.path,
     }));
@@ -140,13 +140,6 @@ pub fn scan(
     });
     total.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(total)
-}
-
-fn other_table(table: Table) -> Table {
-    match table {
-        Table::Steps => Table::Reconciles,
-        Table::Reconciles => Table::Steps,
-    }
 }
 
 /// Counts one whole part into `into`: both files, or neither (each unreadable file skipped
@@ -177,7 +170,7 @@ fn count_part(reconciles: &Path, steps: &Path, ctx: &Ctx, into: &mut Counts) {
             Err(e) => e.to_string(),
             Ok(()) => format!(
                 "its {} file cannot be read, so this {} file is not counted either (a part counts whole or not at all)",
-                other_table(table).as_str(),
+                table.other().as_str(),
                 table.as_str()
             ),
         };

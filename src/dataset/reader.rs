@@ -85,8 +85,6 @@ pub struct Orphan {
 /// whose sibling is missing (a writer died between its two renames; see docs/parquet.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Parts {
-    /// Every file of a whole part, with its table, sorted by path.
-    pub files: Vec<(Table, PathBuf)>,
     /// The whole parts: (`reconciles` file, `steps` file), sorted by path.
     pub pairs: Vec<(PathBuf, PathBuf)>,
     /// Files without their sibling, sorted by path: not part of the dataset.
@@ -95,50 +93,37 @@ pub struct Parts {
 
 /// The parts of the dataset under `dir`.
 pub fn parts(dir: &Path) -> Result<Parts, ReadError> {
-    let relative = |table: Table, path: &Path| -> PathBuf {
-        path.strip_prefix(dir.join(format!("table={}", table.as_str())))
-            .map_or_else(|_| path.to_owned(), Path::to_path_buf)
+    // Each table's files by their path under `table=...`: a part's two files share it.
+    let by_key = |table: Table| -> Result<std::collections::BTreeMap<PathBuf, PathBuf>, ReadError> {
+        let root = dir.join(format!("table={}", table.as_str()));
+        Ok(files(dir, table)?
+            .into_iter()
+            .map(|path| {
+                let key = path
+                    .strip_prefix(&root)
+                    .map_or_else(|_| path.clone(), Path::to_path_buf);
+                (key, path)
+            })
+            .collect())
     };
-    let reconciles = files(dir, Table::Reconciles)?;
-    let steps = files(dir, Table::Steps)?;
-    let keys = |table: Table, list: &[PathBuf]| -> std::collections::HashSet<PathBuf> {
-        list.iter().map(|p| relative(table, p)).collect()
-    };
-    let (have_reconciles, have_steps) = (
-        keys(Table::Reconciles, &reconciles),
-        keys(Table::Steps, &steps),
-    );
+    let reconciles = by_key(Table::Reconciles)?;
+    let mut steps = by_key(Table::Steps)?;
     let mut parts = Parts::default();
-    for (table, list, other) in [
-        (Table::Reconciles, &reconciles, &have_steps),
-        (Table::Steps, &steps, &have_reconciles),
-    ] {
-        for path in list {
-            if other.contains(&relative(table, path)) {
-                parts.files.push((table, path.clone()));
-            } else {
-                parts.orphans.push(Orphan {
-                    table,
-                    path: path.clone(),
-                });
-            }
+    for (key, r) in reconciles {
+        match steps.remove(&key) {
+            Some(s) => parts.pairs.push((r, s)),
+            None => parts.orphans.push(Orphan {
+                table: Table::Reconciles,
+                path: r,
+            }),
         }
     }
-    parts.files.sort_by(|a, b| a.1.cmp(&b.1));
-    parts.orphans.sort_by(|a, b| a.path.cmp(&b.path));
-    let steps_by_key: std::collections::HashMap<PathBuf, &PathBuf> = steps
-        .iter()
-        .map(|p| (relative(Table::Steps, p), p))
-        .collect();
-    parts.pairs = reconciles
-        .iter()
-        .filter_map(|r| {
-            steps_by_key
-                .get(&relative(Table::Reconciles, r))
-                .map(|s| (r.clone(), (*s).clone()))
-        })
-        .collect();
+    parts.orphans.extend(steps.into_values().map(|path| Orphan {
+        table: Table::Steps,
+        path,
+    }));
     parts.pairs.sort();
+    parts.orphans.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(parts)
 }
 

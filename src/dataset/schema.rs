@@ -27,6 +27,15 @@ impl Table {
         }
     }
 
+    /// The other table: where a file's sibling of the same part lives.
+    #[must_use]
+    pub const fn other(self) -> Self {
+        match self {
+            Self::Reconciles => Self::Steps,
+            Self::Steps => Self::Reconciles,
+        }
+    }
+
     /// The table's Arrow schema.
     #[must_use]
     pub fn schema(self) -> SchemaRef {

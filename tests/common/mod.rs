@@ -147,10 +147,55 @@ pub fn analyze_json(data: &std::path::Path) -> serde_json::Value {
         .expect("run analyze");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "analyze printed no JSON ({e}): {}",
+            "analyze {} printed no JSON ({e}): {}",
+            data.display(),
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// The reconciles `analyze`'s JSON counted, over all plans.
+pub fn counted_reconciles(doc: &serde_json::Value) -> u64 {
+    doc["plans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["reconciles"].as_u64())
+        .sum()
+}
+
+/// The distinct `reconcile_id`s of one Parquet file of the dataset (either table).
+pub fn reconcile_ids(path: &std::path::Path) -> std::collections::HashSet<String> {
+    use arrow_array::{Array, StringArray};
+    let mut found = std::collections::HashSet::new();
+    let batches = shadow_reconciler::dataset::reader::open(path, &["reconcile_id"])
+        .unwrap_or_else(|e| panic!("a committed file cannot be opened: {e}"));
+    for batch in batches {
+        let batch = batch.unwrap_or_else(|e| panic!("a committed file cannot be read: {e}"));
+        let column = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("reconcile_id is a string column");
+        for i in 0..column.len() {
+            found.insert(column.value(i).to_owned());
+        }
+    }
+    found
+}
+
+/// Copies the directory tree `from` to `to`.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }
 
 /// A child process, killed when dropped (a failed assertion leaves no server behind).
