@@ -7,9 +7,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use shadow_reconciler::model::montecarlo::{draw_world, drive_candidate};
 use shadow_reconciler::model::{Diff, Policy, drive};
 use shadow_reconciler::plan::embedded;
-use shadow_reconciler::simulate::{Rng, draw_world, drive_candidate};
+use shadow_reconciler::util::Rng;
 
 fn models(c: &mut Criterion) {
     let plan = Arc::new(embedded::load("hostedcluster").expect("shipped plan"));

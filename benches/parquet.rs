@@ -11,10 +11,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use shadow_reconciler::dataset::{DatasetWriter, WriterConfig};
-use shadow_reconciler::engine::{Mode, ObjectKey, ReconcileRecord, StepRecord};
-use shadow_reconciler::outcome::{Category, ErrorClass, Execution};
+use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, StepRecord};
 use shadow_reconciler::plan::{ReconcilePlan, embedded};
-use shadow_reconciler::simulate::Rng;
+use shadow_reconciler::util::Rng;
+use shadow_reconciler::vocab::Mode;
+use shadow_reconciler::vocab::{Category, ErrorClass, Execution};
 
 /// A shadow reconcile of `plan`: the control stops at a random operation (or succeeds), the
 /// candidate reuses what the control ran and dry-runs the rest, 5% of which fail.
@@ -25,7 +26,7 @@ fn record(plan: &ReconcilePlan, i: usize, rng: &mut Rng) -> ReconcileRecord {
     } else {
         n
     };
-    let mut step = |seq: usize, op: shadow_reconciler::plan::OpId, candidate: bool| {
+    let mut step = |seq: usize, op: shadow_reconciler::vocab::OpId, candidate: bool| {
         let o = plan.operation(op);
         let (execution, outcome, class) = match (candidate, seq.cmp(&stop_at)) {
             (false, std::cmp::Ordering::Less) => (Execution::Real, "succeeded", None),

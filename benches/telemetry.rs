@@ -5,11 +5,12 @@ use std::hint::black_box;
 use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use shadow_reconciler::engine::{Mode, ObjectKey, ReconcileRecord, Sink, StepRecord};
-use shadow_reconciler::outcome::{Category, ErrorClass, Execution};
+use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
 use shadow_reconciler::plan::embedded;
 use shadow_reconciler::telemetry::http::Telemetry;
 use shadow_reconciler::telemetry::traces::TraceSink;
+use shadow_reconciler::vocab::Mode;
+use shadow_reconciler::vocab::{Category, ErrorClass, Execution};
 
 /// A shadow reconcile of the hostedcluster plan where the control stopped at `SSHKeySync` and the
 /// candidate ran everything else in dry-run.
@@ -20,7 +21,7 @@ fn record() -> ReconcileRecord {
         .iter()
         .position(|&op| plan.name_of(op) == "SSHKeySync")
         .expect("op");
-    let step = |i: usize, op: shadow_reconciler::plan::OpId, candidate: bool| {
+    let step = |i: usize, op: shadow_reconciler::vocab::OpId, candidate: bool| {
         let o = plan.operation(op);
         let (execution, outcome, class) = match (candidate, i.cmp(&stop_at)) {
             (_, std::cmp::Ordering::Less) => (

@@ -15,7 +15,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use shadow_reconciler::model::{Diff, Policy, StepResult, drive};
-//! use shadow_reconciler::outcome::ErrorClass;
+//! use shadow_reconciler::vocab::ErrorClass;
 //! use shadow_reconciler::plan::embedded;
 //!
 //! let plan = Arc::new(embedded::load("hostedcluster").unwrap());
@@ -35,20 +35,16 @@
 //! ```
 
 pub mod analyze;
-mod civil;
-pub mod controller;
 pub mod dataset;
 pub mod engine;
 pub mod flag;
 pub mod ingest;
 pub mod manifests;
 pub mod model;
-pub mod outcome;
 pub mod plan;
 pub mod reconcilers;
 pub mod scenario;
-mod serve;
 pub mod sim;
-pub mod simulate;
 pub mod telemetry;
-pub mod yaml;
+pub mod util;
+pub mod vocab;

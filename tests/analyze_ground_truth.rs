@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use shadow_reconciler::analyze::{self, FindingCode, Readiness, Reason, Verdict};
 use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
-use shadow_reconciler::engine::Mode;
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario::population::Faults;
 use shadow_reconciler::scenario::{self, Scenario};
+use shadow_reconciler::vocab::Mode;
 
 /// The population's seed; `GROUND_TRUTH_SEED` replays the tests on another population.
 fn seed() -> u64 {
@@ -220,7 +220,7 @@ async fn a_misclassified_operation_is_contradicted_and_the_suggestion_raises_no_
     let deployments = suggested.lookup("OperatorDeployments").unwrap();
     assert_eq!(
         suggested.operation(release).category(),
-        shadow_reconciler::outcome::Category::Critical
+        shadow_reconciler::vocab::Category::Critical
     );
     assert!(
         suggested

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use shadow_reconciler::analyze::{self, FindingCode, Readiness, Reason, Verdict};
 use shadow_reconciler::plan::ReconcilePlan;
-use shadow_reconciler::simulate::Rng;
+use shadow_reconciler::util::Rng;
 
 /// Four independent non-critical operations (the hypothesis), one rollout group.
 const PLAN: &str = "apiVersion: shadow-reconciler.io/v1alpha1

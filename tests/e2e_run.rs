@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::apiserver::{ControlPlane, free_port, http_exchange, tail};
 use shadow_reconciler::scenario::population;
-use shadow_reconciler::simulate::Rng;
+use shadow_reconciler::util::Rng;
 
 const NAMESPACE: &str = "shadow-reconciler";
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:shadow-reconciler:shadow-reconciler";

@@ -11,14 +11,15 @@ use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use shadow_reconciler::engine::dryrun::USER_AGENT;
 use shadow_reconciler::engine::{
-    ConflictResolution, Engine, EngineSettings, MemorySink, Mode, ReconcileRecord,
+    ConflictResolution, Engine, EngineSettings, MemorySink, ReconcileRecord,
 };
-use shadow_reconciler::outcome::{ErrorClass, Execution};
 use shadow_reconciler::reconcilers::addon::{
     AddOnReconciler, ClusterManagementAddOn, ClusterManagementAddOnSpec, ConfigRef,
     InstallStrategy, PlacementRef,
 };
 use shadow_reconciler::sim::{Action, Match, Rule, SimConfig, Simulator};
+use shadow_reconciler::vocab::Mode;
+use shadow_reconciler::vocab::{ErrorClass, Execution};
 
 async fn fixture() -> (Simulator, kube::Client) {
     let (sim, client) = start_sim(SimConfig::default()).await;

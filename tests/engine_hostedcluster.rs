@@ -13,13 +13,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 use shadow_reconciler::engine::dryrun::USER_AGENT;
-use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, Mode, ReconcileRecord};
-use shadow_reconciler::outcome::Execution;
+use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, ReconcileRecord};
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, HostedClusterSpec, HostedControlPlane, LocalRef,
     Release,
 };
 use shadow_reconciler::sim::{Action, Match, Rule, SimConfig, Simulator};
+use shadow_reconciler::vocab::Execution;
+use shadow_reconciler::vocab::Mode;
 
 const NS: &str = "clusters";
 

@@ -12,14 +12,15 @@ use common::start_sim;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, Mode, ReconcileRecord};
+use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, ReconcileRecord};
 use shadow_reconciler::flag::watch::{self, Target};
 use shadow_reconciler::flag::{FlagSpec, LiveFlag, Ramp, Reason, bucket};
 use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
 use shadow_reconciler::scenario::population;
 use shadow_reconciler::sim::{SimConfig, Simulator};
-use shadow_reconciler::simulate::Rng;
 use shadow_reconciler::telemetry::http::Telemetry;
+use shadow_reconciler::util::Rng;
+use shadow_reconciler::vocab::Mode;
 
 const NS: &str = "shadow-reconciler";
 const NAME: &str = "shadow-reconciler-flag";
@@ -103,7 +104,7 @@ impl Process {
         synced_rx
             .await
             .expect("the flag's watch lists the ConfigMap");
-        let controller = tokio::spawn(shadow_reconciler::controller::run(
+        let controller = tokio::spawn(shadow_reconciler::engine::controller::run(
             Arc::new(engine),
             Api::<ClusterManagementAddOn>::all(client.clone()),
             until(stopped),

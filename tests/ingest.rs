@@ -17,7 +17,7 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Sta
 use prost::Message;
 use shadow_reconciler::engine::{MemorySink, Sink};
 use shadow_reconciler::ingest::{Assembler, Convention, Ingest, Limits, receiver};
-use shadow_reconciler::outcome::{ErrorClass, Execution};
+use shadow_reconciler::vocab::{ErrorClass, Execution};
 
 fn kv(key: &str, value: &str) -> KeyValue {
     KeyValue {

@@ -195,7 +195,7 @@ fn populate(kubeconfig: &Path) {
         shadow_reconciler::scenario::population::create_crds(&client)
             .await
             .unwrap();
-        let mut rng = shadow_reconciler::simulate::Rng::new(9);
+        let mut rng = shadow_reconciler::util::Rng::new(9);
         shadow_reconciler::scenario::population::create(
             &client,
             shadow_reconciler::scenario::population::Faults::of(

@@ -5,8 +5,9 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use shadow_reconciler::dataset::{ParquetSink, ShutdownError, SinkConfig, Table, reader};
-use shadow_reconciler::engine::{Mode, ObjectKey, ReconcileRecord, Sink, StepRecord};
-use shadow_reconciler::outcome::{Category, ErrorClass, Execution};
+use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
+use shadow_reconciler::vocab::Mode;
+use shadow_reconciler::vocab::{Category, ErrorClass, Execution};
 
 const SECRET: &str = "c2VjcmV0LXB1bGwtc2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA=";
 

@@ -4,7 +4,7 @@
 //! output stays bounded whatever the input echoes.
 
 use shadow_reconciler::plan::{PlanError, ReconcilePlan};
-use shadow_reconciler::simulate::Rng;
+use shadow_reconciler::util::Rng;
 
 /// Words of the YAML library's own API or of Rust types: never in a diagnostic.
 const LIBRARY_WORDS: &[&str] = &[

@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use shadow_reconciler::model::{Diff, Policy, Report, StepResult, drive};
-use shadow_reconciler::outcome::{ErrorClass, Outcome, ShadowPolicy};
-use shadow_reconciler::plan::{OpSet, ReconcilePlan};
-use shadow_reconciler::simulate::Rng;
+use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::util::Rng;
+use shadow_reconciler::vocab::OpSet;
+use shadow_reconciler::vocab::{ErrorClass, Outcome, ShadowPolicy};
 
 const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/model-vectors.json");
 
@@ -103,7 +104,7 @@ fn case(plan: &Arc<ReconcilePlan>, groups: &[String], rate: f64, rng: &mut Rng) 
             failing.insert(op.id(), (class, message));
         }
     }
-    let real = |op: shadow_reconciler::plan::OpId| match failing.get(&op) {
+    let real = |op: shadow_reconciler::vocab::OpId| match failing.get(&op) {
         Some((class, message)) => StepResult::failed(*class, message.clone()),
         None => StepResult::succeeded(),
     };
@@ -117,7 +118,7 @@ fn case(plan: &Arc<ReconcilePlan>, groups: &[String], rate: f64, rng: &mut Rng) 
         }
     });
     let diff = Diff::between(&control, &candidate).expect("same plan");
-    let op_names = |ops: &[shadow_reconciler::plan::OpId]| -> Vec<String> {
+    let op_names = |ops: &[shadow_reconciler::vocab::OpId]| -> Vec<String> {
         ops.iter().map(|op| plan.name_of(*op).to_owned()).collect()
     };
     let reordered: Vec<Value> = diff
@@ -221,8 +222,8 @@ const FLAG_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/flag-ve
 /// and ramp. Any other implementation of the flag must bucket objects the same, or one object
 /// would be inside a ramp for one reader and outside it for another.
 fn generate_flag() -> Value {
-    use shadow_reconciler::engine::Mode;
     use shadow_reconciler::flag::{Ramp, below, bucket};
+    use shadow_reconciler::vocab::Mode;
     let mut rng = Rng::new(7_001);
     let hex = |rng: &mut Rng, n: usize| -> String {
         (0..n)

@@ -4,10 +4,10 @@ mod common;
 
 use common::{id, phased_all, run_failing, shipped};
 use shadow_reconciler::model::{Diff, Policy};
-use shadow_reconciler::outcome::{Category, Gate, Outcome, ShadowPolicy};
 use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::vocab::{Category, Gate, Outcome, ShadowPolicy};
 
-fn names(plan: &ReconcilePlan, ops: &[shadow_reconciler::plan::OpId]) -> Vec<String> {
+fn names(plan: &ReconcilePlan, ops: &[shadow_reconciler::vocab::OpId]) -> Vec<String> {
     ops.iter().map(|&op| plan.name_of(op).to_owned()).collect()
 }
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use shadow_reconciler::engine::Mode;
 use shadow_reconciler::scenario::{Scenario, Settings, run};
+use shadow_reconciler::vocab::Mode;
 
 fn small(scenario: Scenario, mode: Mode) -> Settings {
     Settings {

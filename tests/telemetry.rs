@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shadow_reconciler::engine::Mode;
 use shadow_reconciler::scenario::{Scenario, Settings, run};
 use shadow_reconciler::telemetry::http::{Server, Telemetry};
+use shadow_reconciler::vocab::Mode;
 
 /// Sample lines `name{labels} value` of one family, as (labels, value).
 fn samples(exposition: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {

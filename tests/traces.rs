@@ -15,13 +15,14 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, Mode};
+use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink};
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, HostedClusterSpec, HostedControlPlane, LocalRef,
     Release,
 };
 use shadow_reconciler::sim::SimConfig;
 use shadow_reconciler::telemetry::traces::TraceSink;
+use shadow_reconciler::vocab::Mode;
 
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::outcome::{Category, ErrorClass};
-use crate::plan::{OpId, ReconcilePlan};
+use crate::plan::ReconcilePlan;
+use crate::vocab::OpId;
+use crate::vocab::{Category, ErrorClass};
 
 use super::counts::{OpCounts, PlanCounts, flag};
 use super::pairs::{self, declared};

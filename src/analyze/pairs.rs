@@ -7,7 +7,8 @@ use std::collections::{BTreeSet, HashSet};
 use super::Pair;
 use super::counts::{ObjectCounts, PlanCounts, REUSED_FAILED, Rate, RunKey, Signature, flag};
 use super::stats::{separated, wilson};
-use crate::plan::{OpId, ReconcilePlan};
+use crate::plan::ReconcilePlan;
+use crate::vocab::OpId;
 
 /// A dependency `(x, y)`: `y` depends on `x`, by operation index.
 pub type Edge = (usize, usize);

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::counts::{PlanCounts, flag};
 use super::{Finding, FindingCode, GroupReport, Pair, Readiness, Reason, Verdict, VerdictReport};
-use crate::plan::{OpId, ReconcilePlan};
+use crate::plan::ReconcilePlan;
+use crate::vocab::OpId;
 
 /// How to test a classification that was never exercised.
 const NOT_EXERCISED: &str = "enforcing changes nothing observed so far for an operation that never failed; to test its classification, make it fail where that is safe and record the shadow there: a fault scenario in staging (remove or break an input it reads), or `shadow-reconciler simulate --scenario mixed --with-plan PLAN` for the reference reconcilers; then analyze again";

@@ -14,8 +14,8 @@ use super::counts::{
     Signature, flag,
 };
 use crate::dataset::{Table, reader};
-use crate::outcome::ErrorClass;
 use crate::plan::ReconcilePlan;
+use crate::vocab::ErrorClass;
 
 /// Columns of `steps` the analysis reads.
 pub const STEP_COLUMNS: [&str; 15] = [
@@ -378,7 +378,7 @@ impl<'a> StepBatch<'a> {
             let end = usize::try_from(offsets[i + 1]).unwrap_or(start);
             (start..end)
                 .filter_map(|j| plan.lookup(self.blocked_names.value(j)))
-                .map(crate::plan::OpId::index)
+                .map(crate::vocab::OpId::index)
                 .collect()
         } else {
             Vec::new()

@@ -343,7 +343,7 @@ impl StepRows {
         self.execution.append_value(s.execution.as_str());
         self.outcome.append_value(s.outcome);
         self.error_class
-            .append_option(s.error_class.map(crate::outcome::ErrorClass::as_str));
+            .append_option(s.error_class.map(crate::vocab::ErrorClass::as_str));
         self.message.append_option(s.message.as_deref().map(redact));
         append_names(&mut self.blocked_by, &s.blocked_by);
         self.offset_us.append_value(micros(s.offset));

@@ -186,7 +186,7 @@ pub fn guarded<T>(
             path: path.to_owned(),
             message: format!(
                 "a damaged Parquet file: the Parquet reader gave up on it ({})",
-                crate::yaml::bounded(&why, 200)
+                crate::util::yaml::bounded(&why, 200)
             ),
         })
     })

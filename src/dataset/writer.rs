@@ -170,7 +170,7 @@ pub fn partition_of(micros: i64) -> String {
     let secs = micros.div_euclid(1_000_000);
     let days = secs.div_euclid(86_400);
     let hour = secs.rem_euclid(86_400) / 3600;
-    let (year, month, day) = crate::civil::from_days(days);
+    let (year, month, day) = crate::util::time::from_days(days);
     format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
 }
 
@@ -181,8 +181,7 @@ impl DatasetWriter {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let mut rng =
-            crate::simulate::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
+        let mut rng = crate::util::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
         Self {
             properties: [
                 properties(Table::Reconciles, config.row_group_rows),

@@ -1,7 +1,7 @@
 //! kube-rs errors into the bounded error classes, by an exhaustive match: a new kube error
 //! variant breaks the build until it is classified.
 
-use crate::outcome::ErrorClass;
+use crate::vocab::ErrorClass;
 
 /// The class of a Kubernetes API status code (and reason, which tells 409s apart).
 #[must_use]

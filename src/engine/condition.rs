@@ -24,7 +24,7 @@ fn merged(conditions: &[Value], condition: &Condition, generation: Option<i64>) 
     // The transition time moves only when the status flips.
     let transition = match existing {
         Some(c) if c["status"] == condition.status.as_str() => c["lastTransitionTime"].clone(),
-        _ => json!(crate::sim::object::now_rfc3339()),
+        _ => json!(crate::util::time::now_rfc3339()),
     };
     let mut entry = json!({
         "type": condition.type_, "status": condition.status.as_str(), "reason": condition.reason,

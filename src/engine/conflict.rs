@@ -80,7 +80,7 @@ where
     let name = cached.meta().name.clone().unwrap_or_default();
     let mut object = cached.clone();
     let mut attempt = 1;
-    let mut rng = crate::simulate::Rng::new(0x5eed ^ u64::try_from(name.len()).unwrap_or(0));
+    let mut rng = crate::util::Rng::new(0x5eed ^ u64::try_from(name.len()).unwrap_or(0));
     loop {
         let new = compute(&object);
         if new == status_of(&object) {

@@ -8,12 +8,13 @@
 pub mod classify;
 pub mod condition;
 pub mod conflict;
+pub mod controller;
 pub mod dryrun;
 pub mod operation;
 pub mod record;
 
 use std::fmt;
-use std::str::FromStr;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,55 +23,13 @@ use kube::Resource;
 pub use operation::{OpContext, OpError, OpOutput, OpResult, Reconciler};
 pub use record::{
     ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
+    record_of_world,
 };
 
 use crate::flag::{Evaluation, FlagSpec, FlagState, GroupRef, LiveFlag, PlanFlag};
 use crate::model::{Decision, Diff, Policy, StepResult};
-use crate::outcome::{Execution, Outcome, ShadowPolicy};
 use crate::plan::{LookupError, ReconcilePlan};
-
-/// Which policies run, ordered from the most cautious (`off`) to `enforce`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Mode {
-    /// The control only (legacy sequential).
-    Off,
-    /// Control legacy sequential; candidate phased, in shadow.
-    Shadow,
-    /// Control phased with the enforced groups; candidate phased with more groups, in shadow.
-    Enforce,
-}
-
-impl Mode {
-    /// The label used in flags, metrics and Parquet.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::Shadow => "shadow",
-            Self::Enforce => "enforce",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "off" => Ok(Self::Off),
-            "shadow" => Ok(Self::Shadow),
-            "enforce" => Ok(Self::Enforce),
-            other => Err(format!(
-                "unknown mode {other:?}; expected off, shadow or enforce"
-            )),
-        }
-    }
-}
+use crate::vocab::{Execution, Mode, Outcome, ShadowPolicy};
 
 /// How the engine runs.
 #[derive(Clone, Debug)]
@@ -330,7 +289,7 @@ impl<R: Reconciler> Engine<R> {
 
     /// Whether `op` runs with retry-on-conflict under `policy`: only enforced operations whose
     /// plan says so, in the phased model.
-    fn retries(&self, op: crate::plan::OpId, policy: &Policy) -> bool {
+    fn retries(&self, op: crate::vocab::OpId, policy: &Policy) -> bool {
         policy.kind() == crate::model::ModelKind::Phased
             && policy.enforced().contains(op)
             && self.plan.operation(op).retry_on_conflict()
@@ -392,7 +351,7 @@ impl<R: Reconciler> Engine<R> {
             let theirs = control_report.step(op);
             let retry = self.retries(op, policy);
             let failed_on_conflict =
-                theirs.outcome.error_class() == Some(crate::outcome::ErrorClass::Conflict);
+                theirs.outcome.error_class() == Some(crate::vocab::ErrorClass::Conflict);
             let reevaluate = failed_on_conflict && retry && !control.retried[i];
             let result = if theirs.executed && !reevaluate && !self.sampled() {
                 trace.executions[i] = Execution::Reused;
@@ -426,7 +385,7 @@ impl<R: Reconciler> Engine<R> {
             .traces
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut rng =
-            crate::simulate::Rng::new(self.trace_seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            crate::util::Rng::new(self.trace_seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let (high, low) = (rng.next_u64(), rng.next_u64() | 1);
         format!("{high:016x}{low:016x}")
     }
@@ -439,7 +398,7 @@ impl<R: Reconciler> Engine<R> {
         let n = self
             .samples
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        crate::simulate::Rng::new(n).next_f64() < self.sample_rate
+        crate::util::Rng::new(n).next_f64() < self.sample_rate
     }
 
     async fn write_condition(
@@ -459,7 +418,7 @@ impl<R: Reconciler> Engine<R> {
 
     async fn execute(
         &self,
-        op: crate::plan::OpId,
+        op: crate::vocab::OpId,
         ctx: &mut OpContext<R::Object, R::State>,
         trace: &mut Trace,
     ) -> StepResult {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::classify::classify;
-use crate::outcome::{ErrorClass, Execution};
+use crate::vocab::{ErrorClass, Execution};
 
 /// An operation's error: its class and its text.
 #[derive(Clone, Debug, PartialEq, Eq)]

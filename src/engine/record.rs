@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::Mode;
 use crate::model::{Diff, Report, Step};
-use crate::outcome::{Category, ErrorClass, Execution, Outcome};
+use crate::vocab::Mode;
+use crate::vocab::{Category, ErrorClass, Execution, Outcome};
 
 /// Which object was reconciled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,7 +142,7 @@ impl ReconcileRecord {
             .map(|step: &Step| {
                 let op = plan.operation(step.op);
                 let i = step.op.index();
-                let names = |ops: &[crate::plan::OpId]| {
+                let names = |ops: &[crate::vocab::OpId]| {
                     ops.iter().map(|&o| plan.name_of(o).to_owned()).collect()
                 };
                 let blocked_by = match &step.outcome {
@@ -193,7 +193,7 @@ impl ReconcileRecord {
     ) -> (Vec<String>, Vec<String>, Vec<String>) {
         let plan = report.plan();
         let names =
-            |ops: &[crate::plan::OpId]| ops.iter().map(|&o| plan.name_of(o).to_owned()).collect();
+            |ops: &[crate::vocab::OpId]| ops.iter().map(|&o| plan.name_of(o).to_owned()).collect();
         (
             names(diff.unblocked()),
             names(diff.newly_blocked()),
@@ -291,4 +291,53 @@ impl Sink for LogSink {
             }
         }
     }
+}
+/// The record of one shadow reconcile of `object` over `world` (one result per operation), as
+/// the engine would have written it: the control runs `control`'s decisions for real, the
+/// candidate reuses what the control ran, runs the rest in dry-run with the world's result, and
+/// leaves `shadow: skip` operations not simulated. For building datasets with a known truth
+/// (the analyzer's ground-truth tests) without an API server.
+///
+/// # Panics
+/// Never: both policies follow `plan`.
+#[must_use]
+pub fn record_of_world(
+    control: &crate::model::Policy,
+    candidate: &crate::model::Policy,
+    object: ObjectKey,
+    started_at: std::time::SystemTime,
+    world: &[crate::model::StepResult],
+    trace_id: Option<String>,
+) -> ReconcileRecord {
+    use crate::model::drive;
+    use crate::model::montecarlo::candidate_result;
+    use crate::vocab::{Execution, ShadowPolicy};
+    let plan = control.plan().clone();
+    let origin = std::time::Instant::now();
+    let mut control_trace = super::Trace::new(plan.len(), origin);
+    let control_report = drive(control, |op| {
+        control_trace.executions[op.id().index()] = Execution::Real;
+        world[op.id().index()].clone()
+    });
+    let mut candidate_trace = super::Trace::new(plan.len(), origin);
+    let candidate_report = drive(candidate, |op| {
+        let i = op.id().index();
+        candidate_trace.executions[i] = if control_report.step(op.id()).executed {
+            Execution::Reused
+        } else if op.shadow() == ShadowPolicy::Skip {
+            Execution::NotSimulated
+        } else {
+            Execution::DryRun
+        };
+        candidate_result(op, &control_report, world)
+    });
+    super::assemble(
+        &plan,
+        object,
+        (crate::vocab::Mode::Shadow, None),
+        started_at,
+        (&control_report, &control_trace),
+        Some((&candidate_report, &candidate_trace)),
+        trace_id,
+    )
 }

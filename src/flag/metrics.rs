@@ -4,8 +4,8 @@
 use prometheus::{Gauge, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use super::{Field, FlagState};
-use crate::engine::Mode;
-use crate::telemetry::metrics::PREFIX;
+use crate::vocab::METRIC_PREFIX as PREFIX;
+use crate::vocab::Mode;
 
 /// The flag's families.
 #[derive(Clone, Debug)]

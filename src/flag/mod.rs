@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 pub use metrics::FlagMetrics;
 pub use parse::{Field, FieldError};
 
-use crate::engine::Mode;
 use crate::plan::ReconcilePlan;
+use crate::vocab::Mode;
 
 /// The annotation through which an object chooses its mode, when the flag allows it.
 pub const ANNOTATION: &str = "shadow-reconciler.io/mode";

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::{FlagSpec, GroupRef, Ramp};
-use crate::engine::Mode;
+use crate::vocab::Mode;
 
 /// A key of the flag ConfigMap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,8 +80,8 @@ impl fmt::Display for FieldError {
         write!(
             f,
             "{prefix}{}: {:?}: {}",
-            crate::yaml::bounded(&self.key, 100),
-            crate::yaml::bounded(&self.value, 100),
+            crate::util::yaml::bounded(&self.key, 100),
+            crate::util::yaml::bounded(&self.value, 100),
             self.message
         )
     }

@@ -6,7 +6,7 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::{Span, status};
 
 use crate::engine::classify::class_of_status;
-use crate::outcome::ErrorClass;
+use crate::vocab::ErrorClass;
 
 /// Attribute naming a reconcile span's plan (on the span or its resource).
 pub const PLAN_ATTRIBUTE: &str = "shadow_reconciler.plan";

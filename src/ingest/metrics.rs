@@ -4,7 +4,7 @@
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
 use super::reconstruct::Counts;
-use crate::telemetry::metrics::PREFIX;
+use crate::vocab::METRIC_PREFIX as PREFIX;
 
 /// The ingest's families.
 #[derive(Clone, Debug)]

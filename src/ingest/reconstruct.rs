@@ -13,11 +13,13 @@ use std::time::{Duration, Instant, SystemTime};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use super::convention::{Convention, Object, Role, RunFacts, SpanFacts};
-use crate::engine::{Mode, ObjectKey, ReconcileRecord, Trace, assemble};
+use crate::engine::{ObjectKey, ReconcileRecord, Trace, assemble};
 use crate::flag::{Evaluation, Reason};
 use crate::model::{Decision, Policy, StepResult};
-use crate::outcome::{ErrorClass, Execution};
-use crate::plan::{OpId, ReconcilePlan};
+use crate::plan::ReconcilePlan;
+use crate::vocab::Mode;
+use crate::vocab::OpId;
+use crate::vocab::{ErrorClass, Execution};
 
 /// Bounds on what is buffered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

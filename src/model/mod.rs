@@ -13,6 +13,7 @@
 
 mod diff;
 mod driver;
+pub mod montecarlo;
 mod report;
 mod run;
 
@@ -24,8 +25,9 @@ pub use driver::drive;
 pub use report::{Condition, ConditionStatus, Report, Step};
 pub use run::{Decision, ModelError, Run, StepResult};
 
-use crate::outcome::{Category, Gate};
-use crate::plan::{LookupError, OpId, OpSet, ReconcilePlan};
+use crate::plan::{LookupError, ReconcilePlan};
+use crate::vocab::{Category, Gate};
+use crate::vocab::{OpId, OpSet};
 
 /// Which scheduler a policy uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::ModelKind;
-use crate::outcome::Outcome;
-use crate::plan::{OpId, ReconcilePlan};
+use crate::plan::ReconcilePlan;
+use crate::vocab::OpId;
+use crate::vocab::Outcome;
 
 /// The condition type the reconcile writes.
 pub const CONDITION_TYPE: &str = "ReconciliationSucceeded";

@@ -34,9 +34,9 @@ impl Diagnostic {
             source: source.to_owned(),
             line: at.line(),
             column: at.column(),
-            operation: operation.map(|o| crate::yaml::bounded(o, MAX_ECHO)),
-            message: crate::yaml::bounded(
-                &crate::yaml::bounded_quotes(&message.into(), MAX_ECHO),
+            operation: operation.map(|o| crate::util::yaml::bounded(o, MAX_ECHO)),
+            message: crate::util::yaml::bounded(
+                &crate::util::yaml::bounded_quotes(&message.into(), MAX_ECHO),
                 MAX_MESSAGE,
             ),
         }

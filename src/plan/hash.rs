@@ -91,7 +91,7 @@ impl Canonical {
     }
 
     /// A set of operations, by sorted name.
-    fn names(&mut self, plan: &ReconcilePlan, ops: impl IntoIterator<Item = super::OpId>) {
+    fn names(&mut self, plan: &ReconcilePlan, ops: impl IntoIterator<Item = crate::vocab::OpId>) {
         let names = plan.sorted_names(ops);
         self.count(names.len());
         for name in names {

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
-use crate::outcome::{Category, Gate, ShadowPolicy};
+use crate::vocab::{Category, Gate, ShadowPolicy};
 
 /// The whole document.
 #[derive(Debug, Deserialize)]

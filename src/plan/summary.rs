@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::ReconcilePlan;
-use crate::outcome::{Category, Gate, ShadowPolicy};
+use crate::vocab::{Category, Gate, ShadowPolicy};
 
 /// Counts that let a reviewer see the shape of a plan at a glance.
 #[derive(Debug)]

@@ -6,9 +6,9 @@ use serde_saphyr::{Location, Spanned};
 
 use super::raw::{LooseDoc, LooseName, RawOperation, RawPlan};
 use super::{
-    API_VERSION, Diagnostic, IMPLICIT_GROUP, KIND, OpId, OpSet, Operation, PlanHash, ReconcilePlan,
-    RolloutGroup,
+    API_VERSION, Diagnostic, IMPLICIT_GROUP, KIND, Operation, PlanHash, ReconcilePlan, RolloutGroup,
 };
+use crate::vocab::{OpId, OpSet};
 
 /// Longest accepted plan, group or operation name (a Kubernetes label value's limit).
 const MAX_NAME_LEN: usize = 63;
@@ -39,7 +39,7 @@ fn syntax(source: &str, text: &str, error: &serde_saphyr::Error) -> Diagnostic {
         (diagnostic.line, diagnostic.column) = (1, 1);
         return diagnostic;
     }
-    let (_, _, message) = crate::yaml::describe(error);
+    let (_, _, message) = crate::util::yaml::describe(error);
     let operation = operation_at(text, location);
     Diagnostic::new(source, location, operation.as_deref(), message)
 }

@@ -16,11 +16,12 @@ use kube::api::Api;
 pub use summary::Summary;
 
 use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
-use crate::engine::{Engine, EngineSettings, LogSink, MemorySink, Mode};
+use crate::engine::{Engine, EngineSettings, LogSink, MemorySink};
 use crate::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
 use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 use crate::sim::{Action, Match, Rule, SimConfig, Simulator};
-use crate::simulate::Rng;
+use crate::util::Rng;
+use crate::vocab::Mode;
 
 /// The `User-Agent` of the controllers' real client.
 pub const CONTROLLER_USER_AGENT: &str = concat!("shadow-reconciler/", env!("CARGO_PKG_VERSION"));
@@ -234,13 +235,13 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let mut synced = sync_callbacks(settings);
     let started = Instant::now();
     let controllers = [
-        tokio::spawn(crate::controller::run(
+        tokio::spawn(crate::engine::controller::run(
             hc_engine.clone(),
             Api::<HostedCluster>::all(client.clone()),
             until_stopped(stopped.clone()),
             synced.remove(0),
         )),
-        tokio::spawn(crate::controller::run(
+        tokio::spawn(crate::engine::controller::run(
             addon_engine.clone(),
             Api::<ClusterManagementAddOn>::all(client.clone()),
             until_stopped(stopped),

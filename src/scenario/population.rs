@@ -14,7 +14,7 @@ use crate::reconcilers::addon::{
 use crate::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
 };
-use crate::simulate::Rng;
+use crate::util::Rng;
 
 /// Namespaces the HostedClusters are spread over.
 pub const NAMESPACES: usize = 10;

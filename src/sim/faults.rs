@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::status::ApiError;
-use crate::simulate::Rng;
+use crate::util::Rng;
 
 /// Errors loading a fault file.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,7 @@ impl FaultConfig {
             message,
         };
         let config: Self = serde_saphyr::from_str(text).map_err(|e| {
-            let (line, column, message) = crate::yaml::describe(&e);
+            let (line, column, message) = crate::util::yaml::describe(&e);
             invalid(line, column, message)
         })?;
         let located: Located =

@@ -1,4 +1,5 @@
-//! The HTTP face of the simulator: path routing, verbs, faults, audit, and responses.
+//! The HTTP face of the simulator: verbs, faults, audit, and responses (paths are resolved by
+//! [`super::route`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,92 +12,14 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::audit::AuditRecord;
-use super::discovery;
 use super::faults::RequestInfo;
 use super::object::{Selector, meta_str};
 use super::patch::{Patch, PatchType};
 use super::registry::ResourceType;
+use super::route::{Route, Target, route};
 use super::status::ApiError;
 use super::store::{Store, WriteOptions, Written};
 use super::watch::{self, WatchRequest};
-
-/// A request for objects of a resource.
-#[derive(Clone, Debug)]
-pub(super) struct Target {
-    pub rt: ResourceType,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
-}
-
-/// What a path names.
-enum Route {
-    Discovery(Value),
-    Resource(Target),
-}
-
-fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
-    let segments: Vec<&str> = path
-        .trim_matches('/')
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
-    let store = super::lock(&shared.store);
-    let registry = store.registry();
-    let (group, version, rest) = match segments.as_slice() {
-        ["version"] => return Ok(Route::Discovery(discovery::version())),
-        ["api"] => return Ok(Route::Discovery(discovery::core_versions())),
-        ["apis"] => return Ok(Route::Discovery(discovery::groups(registry))),
-        ["api", "v1", rest @ ..] => ("", "v1", rest),
-        ["apis", group] => {
-            return discovery::group(registry, group)
-                .map(Route::Discovery)
-                .ok_or_else(|| ApiError::no_route(path));
-        }
-        ["apis", group, version, rest @ ..] => (*group, *version, rest),
-        _ => return Err(ApiError::no_route(path)),
-    };
-    if rest.is_empty() {
-        return if registry.serves(group, version) || (group.is_empty() && version == "v1") {
-            Ok(Route::Discovery(discovery::resources(
-                registry, group, version,
-            )))
-        } else {
-            Err(ApiError::no_route(path))
-        };
-    }
-    let namespaced = rest.len() >= 3
-        && rest[0] == "namespaces"
-        && registry
-            .get(group, version, rest[2])
-            .is_some_and(|rt| rt.namespaced);
-    let (namespace, tail) = if namespaced {
-        (Some(rest[1]), &rest[2..])
-    } else {
-        (None, rest)
-    };
-    let (plural, name, subresource) = match tail {
-        [plural] => (*plural, None, None),
-        [plural, name] => (*plural, Some(*name), None),
-        [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
-        _ => return Err(ApiError::no_route(path)),
-    };
-    let rt = registry
-        .get(group, version, plural)
-        .cloned()
-        .ok_or_else(|| ApiError::no_route(path))?;
-    match subresource {
-        None => {}
-        Some("status") if rt.status_subresource => {}
-        Some(_) => return Err(ApiError::no_route(path)),
-    }
-    Ok(Route::Resource(Target {
-        rt,
-        namespace: namespace.map(str::to_owned),
-        name: name.map(str::to_owned),
-        subresource: subresource.map(str::to_owned),
-    }))
-}
 
 fn json_response(code: StatusCode, body: &Value) -> Response {
     (
@@ -448,7 +371,7 @@ fn serve(
                 // The real server holds a CRD with its cleanup finalizer while it deletes the
                 // custom resources, and answers that; the simulator deletes them at once.
                 let mut object = written.object;
-                object["metadata"]["deletionTimestamp"] = json!(super::object::now_rfc3339());
+                object["metadata"]["deletionTimestamp"] = json!(crate::util::time::now_rfc3339());
                 object["metadata"]["finalizers"] =
                     json!(["customresourcecleanup.apiextensions.k8s.io"]);
                 if let Some(conditions) = object
@@ -459,7 +382,7 @@ fn serve(
                         "type": "Terminating", "status": "True",
                         "reason": "InstanceDeletionPending",
                         "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
-                        "lastTransitionTime": super::object::now_rfc3339(),
+                        "lastTransitionTime": crate::util::time::now_rfc3339(),
                     }));
                 }
                 return Ok((StatusCode::OK, written.persisted, object));

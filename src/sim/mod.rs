@@ -10,6 +10,7 @@ mod http;
 pub(crate) mod object;
 mod patch;
 mod registry;
+mod route;
 mod status;
 mod store;
 mod watch;
@@ -133,7 +134,7 @@ impl Simulator {
         let app = axum::Router::new()
             .fallback(http::handle)
             .with_state(shared.clone());
-        let (stop, task) = crate::serve::spawn(listener, app);
+        let (stop, task) = crate::util::serve::spawn(listener, app);
         Ok(Self {
             shared,
             addr,

@@ -1,7 +1,5 @@
 //! Helpers over JSON objects: metadata access, names, timestamps, uids, selectors.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde_json::{Map, Value};
 
 use super::status::ApiError;
@@ -49,22 +47,6 @@ pub fn spec_part(obj: &Value) -> Map<String, Value> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The current time as RFC 3339 in UTC, seconds precision (as `creationTimestamp`).
-pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let (year, month, day) = crate::civil::from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
 }
 
 /// A version-4-shaped UUID from 128 random bits.
@@ -472,16 +454,6 @@ mod tests {
         assert_eq!(&id[14..15], "4");
         assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
         assert_ne!(uuid(1), uuid(2));
-    }
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        let t = now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(
-            t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T",
-            "{t}"
-        );
     }
 
     #[test]

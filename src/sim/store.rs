@@ -8,12 +8,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::object::{
-    meta_mut, meta_str, normalize_secret, now_rfc3339, spec_part, uuid, valid_name,
-};
+use super::object::{meta_mut, meta_str, normalize_secret, spec_part, uuid, valid_name};
 use super::registry::{Registry, ResourceType};
 use super::status::ApiError;
-use crate::simulate::Rng;
+use crate::util::Rng;
+use crate::util::time::now_rfc3339;
 
 /// `ADDED`, `MODIFIED` or `DELETED`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

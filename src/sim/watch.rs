@@ -13,8 +13,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::http::Target;
 use super::object::Selector;
+use super::route::Target;
 use super::status::ApiError;
 use super::store::Change;
 

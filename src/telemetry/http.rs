@@ -209,7 +209,7 @@ impl Server {
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .with_state(telemetry);
-        let (stop, task) = crate::serve::spawn(listener, app);
+        let (stop, task) = crate::util::serve::spawn(listener, app);
         Ok(Self {
             addr,
             stop: Some(stop),

@@ -13,8 +13,7 @@ use prometheus::{
 use crate::engine::dryrun::GuardStats;
 use crate::engine::{ReconcileRecord, Sink, StepRecord};
 
-/// Prefix of every family.
-pub const PREFIX: &str = "shadow_reconciler";
+use crate::vocab::METRIC_PREFIX as PREFIX;
 
 /// Buckets of operation durations, in seconds.
 const OPERATION_BUCKETS: &[f64] = &[
@@ -230,7 +229,7 @@ impl EngineMetrics {
             let phase = s.phase.to_string();
             let class = s
                 .error_class
-                .map_or("none", crate::outcome::ErrorClass::as_str);
+                .map_or("none", crate::vocab::ErrorClass::as_str);
             self.operations
                 .with_label_values(&[
                     plan,
@@ -245,7 +244,7 @@ impl EngineMetrics {
                 .inc();
             if matches!(
                 s.execution,
-                crate::outcome::Execution::Real | crate::outcome::Execution::DryRun
+                crate::vocab::Execution::Real | crate::vocab::Execution::DryRun
             ) {
                 self.operation_duration
                     .with_label_values(&[plan, &s.operation, s.execution.as_str()])

@@ -198,7 +198,7 @@ impl TraceSink {
         let cx = parent.with_span(span);
         let mut contexts = HashMap::new();
         for s in steps {
-            let link = (s.execution == crate::outcome::Execution::Reused)
+            let link = (s.execution == crate::vocab::Execution::Reused)
                 .then(|| links.get(&s.operation).cloned())
                 .flatten();
             contexts.insert(s.operation.clone(), self.step_span(r, s, &cx, link));

@@ -42,8 +42,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shadow_reconciler::model::{Policy, Report, StepResult, drive};
-use shadow_reconciler::outcome::ErrorClass;
-use shadow_reconciler::plan::{OpId, ReconcilePlan, RolloutGroup, embedded};
+use shadow_reconciler::plan::{ReconcilePlan, RolloutGroup, embedded};
+use shadow_reconciler::vocab::ErrorClass;
+use shadow_reconciler::vocab::OpId;
 
 /// A plan from YAML; panics with the diagnostics if it is invalid.
 pub fn plan(yaml: &str) -> Arc<ReconcilePlan> {
@@ -343,7 +344,7 @@ pub fn record_world(
             .filter(|(_, o)| round < o.reconciles)
         {
             n += 1;
-            let record = shadow_reconciler::simulate::record(
+            let record = shadow_reconciler::engine::record_of_world(
                 &control,
                 &candidate,
                 ObjectKey {

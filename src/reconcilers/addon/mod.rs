@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::engine::conflict::patch_status;
 use crate::engine::{OpContext, OpError, OpOutput, OpResult, Reconciler};
-use crate::outcome::ErrorClass;
 use crate::plan::ReconcilePlan;
+use crate::vocab::ErrorClass;
 
 /// The annotation that makes an add-on self-managed.
 pub const SELF_MANAGED_ANNOTATION: &str = "addon.open-cluster-management.io/lifecycle";

@@ -124,7 +124,7 @@ async fn set_condition(
         return Ok(());
     }
     conditions.retain(|c| c["type"] != type_);
-    conditions.push(json!({"type": type_, "status": status_text, "reason": reason, "message": message, "lastTransitionTime": crate::sim::object::now_rfc3339()}));
+    conditions.push(json!({"type": type_, "status": status_text, "reason": reason, "message": message, "lastTransitionTime": crate::util::time::now_rfc3339()}));
     let api: Api<HostedCluster> = Api::namespaced(ctx.client(), &hc_namespace(ctx));
     let written = api
         .replace_status(&current.name_any(), &PostParams::default(), &current)
@@ -434,7 +434,7 @@ fn release_image_version(ctx: &mut Ctx) -> OpResult {
     let image = hc(ctx).spec.release.image;
     let version = parse_release_version(&image).ok_or_else(|| {
         OpError::new(
-            crate::outcome::ErrorClass::Invalid,
+            crate::vocab::ErrorClass::Invalid,
             format!("cannot parse a release version from image {image:?}"),
         )
     })?;

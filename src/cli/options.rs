@@ -1,16 +1,14 @@
-//! The `analyze` command, and the Parquet and flag options shared by `simulate` and `run` (binary
-//! only).
+//! Options and parsers shared by several subcommands: the Parquet writer's, the flag's, plans
+//! given as a shipped name or a file, the cluster to talk to.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use shadow_reconciler::analyze::{self, render::Format};
 use shadow_reconciler::dataset::{HealthCounters, ParquetSink, SinkConfig};
+use shadow_reconciler::flag::Ramp;
 use shadow_reconciler::flag::watch::Target;
-use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag, Ramp};
 use shadow_reconciler::plan::{self, ReconcilePlan};
 
 /// The flag's options: its defaults and the ConfigMap that overrides them.
@@ -50,89 +48,11 @@ impl FlagArgs {
     }
 }
 
-/// The command line's flag for `run`: --mode, --enforce, --candidate, --ramp-percent and
-/// --allow-object-override, with every group checked against `plans`.
-pub fn flag_defaults(
-    args: &crate::RunArgs,
-    plans: Vec<std::sync::Arc<ReconcilePlan>>,
-) -> anyhow::Result<LiveFlag> {
-    let groups = |option: &str, names: &[String]| -> anyhow::Result<Vec<GroupRef>> {
-        names
-            .iter()
-            .map(|n| {
-                GroupRef::parse(n)
-                    .with_context(|| format!("--{option} {n:?}: expected GROUP or PLAN/GROUP"))
-            })
-            .collect()
-    };
-    let candidate = groups("candidate", &args.candidate)?;
-    let spec = FlagSpec {
-        mode: args.mode,
-        enforced_groups: groups("enforce", &args.enforce)?,
-        candidate_groups: (!candidate.is_empty()).then_some(candidate),
-        ramp: args.flag.ramp_percent,
-        allow_object_override: args.flag.allow_object_override,
-    };
-    LiveFlag::new(spec, plans).map_err(|error| {
-        let option = match error.field() {
-            shadow_reconciler::flag::Field::CandidateGroups => "--candidate",
-            _ => "--enforce",
-        };
-        anyhow::anyhow!("{option} {:?}: {}", error.value(), error.message())
-    })
-}
-
 fn parse_ramp(s: &str) -> Result<Ramp, String> {
     s.parse::<f64>()
         .ok()
         .and_then(Ramp::from_percent)
         .ok_or_else(|| format!("{s:?} is not a percentage from 0 to 100 with at most two decimals"))
-}
-
-/// Options of `analyze`.
-#[derive(Args)]
-pub struct AnalyzeArgs {
-    /// The dataset directory (it holds table=reconciles/ and table=steps/).
-    pub dir: PathBuf,
-    /// A plan to judge (repeatable); the shipped plans are used for plans not given.
-    #[arg(long = "plan", value_name = "FILE")]
-    pub plans: Vec<PathBuf>,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Also write the HTML report here.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// Write the suggested plan (the analysed plan with the findings applied) here: the plan given
-    /// with --plan, or the only plan in the data.
-    #[arg(long, value_name = "FILE")]
-    pub suggest: Option<PathBuf>,
-    /// Fewer objects than this make a verdict inconclusive (each object counts once, however
-    /// often it was reconciled).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
-    pub min_samples: u64,
-    /// Gate on these rollout groups only (`PLAN/GROUP`, or `GROUP` in every plan that has it;
-    /// repeatable): the exit code is their worst readiness instead of every group's.
-    #[arg(long = "group", value_name = "PLAN/GROUP")]
-    pub groups: Vec<String>,
-    /// Confidence of the Wilson intervals (0.5 to 0.9999).
-    #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
-    pub confidence: f64,
-    /// Warnings (skipped files) on stderr: auto (human on a terminal, JSON otherwise), human or
-    /// json.
-    #[arg(long, default_value = "auto")]
-    pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
-}
-
-fn parse_confidence(s: &str) -> Result<f64, String> {
-    let c: f64 = s
-        .parse()
-        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
-    if (0.5..=0.9999).contains(&c) {
-        Ok(c)
-    } else {
-        Err(format!("{c} is outside 0.5 to 0.9999"))
-    }
 }
 
 /// A plan and the text it was parsed from (the suggestion edits the text).
@@ -176,83 +96,6 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
         }
     }
     Ok(plans)
-}
-
-/// Runs the analysis and prints it; the exit code is the readiness (0, 1 or 3).
-pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    shadow_reconciler::telemetry::logging::init(args.log_format);
-    let plans = load_plans(&args.plans)?;
-    let settings = analyze::Settings {
-        min_samples: args.min_samples,
-        confidence: args.confidence,
-        ..analyze::Settings::default()
-    };
-    let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
-    let analysis = analyze::analyze(&args.dir, &only, &settings)?;
-    // Resolve --group before printing: a misspelt group is a usage error, not a verdict.
-    let mut gated = Vec::new();
-    for selector in &args.groups {
-        gated.extend(analysis.groups(selector)?);
-    }
-    out(analyze::render::render(&analysis, args.format));
-    if let Some(path) = &args.html {
-        write(path, &analyze::render::render(&analysis, Format::Html))?;
-        eprintln!("HTML report: {}", path.display());
-    }
-    if let Some(path) = &args.suggest {
-        // The plan given with --plan, or the only one analysed.
-        let report = match (args.plans.len(), analysis.plans.as_slice()) {
-            (1, _) => analysis
-                .plans
-                .iter()
-                .find(|r| r.plan == plans[0].plan.name()),
-            (_, [only]) => Some(only),
-            _ => None,
-        }
-        .with_context(|| {
-            format!(
-                "--suggest: which plan? The data holds {}; pass that plan with --plan FILE",
-                analysis
-                    .plans
-                    .iter()
-                    .map(|r| r.plan.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
-        let loaded = plans
-            .iter()
-            .find(|p| p.plan.name() == report.plan)
-            .context("the analysed plan was loaded")?;
-        let suggestion = analyze::suggest::suggest(&loaded.plan, &loaded.text, report)?;
-        write(path, &suggestion.text)?;
-        eprintln!(
-            "suggested plan: {} ({} changes{})",
-            path.display(),
-            suggestion.changes.len(),
-            if suggestion.changes.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", suggestion.changes.join("; "))
-            }
-        );
-    }
-    if gated.is_empty() {
-        return Ok(ExitCode::from(analysis.readiness.exit_code()));
-    }
-    for (plan, group) in &gated {
-        eprintln!("group {}/{}: {}", plan.plan, group.group, group.summary);
-    }
-    let worst = gated
-        .iter()
-        .map(|(_, g)| g.readiness)
-        .max()
-        .unwrap_or(analyze::Readiness::Inconclusive);
-    Ok(ExitCode::from(worst.exit_code()))
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Parquet options of `simulate` and `run`.
@@ -356,36 +199,27 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes an earlier simulation's tables (and report) from `dir`, so the analysis that follows
-/// covers this run alone.
-pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
-    for table in shadow_reconciler::dataset::Table::ALL {
-        let path = dir.join(format!("table={}", table.as_str()));
-        if path.exists() {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("cannot remove the earlier data in {}", path.display()))?;
-        }
+/// Creates `dir` if missing and checks that a file can be written there.
+fn writable_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "--parquet-dir {}: this is a file, not a directory; give a directory (it is created if missing)",
+            dir.display()
+        );
     }
-    let report = dir.join(REPORT);
-    if report.exists() {
-        std::fs::remove_file(&report)
-            .with_context(|| format!("cannot remove {}", report.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "--parquet-dir {}: cannot create the directory",
+            dir.display()
+        )
+    })?;
+    if !dir.is_dir() {
+        anyhow::bail!("--parquet-dir {}: not a directory", dir.display());
     }
-    Ok(())
-}
-
-/// The HTML report's name in the dataset directory.
-pub const REPORT: &str = "report.html";
-
-/// `simulate`'s ending: the analysis table on stdout, the HTML report next to the data.
-pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()> {
-    let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
-    let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
-    out("\n");
-    out(analyze::render::render(&analysis, Format::Table));
-    let report = dir.join(REPORT);
-    write(&report, &analyze::render::render(&analysis, Format::Html))?;
-    out(format_args!("HTML report: {}\n", report.display()));
+    let probe = dir.join(format!(".write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--parquet-dir {}: cannot write a file there", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
@@ -406,7 +240,7 @@ pub async fn cluster_config(
                 if let kube::config::KubeconfigError::Parse(yaml) = &e {
                     return anyhow::anyhow!(
                         "cannot read the kubeconfig {}",
-                        shadow_reconciler::yaml::located(path, yaml)
+                        shadow_reconciler::util::yaml::located(path, yaml)
                     );
                 }
                 let mut cause: &dyn std::error::Error = &e;
@@ -438,46 +272,34 @@ pub async fn cluster_config(
     }
 }
 
-/// Writes to stdout. A closed stdout (`| head -1`) ends the output quietly, as Unix tools do: the
-/// rest of the command (writing data, its exit code) goes on; nothing more is printed.
-pub(crate) fn out(text: impl std::fmt::Display) {
-    use std::io::Write as _;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static CLOSED: AtomicBool = AtomicBool::new(false);
-    if CLOSED.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut stdout = std::io::stdout().lock();
-    if let Err(error) = write!(stdout, "{text}").and_then(|()| stdout.flush()) {
-        CLOSED.store(true, Ordering::Relaxed);
-        if error.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!(
-                "warning: cannot write to stdout: {error}; the rest of the output is dropped"
-            );
+pub(super) fn parse_plan_group(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((plan, group)) if !plan.is_empty() && !group.is_empty() => {
+            Ok((plan.to_owned(), group.to_owned()))
         }
+        _ => Err(format!(
+            "{s:?} is not PLAN/GROUP, e.g. hostedcluster/non-critical-syncs"
+        )),
     }
 }
 
-/// Creates `dir` if missing and checks that a file can be written there.
-fn writable_dir(dir: &Path) -> anyhow::Result<()> {
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(
-            "--parquet-dir {}: this is a file, not a directory; give a directory (it is created if missing)",
-            dir.display()
-        );
+pub(super) fn by_plan(
+    pairs: &[(String, String)],
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut map = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (plan, group) in pairs {
+        map.entry(plan.clone()).or_default().push(group.clone());
     }
-    std::fs::create_dir_all(dir).with_context(|| {
-        format!(
-            "--parquet-dir {}: cannot create the directory",
-            dir.display()
-        )
-    })?;
-    if !dir.is_dir() {
-        anyhow::bail!("--parquet-dir {}: not a directory", dir.display());
+    map
+}
+
+pub(super) fn parse_probability(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{p} is not a probability; use a value from 0 to 1"))
     }
-    let probe = dir.join(format!(".write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("--parquet-dir {}: cannot write a file there", dir.display()))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
 }

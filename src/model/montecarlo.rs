@@ -12,40 +12,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::model::{Diff, Policy, Report, StepResult, drive};
-use crate::outcome::{ErrorClass, Outcome, ShadowPolicy};
-use crate::plan::{LookupError, OpId, ReconcilePlan};
-
-/// A small, seedable, portable pseudo-random generator (SplitMix64).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator whose sequence is fixed by `seed`.
-    #[must_use]
-    pub const fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// A uniform draw in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        #[allow(clippy::cast_precision_loss)] // 53 bits fit an f64 mantissa exactly
-        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        unit
-    }
-    /// A uniform index in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        #[allow(clippy::cast_possible_truncation)] // the result is < n, which is a usize
-        let i = (self.next_u64() % n as u64) as usize;
-        i
-    }
-}
+use crate::plan::{LookupError, ReconcilePlan};
+use crate::util::Rng;
+use crate::vocab::OpId;
+use crate::vocab::{ErrorClass, Outcome, ShadowPolicy};
 
 /// Draws one world: a result per operation, each failing with probability `failure_rate`.
 pub fn draw_world(plan: &ReconcilePlan, failure_rate: f64, rng: &mut Rng) -> Vec<StepResult> {
@@ -71,59 +41,12 @@ pub fn draw_world(plan: &ReconcilePlan, failure_rate: f64, rng: &mut Rng) -> Vec
 
 /// Drives the candidate over the world, reusing the control's results where it ran.
 pub fn drive_candidate(candidate: &Policy, control: &Report, world: &[StepResult]) -> Report {
-    drive(candidate, |op| drive_candidate_result(op, control, world))
+    drive(candidate, |op| candidate_result(op, control, world))
 }
 
-/// The record of one shadow reconcile of `object` over `world` (one result per operation), as
-/// the engine would have written it: the control runs `control`'s decisions for real, the
-/// candidate reuses what the control ran, runs the rest in dry-run with the world's result, and
-/// leaves `shadow: skip` operations not simulated. For building datasets with a known truth
-/// (the analyzer's ground-truth tests) without an API server.
-///
-/// # Panics
-/// Never: both policies follow `plan`.
-#[must_use]
-pub fn record(
-    control: &Policy,
-    candidate: &Policy,
-    object: crate::engine::ObjectKey,
-    started_at: std::time::SystemTime,
-    world: &[StepResult],
-    trace_id: Option<String>,
-) -> crate::engine::ReconcileRecord {
-    use crate::engine::Trace;
-    use crate::outcome::Execution;
-    let plan = control.plan().clone();
-    let origin = std::time::Instant::now();
-    let mut control_trace = Trace::new(plan.len(), origin);
-    let control_report = drive(control, |op| {
-        control_trace.executions[op.id().index()] = Execution::Real;
-        world[op.id().index()].clone()
-    });
-    let mut candidate_trace = Trace::new(plan.len(), origin);
-    let candidate_report = drive(candidate, |op| {
-        let i = op.id().index();
-        candidate_trace.executions[i] = if control_report.step(op.id()).executed {
-            Execution::Reused
-        } else if op.shadow() == ShadowPolicy::Skip {
-            Execution::NotSimulated
-        } else {
-            Execution::DryRun
-        };
-        drive_candidate_result(op, &control_report, world)
-    });
-    crate::engine::assemble(
-        &plan,
-        object,
-        (crate::engine::Mode::Shadow, None),
-        started_at,
-        (&control_report, &control_trace),
-        Some((&candidate_report, &candidate_trace)),
-        trace_id,
-    )
-}
-
-fn drive_candidate_result(
+/// The candidate's result for `op` in `world`: the control's result where the control ran it,
+/// "not simulated" for a `shadow: skip` operation it did not run, else the world's draw.
+pub fn candidate_result(
     op: &crate::plan::Operation,
     control: &Report,
     world: &[StepResult],

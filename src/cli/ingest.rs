@@ -52,7 +52,7 @@ pub struct IngestArgs {
     #[arg(long, value_name = "DIR")]
     pub parquet_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub parquet: crate::cli::ParquetArgs,
+    pub parquet: super::options::ParquetArgs,
     /// Log lines: auto, human or json.
     #[arg(long, default_value = "auto")]
     pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
@@ -64,7 +64,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let plans = args
         .plans
         .iter()
-        .map(|p| crate::cli::shipped_or_file(p).map(Arc::new))
+        .map(|p| super::options::shipped_or_file(p).map(Arc::new))
         .collect::<anyhow::Result<Vec<_>>>()?;
     for group in &args.candidate {
         anyhow::ensure!(
@@ -120,13 +120,13 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         telemetry.set_ready(true);
         let names: Vec<&str> = plans.iter().map(|p| p.name()).collect();
         tracing::info!(grpc = %grpc, http = %http, metrics = %server.addr(), plans = ?names, "receiving OTLP traces");
-        crate::shutdown_signal().await;
+        super::shutdown_signal().await;
         let _ = stop.send(true);
         let _ = tokio::join!(grpc_task, http_task);
         server.shutdown().await.context("the metrics endpoint failed")?;
         if let Some(parquet) = parquet {
             let grace = args.parquet.grace();
-            tokio::task::spawn_blocking(move || crate::cli::finish(&parquet, grace)).await.context("the Parquet writer failed")??;
+            tokio::task::spawn_blocking(move || super::options::finish(&parquet, grace)).await.context("the Parquet writer failed")??;
         }
         Ok(ExitCode::SUCCESS)
     })

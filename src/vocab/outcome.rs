@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-use crate::plan::{OpId, OpSet};
+use super::{OpId, OpSet};
 
 /// Whether an operation's failure blocks the operations gated on critical failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]

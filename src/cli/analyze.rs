@@ -1,0 +1,151 @@
+//! `shadow-reconciler analyze`: verdicts, ordering dependencies and readiness from recorded
+//! Parquet data; and the analysis `simulate` runs on the data it wrote.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use shadow_reconciler::analyze::{self, render::Format};
+use shadow_reconciler::plan::ReconcilePlan;
+
+use super::options::{LoadedPlan, load_plans};
+use super::out;
+
+/// Options of `analyze`.
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// The dataset directory (it holds table=reconciles/ and table=steps/).
+    pub dir: PathBuf,
+    /// A plan to judge (repeatable); the shipped plans are used for plans not given.
+    #[arg(long = "plan", value_name = "FILE")]
+    pub plans: Vec<PathBuf>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also write the HTML report here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the suggested plan (the analysed plan with the findings applied) here: the plan given
+    /// with --plan, or the only plan in the data.
+    #[arg(long, value_name = "FILE")]
+    pub suggest: Option<PathBuf>,
+    /// Fewer objects than this make a verdict inconclusive (each object counts once, however
+    /// often it was reconciled).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub min_samples: u64,
+    /// Gate on these rollout groups only (`PLAN/GROUP`, or `GROUP` in every plan that has it;
+    /// repeatable): the exit code is their worst readiness instead of every group's.
+    #[arg(long = "group", value_name = "PLAN/GROUP")]
+    pub groups: Vec<String>,
+    /// Confidence of the Wilson intervals (0.5 to 0.9999).
+    #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
+    pub confidence: f64,
+    /// Warnings (skipped files) on stderr: auto (human on a terminal, JSON otherwise), human or
+    /// json.
+    #[arg(long, default_value = "auto")]
+    pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
+}
+
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    let c: f64 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if (0.5..=0.9999).contains(&c) {
+        Ok(c)
+    } else {
+        Err(format!("{c} is outside 0.5 to 0.9999"))
+    }
+}
+
+/// Runs the analysis and prints it; the exit code is the readiness (0, 1 or 3).
+pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    shadow_reconciler::telemetry::logging::init(args.log_format);
+    let plans = load_plans(&args.plans)?;
+    let settings = analyze::Settings {
+        min_samples: args.min_samples,
+        confidence: args.confidence,
+        ..analyze::Settings::default()
+    };
+    let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
+    let analysis = analyze::analyze(&args.dir, &only, &settings)?;
+    // Resolve --group before printing: a misspelt group is a usage error, not a verdict.
+    let mut gated = Vec::new();
+    for selector in &args.groups {
+        gated.extend(analysis.groups(selector)?);
+    }
+    out(analyze::render::render(&analysis, args.format));
+    if let Some(path) = &args.html {
+        write(path, &analyze::render::render(&analysis, Format::Html))?;
+        eprintln!("HTML report: {}", path.display());
+    }
+    if let Some(path) = &args.suggest {
+        // The plan given with --plan, or the only one analysed.
+        let report = match (args.plans.len(), analysis.plans.as_slice()) {
+            (1, _) => analysis
+                .plans
+                .iter()
+                .find(|r| r.plan == plans[0].plan.name()),
+            (_, [only]) => Some(only),
+            _ => None,
+        }
+        .with_context(|| {
+            format!(
+                "--suggest: which plan? The data holds {}; pass that plan with --plan FILE",
+                analysis
+                    .plans
+                    .iter()
+                    .map(|r| r.plan.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        let loaded = plans
+            .iter()
+            .find(|p| p.plan.name() == report.plan)
+            .context("the analysed plan was loaded")?;
+        let suggestion = analyze::suggest::suggest(&loaded.plan, &loaded.text, report)?;
+        write(path, &suggestion.text)?;
+        eprintln!(
+            "suggested plan: {} ({} changes{})",
+            path.display(),
+            suggestion.changes.len(),
+            if suggestion.changes.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", suggestion.changes.join("; "))
+            }
+        );
+    }
+    if gated.is_empty() {
+        return Ok(ExitCode::from(analysis.readiness.exit_code()));
+    }
+    for (plan, group) in &gated {
+        eprintln!("group {}/{}: {}", plan.plan, group.group, group.summary);
+    }
+    let worst = gated
+        .iter()
+        .map(|(_, g)| g.readiness)
+        .max()
+        .unwrap_or(analyze::Readiness::Inconclusive);
+    Ok(ExitCode::from(worst.exit_code()))
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The HTML report's name in the dataset directory.
+pub const REPORT: &str = "report.html";
+
+/// `simulate`'s ending: the analysis table on stdout, the HTML report next to the data.
+pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()> {
+    let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
+    let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
+    out("\n");
+    out(analyze::render::render(&analysis, Format::Table));
+    let report = dir.join(REPORT);
+    write(&report, &analyze::render::render(&analysis, Format::Html))?;
+    out(format_args!("HTML report: {}\n", report.display()));
+    Ok(())
+}

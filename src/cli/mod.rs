@@ -1,0 +1,112 @@
+//! The `shadow-reconciler` command line: one file per subcommand (its arguments and what it
+//! runs), `options` for what several share. The work is in the library; this tree parses,
+//! dispatches, prints and maps results to exit codes. It may use every module of the library
+//! and nothing uses it (the top layer, see docs/design.md).
+
+mod analyze;
+mod ingest;
+mod manifests;
+mod options;
+mod plan;
+mod run;
+mod sim;
+mod simulate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code when a signal interrupted the command (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Exit code for invalid input (a bad plan, an unknown group); clap uses it for usage errors too.
+const EXIT_INVALID: u8 = 2;
+
+#[derive(Parser)]
+#[command(name = "shadow-reconciler", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Work with ReconcilePlan files.
+    #[command(subcommand)]
+    Plan(plan::PlanCommand),
+    /// Run the control and candidate models side by side and print what the candidate changes.
+    Simulate(simulate::SimulateArgs),
+    /// The embedded Kubernetes API simulator.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
+    /// Run the reference controllers against a real cluster (kubeconfig or in-cluster).
+    Run(run::RunArgs),
+    /// Judge the plan from recorded Parquet data: verdicts per operation, ordering dependencies,
+    /// readiness per rollout group. Exit 0 ready, 1 not ready, 3 inconclusive, 2 bad input.
+    Analyze(analyze::AnalyzeArgs),
+    /// Receive a controller's reconcile spans over OTLP (gRPC 4317, HTTP 4318), rebuild each
+    /// reconcile, evaluate the plan's candidate on it, and record it like the engine does.
+    Ingest(ingest::IngestArgs),
+    /// Write the generated parts of deploy/ (the CRDs, from the Rust types), or check them.
+    Manifests(manifests::ManifestsArgs),
+}
+
+/// Parses the command line, runs the subcommand, and maps its result to the exit code (an error
+/// prints `error: ...` and exits 2).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(plan::PlanCommand::Check { files }) => Ok(plan::check_plans(&files)),
+        Command::Simulate(args) => simulate::simulate(args),
+        Command::Sim(sim::SimCommand::Serve(args)) => sim::serve(&args),
+        Command::Sim(sim::SimCommand::Populate(args)) => sim::populate(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Analyze(args) => analyze::analyze(&args),
+        Command::Manifests(args) => manifests::manifests(&args),
+        Command::Ingest(args) => ingest::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(EXIT_INVALID)
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(term) => {
+                term.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminated => {}
+    }
+}
+
+/// Writes to stdout. A closed stdout (`| head -1`) ends the output quietly, as Unix tools do: the
+/// rest of the command (writing data, its exit code) goes on; nothing more is printed.
+pub(crate) fn out(text: impl std::fmt::Display) {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = write!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        CLOSED.store(true, Ordering::Relaxed);
+        if error.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!(
+                "warning: cannot write to stdout: {error}; the rest of the output is dropped"
+            );
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! `shadow-reconciler run`: the reference controllers against a real cluster, with the engine in
+//! the chosen mode, the telemetry endpoints and the optional Parquet and trace sinks.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag};
+use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::scenario;
+
+use super::options::{FlagArgs, ParquetArgs, cluster_config, finish, parse_probability};
+use super::shutdown_signal;
+
+/// How long `run` waits for its controllers to stop after SIGTERM.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[derive(Args)]
+pub(super) struct RunArgs {
+    /// Which reconcilers: hostedcluster, addon-install-progression or all.
+    #[arg(long, default_value = "all")]
+    reconciler: String,
+    /// The engines' mode: off, shadow or enforce.
+    #[arg(long, default_value = "shadow")]
+    mode: shadow_reconciler::vocab::Mode,
+    /// Rollout group the control enforces in mode enforce (repeatable).
+    #[arg(long = "enforce", value_name = "GROUP")]
+    enforce: Vec<String>,
+    /// Rollout group the candidate enforces (repeatable); default: every group.
+    #[arg(long = "candidate", value_name = "GROUP")]
+    candidate: Vec<String>,
+    /// Fraction of reused candidate steps re-executed in dry-run (0 to 1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    sample_rate: f64,
+    /// Serve /metrics, /healthz and /readyz here. Loopback by default; give `0.0.0.0:8080` for
+    /// Prometheus and kubelet probes from outside the pod (the manifests do).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
+    /// Log lines: auto (human on a terminal, JSON otherwise), human or json.
+    #[arg(long, default_value = "auto")]
+    log_format: shadow_reconciler::telemetry::logging::LogFormat,
+    /// Write every record as Parquet under this directory (hive-style partitions).
+    #[arg(long, value_name = "DIR")]
+    parquet_dir: Option<PathBuf>,
+    #[command(flatten)]
+    parquet: ParquetArgs,
+    #[command(flatten)]
+    flag: FlagArgs,
+    /// The cluster's kubeconfig (default: KUBECONFIG, ~/.kube/config, or the pod's service
+    /// account).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+}
+
+pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    use shadow_reconciler::engine::EngineSettings;
+    use shadow_reconciler::reconcilers::addon::AddOnReconciler;
+    use shadow_reconciler::reconcilers::hostedcluster::HostedClusterReconciler;
+
+    let (hostedcluster, addon) = match args.reconciler.as_str() {
+        "all" => (true, true),
+        "hostedcluster" => (true, false),
+        "addon-install-progression" => (false, true),
+        other => anyhow::bail!(
+            "--reconciler {other:?}: expected hostedcluster, addon-install-progression or all"
+        ),
+    };
+    shadow_reconciler::telemetry::logging::init(args.log_format);
+    let mut plans = Vec::new();
+    if hostedcluster {
+        plans.push(HostedClusterReconciler::plan());
+    }
+    if addon {
+        plans.push(AddOnReconciler::plan());
+    }
+    let flag = Arc::new(flag_defaults(args, plans)?);
+    // The groups come from the shared flag (checked against every plan that runs).
+    let settings = EngineSettings {
+        mode: args.mode,
+        reexecute_sample_rate: args.sample_rate,
+        ..EngineSettings::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(controllers(args, (hostedcluster, addon), &flag, &settings))
+}
+
+/// Runs the chosen controllers until SIGTERM or Ctrl-C, with the endpoints and sinks around them.
+async fn controllers(
+    args: &RunArgs,
+    (hostedcluster, addon): (bool, bool),
+    flag: &Arc<LiveFlag>,
+    settings: &shadow_reconciler::engine::EngineSettings,
+) -> anyhow::Result<ExitCode> {
+    use shadow_reconciler::engine::Engine;
+    use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
+    use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+
+    let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT),
+    ));
+    let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+    let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+    let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+    let parquet = match &args.parquet_dir {
+        Some(dir) => {
+            let health = telemetry.metrics().sink_health("parquet").into();
+            Some(args.parquet.start(dir, Some(health), &telemetry)?)
+        }
+        None => None,
+    };
+    let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
+        .await
+        .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
+    tracing::info!(address = %server.addr(), "serving /metrics, /healthz and /readyz");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let mut tasks = Vec::new();
+    if let Some(target) = args.flag.target() {
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        tracing::info!(
+            flag = %target,
+            "waiting for the flag ConfigMap to be listed before starting the controllers"
+        );
+        tasks.push(tokio::spawn(shadow_reconciler::flag::watch::run(
+            client.clone(),
+            target,
+            flag.clone(),
+            Some(telemetry.flag().clone()),
+            move || {
+                let _ = synced_tx.send(());
+            },
+            until_stopped(stopped.clone()),
+        )));
+        tokio::select! {
+            _ = synced_rx => {}
+            () = shutdown_signal() => anyhow::bail!("interrupted while waiting for the flag ConfigMap"),
+        }
+    } else {
+        telemetry.flag().synced(true);
+        telemetry.flag().in_force(&flag.current());
+    }
+    let mut synced = telemetry.ready_when_synced(usize::from(hostedcluster) + usize::from(addon));
+    if hostedcluster {
+        let engine = observed(
+            Engine::new(
+                Arc::new(HostedClusterReconciler),
+                HostedClusterReconciler::plan(),
+                client.clone(),
+                settings,
+            )?
+            .with_flag(flag.clone()),
+            &telemetry,
+            traces.as_ref(),
+            parquet.as_ref(),
+        );
+        let api = kube::Api::<HostedCluster>::all(client.clone());
+        tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
+            Arc::new(engine),
+            api,
+            until_stopped(stopped.clone()),
+            synced.remove(0),
+        )));
+    }
+    if addon {
+        let engine = observed(
+            Engine::new(
+                Arc::new(AddOnReconciler),
+                AddOnReconciler::plan(),
+                client.clone(),
+                settings,
+            )?
+            .with_flag(flag.clone()),
+            &telemetry,
+            traces.as_ref(),
+            parquet.as_ref(),
+        );
+        let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
+        tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
+            Arc::new(engine),
+            api,
+            until_stopped(stopped.clone()),
+            synced.remove(0),
+        )));
+    }
+    tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
+    shutdown_signal().await;
+    let _ = stop.send(true);
+    // Reconciles in flight finish; a controller that cannot stop (kube-runtime waits for a
+    // cache that never synced when its kind is not served) is abandoned after the grace time.
+    let aborts: Vec<_> = tasks
+        .iter()
+        .map(tokio::task::JoinHandle::abort_handle)
+        .collect();
+    if tokio::time::timeout(SHUTDOWN_GRACE, futures_util::future::join_all(tasks))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "controllers did not stop in time; abandoning them"
+        );
+        aborts.iter().for_each(tokio::task::AbortHandle::abort);
+    }
+    tracing::info!("controllers stopped");
+    server
+        .shutdown()
+        .await
+        .context("the metrics endpoint failed")?;
+    if let Some(traces) = traces {
+        tokio::task::spawn_blocking(move || traces.shutdown())
+            .await
+            .context("flushing the traces failed")?;
+    }
+    if let Some(parquet) = parquet {
+        let grace = args.parquet.grace();
+        tokio::task::spawn_blocking(move || finish(&parquet, grace))
+            .await
+            .context("the Parquet writer failed")??;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An engine with the log, metrics and (when on) trace sinks, declared in the metrics.
+fn observed<R: shadow_reconciler::engine::Reconciler>(
+    engine: shadow_reconciler::engine::Engine<R>,
+    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    traces: Option<&Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
+    parquet: Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
+) -> shadow_reconciler::engine::Engine<R> {
+    let plan = engine.plan().clone();
+    let metrics = telemetry.metrics().clone();
+    metrics.engine(&plan, engine.guard().clone());
+    let engine = engine
+        .with_sink(Arc::new(shadow_reconciler::engine::LogSink))
+        .with_sink(Arc::new(metrics));
+    let engine = match traces {
+        Some(traces) => engine.with_sink(traces.clone()),
+        None => engine,
+    };
+    match parquet {
+        Some(parquet) => engine.with_sink(parquet.clone()),
+        None => engine,
+    }
+}
+
+/// The command line's flag for `run`: --mode, --enforce, --candidate, --ramp-percent and
+/// --allow-object-override, with every group checked against `plans`.
+pub fn flag_defaults(
+    args: &RunArgs,
+    plans: Vec<std::sync::Arc<ReconcilePlan>>,
+) -> anyhow::Result<LiveFlag> {
+    let groups = |option: &str, names: &[String]| -> anyhow::Result<Vec<GroupRef>> {
+        names
+            .iter()
+            .map(|n| {
+                GroupRef::parse(n)
+                    .with_context(|| format!("--{option} {n:?}: expected GROUP or PLAN/GROUP"))
+            })
+            .collect()
+    };
+    let candidate = groups("candidate", &args.candidate)?;
+    let spec = FlagSpec {
+        mode: args.mode,
+        enforced_groups: groups("enforce", &args.enforce)?,
+        candidate_groups: (!candidate.is_empty()).then_some(candidate),
+        ramp: args.flag.ramp_percent,
+        allow_object_override: args.flag.allow_object_override,
+    };
+    LiveFlag::new(spec, plans).map_err(|error| {
+        let option = match error.field() {
+            shadow_reconciler::flag::Field::CandidateGroups => "--candidate",
+            _ => "--enforce",
+        };
+        anyhow::anyhow!("{option} {:?}: {}", error.value(), error.message())
+    })
+}

@@ -1,0 +1,231 @@
+//! `shadow-reconciler simulate`: the scenario (reference controllers against the embedded
+//! simulator or a given cluster), or with `--model-only` the models' Monte Carlo.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use shadow_reconciler::model::montecarlo;
+use shadow_reconciler::scenario;
+
+use super::options::{
+    FlagArgs, ParquetArgs, by_plan, cluster_config, finish, load_plans, parse_plan_group,
+    parse_probability, shipped_or_file,
+};
+use super::{EXIT_INTERRUPTED, shutdown_signal};
+
+#[derive(Args)]
+pub(super) struct SimulateArgs {
+    /// HostedClusters in the simulated cluster.
+    #[arg(long, default_value_t = 200)]
+    hosted_clusters: usize,
+    /// ClusterManagementAddOns in the simulated cluster.
+    #[arg(long, default_value_t = 60)]
+    addons: usize,
+    /// The faults: healthy, missing-secrets, conflict-storm or mixed.
+    #[arg(long, default_value = "mixed")]
+    scenario: scenario::Scenario,
+    /// The engines' mode: off, shadow or enforce.
+    #[arg(long, default_value = "shadow")]
+    mode: shadow_reconciler::vocab::Mode,
+    /// The longest the controllers run, in seconds (a run that settles ends earlier).
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Seed of every random choice (same seed, same population and faults).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// In mode enforce: a rollout group the control enforces, as PLAN/GROUP (repeatable).
+    #[arg(long = "enforce-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group)]
+    enforce_groups: Vec<(String, String)>,
+    /// A rollout group the candidate enforces, as PLAN/GROUP (repeatable); default: every group.
+    #[arg(long = "candidate-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group)]
+    candidate_groups: Vec<(String, String)>,
+    /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Keep serving the endpoints after the run, until SIGTERM or Ctrl-C.
+    #[arg(long)]
+    serve: bool,
+    /// Instead: drive the two models over randomly drawn results, without an API server.
+    #[arg(long)]
+    model_only: bool,
+    /// With --model-only: a shipped plan or a plan file.
+    #[arg(long, default_value = "hostedcluster", requires = "model_only")]
+    plan: String,
+    /// With --model-only: reconciles to simulate.
+    #[arg(long, default_value_t = 10_000, requires = "model_only")]
+    reconciles: u64,
+    /// With --model-only: probability that an operation fails in a reconcile.
+    #[arg(long, default_value_t = 0.05, value_parser = parse_probability, requires = "model_only")]
+    failure_rate: f64,
+    /// With --model-only: rollout group enforced in the candidate (repeatable); default: all.
+    #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
+    enforce: Vec<String>,
+    /// Run this plan instead of the shipped plan of the same name (repeatable).
+    /// Run on this cluster instead of the embedded simulator: the population is created in it
+    /// (CRDs, namespaces team-0..team-9, the HostedClusters and add-ons), which must be fresh.
+    #[arg(long, value_name = "FILE", conflicts_with = "model_only")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (default: its current context).
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    context: Option<String>,
+    #[arg(long = "with-plan", value_name = "FILE", conflicts_with = "model_only")]
+    with_plans: Vec<PathBuf>,
+    /// Where the records are written as Parquet (replacing an earlier simulation's data there),
+    /// then analysed.
+    #[arg(long, value_name = "DIR", default_value = "shadow-data")]
+    parquet_dir: PathBuf,
+    /// Write no Parquet and skip the analysis.
+    #[arg(long, conflicts_with = "model_only")]
+    no_parquet: bool,
+    #[command(flatten)]
+    parquet: ParquetArgs,
+    #[command(flatten)]
+    flag: FlagArgs,
+}
+
+pub(super) fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    if args.model_only {
+        return simulate_models(args);
+    }
+    let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+    let plans = load_plans(&args.with_plans)?;
+    let parquet = if args.no_parquet {
+        None
+    } else {
+        replace_simulated_data(&args.parquet_dir)?;
+        let health = telemetry.metrics().sink_health("parquet").into();
+        Some(
+            args.parquet
+                .start(&args.parquet_dir, Some(health), &telemetry)?,
+        )
+    };
+    let settings = scenario::Settings {
+        telemetry: Some(telemetry.clone()),
+        parquet: parquet.clone(),
+        plans: plans.iter().map(|p| Arc::new(p.plan.clone())).collect(),
+        enforced_groups: by_plan(&args.enforce_groups),
+        candidate_groups: by_plan(&args.candidate_groups),
+        hosted_clusters: args.hosted_clusters,
+        addons: args.addons,
+        scenario: args.scenario,
+        seed: args.seed,
+        mode: args.mode,
+        duration: std::time::Duration::from_secs(args.duration),
+        ramp: args.flag.ramp_percent,
+        allow_object_override: args.flag.allow_object_override,
+        flag: args.flag.target(),
+        ..scenario::Settings::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let summary = runtime.block_on(async {
+        // Inside the runtime: the gRPC exporter needs one to be built.
+        let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+        let cluster = simulated_cluster(&args).await?;
+        let settings = scenario::Settings {
+            traces: traces.clone(),
+            cluster,
+            ..settings
+        };
+        let server =
+            shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
+                .await
+                .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
+        eprintln!("metrics at http://{}/metrics", server.addr());
+        let summary = tokio::select! {
+            summary = scenario::run(&settings) => summary.context("the simulation failed")?,
+            () = shutdown_signal() => {
+                // Interrupted: what the sink accepted so far is still written, then we stop.
+                if let Some(parquet) = parquet {
+                    let grace = args.parquet.grace();
+                    tokio::task::spawn_blocking(move || finish(&parquet, grace))
+                        .await
+                        .context("the Parquet writer failed")??;
+                }
+                eprintln!("interrupted before the simulation finished");
+                return anyhow::Ok(None);
+            }
+        };
+        super::out(&summary);
+        if let Some(parquet) = &parquet {
+            let (parquet, grace) = (parquet.clone(), args.parquet.grace());
+            tokio::task::spawn_blocking(move || finish(&parquet, grace))
+                .await
+                .context("the Parquet writer failed")??;
+            let (dir, plans) = (args.parquet_dir.clone(), plans);
+            tokio::task::spawn_blocking(move || super::analyze::analyze_simulated(&dir, &plans))
+                .await
+                .context("the analysis failed")??;
+        }
+        if args.serve {
+            eprintln!(
+                "run finished; still serving http://{}/metrics until SIGTERM or Ctrl-C",
+                server.addr()
+            );
+            shutdown_signal().await;
+        }
+        server
+            .shutdown()
+            .await
+            .context("the metrics endpoint failed")?;
+        anyhow::Ok(Some(summary))
+    })?;
+    let Some(summary) = summary else {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    };
+    if summary.shadow_persisted > 0 || summary.guard_refusals > 0 {
+        anyhow::bail!(
+            "the shadow persisted {} mutations and the guard refused {}: both must be 0",
+            summary.shadow_persisted,
+            summary.guard_refusals
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `simulate --kubeconfig`: the cluster to run on instead of the simulator.
+async fn simulated_cluster(args: &SimulateArgs) -> anyhow::Result<Option<kube::Config>> {
+    let Some(path) = &args.kubeconfig else {
+        return Ok(None);
+    };
+    let config = cluster_config(Some(path), args.context.as_deref()).await?;
+    eprintln!(
+        "running on the cluster at {} (from {}): the population is created there",
+        config.cluster_url,
+        path.display()
+    );
+    Ok(Some(config))
+}
+
+fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let plan = shipped_or_file(&args.plan)?;
+    let settings = montecarlo::Settings {
+        reconciles: args.reconciles,
+        failure_rate: args.failure_rate,
+        seed: args.seed,
+        candidate_groups: (!args.enforce.is_empty()).then_some(args.enforce),
+    };
+    let summary = montecarlo::run(Arc::new(plan), settings).context("--enforce")?;
+    super::out(&summary);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes an earlier simulation's tables (and report) from `dir`, so the analysis that follows
+/// covers this run alone.
+pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
+    for table in shadow_reconciler::dataset::Table::ALL {
+        let path = dir.join(format!("table={}", table.as_str()));
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("cannot remove the earlier data in {}", path.display()))?;
+        }
+    }
+    let report = dir.join(super::analyze::REPORT);
+    if report.exists() {
+        std::fs::remove_file(&report)
+            .with_context(|| format!("cannot remove {}", report.display()))?;
+    }
+    Ok(())
+}

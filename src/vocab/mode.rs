@@ -1,0 +1,47 @@
+//! The engine's mode: which policies run.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Which policies run, ordered from the most cautious (`off`) to `enforce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mode {
+    /// The control only (legacy sequential).
+    Off,
+    /// Control legacy sequential; candidate phased, in shadow.
+    Shadow,
+    /// Control phased with the enforced groups; candidate phased with more groups, in shadow.
+    Enforce,
+}
+
+impl Mode {
+    /// The label used in flags, metrics and Parquet.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Shadow => "shadow",
+            Self::Enforce => "enforce",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(Self::Off),
+            "shadow" => Ok(Self::Shadow),
+            "enforce" => Ok(Self::Enforce),
+            other => Err(format!(
+                "unknown mode {other:?}; expected off, shadow or enforce"
+            )),
+        }
+    }
+}
