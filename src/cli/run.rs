@@ -162,10 +162,9 @@ async fn controllers(
             traces.as_ref(),
             parquet.as_ref(),
         );
-        let api = kube::Api::<HostedCluster>::all(client.clone());
         tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
             Arc::new(engine),
-            api,
+            kube::Api::<HostedCluster>::all(client.clone()),
             until_stopped(stopped.clone()),
             synced.remove(0),
         )));
@@ -183,10 +182,9 @@ async fn controllers(
             traces.as_ref(),
             parquet.as_ref(),
         );
-        let api = kube::Api::<ClusterManagementAddOn>::all(client.clone());
         tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
             Arc::new(engine),
-            api,
+            kube::Api::<ClusterManagementAddOn>::all(client.clone()),
             until_stopped(stopped.clone()),
             synced.remove(0),
         )));
@@ -194,7 +192,20 @@ async fn controllers(
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
     shutdown_signal().await;
     let _ = stop.send(true);
-    // Reconciles in flight finish; a controller that cannot stop (kube-runtime waits for a
+    stop_all(tasks, server, traces, parquet, args.parquet.grace()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the controllers (reconciles in flight finish), then the endpoints, then flushes the
+/// traces and the Parquet data.
+async fn stop_all(
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    server: shadow_reconciler::telemetry::http::Server,
+    traces: Option<Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
+    parquet: Option<Arc<shadow_reconciler::dataset::ParquetSink>>,
+    grace: std::time::Duration,
+) -> anyhow::Result<()> {
+    // A controller that cannot stop (kube-runtime waits for a
     // cache that never synced when its kind is not served) is abandoned after the grace time.
     let aborts: Vec<_> = tasks
         .iter()
@@ -221,12 +232,11 @@ async fn controllers(
             .context("flushing the traces failed")?;
     }
     if let Some(parquet) = parquet {
-        let grace = args.parquet.grace();
         tokio::task::spawn_blocking(move || finish(&parquet, grace))
             .await
             .context("the Parquet writer failed")??;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// An engine with the log, metrics and (when on) trace sinks, declared in the metrics.

@@ -128,7 +128,7 @@ impl ResourceType {
         let mut entries = vec![json!({
             "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
             "kind": self.kind, "verbs": verbs,
-            "storageVersionHash": super::object::base64(&digest[..8]),
+            "storageVersionHash": crate::util::base64::encode(&digest[..8]),
         })];
         if self.status_subresource {
             entries.push(json!({

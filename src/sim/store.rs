@@ -1,6 +1,10 @@
 //! The simulator's storage and verbs: objects, the global resourceVersion, and watch history.
 //!
 //! Everything here runs under one lock and does no I/O; `http` maps requests onto it.
+//!
+//! Over 600 lines: one type, the store, whose verbs keep its invariants together (one
+//! resourceVersion sequence, the watch history, finalizers and deletion, status subresources);
+//! split by verb, each part would need the store's private state.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
