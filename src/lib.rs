@@ -2,12 +2,20 @@
 //! legacy sequential one, record what the new model would have changed, and judge when it is safe
 //! to enforce.
 //!
-//! The crate is organised around the vocabulary of `docs/design.md`:
-//! - [`plan`]: the `ReconcilePlan`, the hypothesis under test;
-//! - [`model`]: the pure schedulers (`sequential`, `phased`), their reports and diffs;
-//! - [`outcome`]: the bounded vocabularies of a step (category, gate, error class, outcome).
-//! - [`simulate`]: model-only simulation over randomly drawn results.
-//! - [`sim`]: the embedded Kubernetes API simulator.
+//! The crate is built in layers (`docs/design.md`, "Layers"; `tests/layers.rs` holds them): a
+//! module uses only the layers below its own.
+//!
+//! | layer | modules |
+//! |---|---|
+//! | 6 | [`scenario`]: what `simulate` runs (population, faults, both controllers, settling) |
+//! | 5 | [`telemetry`]: metrics, traces, logs, endpoints; [`analyze`]: verdicts and readiness from the Parquet data; [`manifests`]: the generated parts of `deploy/` |
+//! | 4 | [`reconcilers`]: the reference reconcilers; [`dataset`]: the Parquet dataset; [`ingest`]: records rebuilt from a Go controller's spans |
+//! | 3 | [`engine`]: the control for real, the candidate in shadow, the record and its sinks, the controller |
+//! | 2 | [`model`]: the pure schedulers, reports, diffs and their Monte Carlo; [`flag`]: the live flag |
+//! | 1 | [`plan`]: the `ReconcilePlan`, the hypothesis under test; [`sim`]: the embedded Kubernetes API simulator |
+//! | 0 | [`vocab`]: operation ids and the bounded vocabularies (category, gate, outcome, mode...); [`util`]: time, random numbers, YAML locations, serving |
+//!
+//! The command line (`src/main.rs`, `src/cli/`) sits on top, in the binary.
 //!
 //! The model decides, the caller executes. Here the legacy loop (the control) and the phased
 //! reconcile (the candidate) meet a missing SSH key secret:

@@ -2,6 +2,9 @@
 //! kinds, from their Rust types; the `PrometheusRule` wrapping `exporters/prometheus/rules.yaml`;
 //! and the sidecar overlay's copies of the shipped plans. `shadow-reconciler manifests` writes them; `--check` (and a test)
 //! fails when the committed files are stale.
+//!
+//! Layer 5 of the crate (docs/design.md, "Layers"): builds on [`reconcilers`](crate::reconcilers),
+//! [`plan`](crate::plan); nothing here may use a module of its layer or above.
 
 use std::path::{Path, PathBuf};
 

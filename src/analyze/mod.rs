@@ -2,6 +2,10 @@
 //! (verdicts per operation), finds ordering dependencies the plan does not declare, and says
 //! whether each rollout group is ready to enforce. Output formats: [`render`]; the JSON is
 //! documented in `docs/analyze.md`.
+//!
+//! Layer 5 of the crate (docs/design.md, "Layers"): builds on [`dataset`](crate::dataset),
+//! [`engine`](crate::engine), [`plan`](crate::plan), [`vocab`](crate::vocab); nothing here may use
+//! a module of its layer or above.
 
 pub mod counts;
 mod judge;

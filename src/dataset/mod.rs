@@ -1,6 +1,10 @@
 //! The Parquet dataset: two tables (`reconciles`, `steps`) in hive-style partitions
 //! (`table=steps/date=YYYY-MM-DD/hour=HH/part-....parquet`), written by a sink off the reconcile
 //! path and read back, file by file, by the analyzer. Layout and columns: `docs/parquet.md`.
+//!
+//! Layer 4 of the crate (docs/design.md, "Layers"): builds on [`engine`](crate::engine),
+//! [`util`](crate::util), [`vocab`](crate::vocab); nothing here may use a module of its layer or
+//! above.
 
 pub mod encode;
 pub mod reader;

@@ -4,6 +4,10 @@
 //! The same pure models decide both runs ([`crate::model`]); the engine only executes. A candidate
 //! step the control already ran reuses its result (no request); one the control did not run
 //! executes through the [`dryrun`] client; a `shadow: skip` step is not simulated.
+//!
+//! Layer 3 of the crate (docs/design.md, "Layers"): builds on [`flag`](crate::flag),
+//! [`model`](crate::model), [`plan`](crate::plan), [`util`](crate::util), [`vocab`](crate::vocab);
+//! nothing here may use a module of its layer or above.
 
 pub mod classify;
 pub mod condition;

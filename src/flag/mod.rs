@@ -5,6 +5,10 @@
 //! with the [`ANNOTATION`]. The command line gives the defaults; a ConfigMap, watched by
 //! [`watch::run`], overrides them key by key. An invalid ConfigMap keeps the last valid flag.
 //! See `docs/flag.md`.
+//!
+//! Layer 2 of the crate (docs/design.md, "Layers"): builds on [`plan`](crate::plan),
+//! [`util`](crate::util), [`vocab`](crate::vocab); nothing here may use a module of its layer or
+//! above.
 
 pub mod metrics;
 mod parse;

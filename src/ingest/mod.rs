@@ -3,6 +3,10 @@
 //! [`reconstruct::Assembler`] rebuilds each reconcile's control run from the spans and evaluates
 //! the plan's candidate on it, and the same `ReconcileRecord` goes to the same sinks (metrics,
 //! Parquet) as in the embedded engine. See `docs/ingest.md`.
+//!
+//! Layer 4 of the crate (docs/design.md, "Layers"): builds on [`engine`](crate::engine),
+//! [`flag`](crate::flag), [`model`](crate::model), [`plan`](crate::plan), [`vocab`](crate::vocab);
+//! nothing here may use a module of its layer or above.
 
 pub mod convention;
 pub mod metrics;

@@ -10,6 +10,10 @@
 //!   errors collected with their category. Operations outside the enforced rollout groups behave
 //!   fail-fast (critical, gated), so with no group enforced and the phased order equal to the
 //!   legacy order it reproduces `sequential` exactly.
+//!
+//! Layer 2 of the crate (docs/design.md, "Layers"): builds on [`plan`](crate::plan),
+//! [`util`](crate::util), [`vocab`](crate::vocab); nothing here may use a module of its layer or
+//! above.
 
 mod diff;
 mod driver;

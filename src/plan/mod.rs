@@ -3,6 +3,9 @@
 //! A plan lists every operation of a reconcile with its phase, category, gate, dependencies, shadow
 //! policy and conflict policy; the legacy (sequential) order; and the rollout groups that enforce
 //! moves through. See `docs/plan.md` for the format.
+//!
+//! Layer 1 of the crate (docs/design.md, "Layers"): builds on [`util`](crate::util),
+//! [`vocab`](crate::vocab); nothing here may use a module of its layer or above.
 
 mod diagnostic;
 mod hash;

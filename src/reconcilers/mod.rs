@@ -1,4 +1,8 @@
 //! The reference reconcilers, each with its CRDs and its plan from `deploy/plans/`.
+//!
+//! Layer 4 of the crate (docs/design.md, "Layers"): builds on [`engine`](crate::engine),
+//! [`plan`](crate::plan), [`util`](crate::util), [`vocab`](crate::vocab); nothing here may use a
+//! module of its layer or above.
 
 pub mod addon;
 pub mod hostedcluster;

@@ -1,5 +1,11 @@
 //! `simulate`: the embedded API simulator, a realistic population, a named scenario of faults,
 //! and both reference reconcilers running their controllers in shadow mode.
+//!
+//! Layer 6 of the crate (docs/design.md, "Layers"): builds on [`analyze`](crate::analyze),
+//! [`telemetry`](crate::telemetry), [`dataset`](crate::dataset),
+//! [`reconcilers`](crate::reconcilers), [`engine`](crate::engine), [`flag`](crate::flag),
+//! [`plan`](crate::plan), [`sim`](crate::sim), [`util`](crate::util), [`vocab`](crate::vocab);
+//! nothing here may use a module of its layer or above.
 
 pub mod population;
 mod settings;

@@ -2,6 +2,9 @@
 //! watchers and controllers use unchanged, with seeded fault injection and an audit of every
 //! request. See `docs/simulator.md` for what it implements and where it differs from a real
 //! API server.
+//!
+//! Layer 1 of the crate (docs/design.md, "Layers"): builds on [`util`](crate::util); nothing here
+//! may use a module of its layer or above.
 
 mod audit;
 mod discovery;
