@@ -29,9 +29,10 @@ pub use record::{
     ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
     record_of_world,
 };
+pub(crate) use record::{Trace, assemble};
 
 use crate::flag::{Evaluation, FlagSpec, FlagState, GroupRef, LiveFlag, PlanFlag};
-use crate::model::{Decision, Diff, Policy, StepResult};
+use crate::model::{Decision, Policy, StepResult};
 use crate::plan::{LookupError, ReconcilePlan};
 use crate::vocab::{Execution, Mode, Outcome, ShadowPolicy};
 
@@ -496,78 +497,6 @@ fn evaluate<K: Resource>(state: &FlagState, flag: &PlanFlag, object: &K) -> Eval
         .and_then(|a| a.get(crate::flag::ANNOTATION))
         .map(String::as_str);
     state.evaluate(flag, uid, annotation)
-}
-
-/// One reconcile's record from its runs: the steps of both, their diff, the aggregate texts.
-/// `duration` is left zero for the caller to set.
-///
-/// # Panics
-/// Never for runs of the same plan (the caller's invariant: both follow `plan`).
-pub(crate) fn assemble(
-    plan: &ReconcilePlan,
-    object: ObjectKey,
-    (mode, flag): (Mode, Option<Evaluation>),
-    started_at: SystemTime,
-    (control_report, control): (&crate::model::Report, &Trace),
-    candidate: Option<(&crate::model::Report, &Trace)>,
-    trace_id: Option<String>,
-) -> ReconcileRecord {
-    let mut record = ReconcileRecord {
-        object,
-        plan: plan.name().to_owned(),
-        plan_hash: plan.hash().to_hex(),
-        mode,
-        flag,
-        started_at,
-        duration: Duration::ZERO,
-        control: ReconcileRecord::steps(control_report, control),
-        candidate: Vec::new(),
-        unblocked: Vec::new(),
-        newly_blocked: Vec::new(),
-        changed: Vec::new(),
-        control_first_failure: control_report
-            .first_failure()
-            .map(|op| plan.name_of(op).to_owned()),
-        control_error: control_report.aggregate(),
-        candidate_error: None,
-        trace_id,
-        guard_refusals: 0,
-        dry_run_requests: 0,
-    };
-    if let Some((report, trace)) = candidate {
-        let diff = Diff::between(control_report, report).expect("both runs follow the plan");
-        (record.unblocked, record.newly_blocked, record.changed) =
-            ReconcileRecord::diff_names(control_report, &diff);
-        record.candidate = ReconcileRecord::steps(report, trace);
-        record.candidate_error = report.aggregate();
-    }
-    record
-}
-
-/// Per-operation facts of one run that the model does not keep.
-pub(crate) struct Trace {
-    pub(crate) executions: Vec<Execution>,
-    pub(crate) durations: Vec<Duration>,
-    pub(crate) conflicts: Vec<u32>,
-    /// Whether the operation ran under the retry-on-conflict policy.
-    pub(crate) retried: Vec<bool>,
-    /// When the operation started, from the start of the reconcile.
-    pub(crate) offsets: Vec<Duration>,
-    /// The start of the reconcile.
-    pub(crate) origin: Instant,
-}
-
-impl Trace {
-    pub(crate) fn new(n: usize, origin: Instant) -> Self {
-        Self {
-            origin,
-            executions: vec![Execution::NotRun; n],
-            durations: vec![Duration::ZERO; n],
-            conflicts: vec![0; n],
-            retried: vec![false; n],
-            offsets: vec![Duration::ZERO; n],
-        }
-    }
 }
 
 fn with_requeue(result: StepResult, requeue: Option<Duration>) -> StepResult {

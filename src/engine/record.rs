@@ -1,12 +1,14 @@
 //! The `ReconcileRecord`: one reconcile's control and candidate steps and their diff, the one
-//! type every sink consumes.
+//! type every sink consumes; how it is assembled from the two runs and their traces; and the
+//! record of a drawn world (`record_of_world`), for datasets with a known truth.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::flag::Evaluation;
 use crate::model::{Diff, Report, Step};
-use crate::vocab::Mode;
-use crate::vocab::{Category, ErrorClass, Execution, Outcome};
+use crate::plan::ReconcilePlan;
+use crate::vocab::{Category, ErrorClass, Execution, Mode, Outcome};
 
 /// Which object was reconciled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +136,7 @@ pub struct ReconcileRecord {
 
 impl ReconcileRecord {
     /// The steps of one policy as records. `executions[op]` and `durations[op]` come from the run.
-    pub(super) fn steps(report: &Report, trace: &super::Trace) -> Vec<StepRecord> {
+    pub(super) fn steps(report: &Report, trace: &Trace) -> Vec<StepRecord> {
         let plan = report.plan();
         report
             .steps()
@@ -292,6 +294,78 @@ impl Sink for LogSink {
         }
     }
 }
+/// One reconcile's record from its runs: the steps of both, their diff, the aggregate texts.
+/// `duration` is left zero for the caller to set.
+///
+/// # Panics
+/// Never for runs of the same plan (the caller's invariant: both follow `plan`).
+pub(crate) fn assemble(
+    plan: &ReconcilePlan,
+    object: ObjectKey,
+    (mode, flag): (Mode, Option<Evaluation>),
+    started_at: SystemTime,
+    (control_report, control): (&crate::model::Report, &Trace),
+    candidate: Option<(&crate::model::Report, &Trace)>,
+    trace_id: Option<String>,
+) -> ReconcileRecord {
+    let mut record = ReconcileRecord {
+        object,
+        plan: plan.name().to_owned(),
+        plan_hash: plan.hash().to_hex(),
+        mode,
+        flag,
+        started_at,
+        duration: Duration::ZERO,
+        control: ReconcileRecord::steps(control_report, control),
+        candidate: Vec::new(),
+        unblocked: Vec::new(),
+        newly_blocked: Vec::new(),
+        changed: Vec::new(),
+        control_first_failure: control_report
+            .first_failure()
+            .map(|op| plan.name_of(op).to_owned()),
+        control_error: control_report.aggregate(),
+        candidate_error: None,
+        trace_id,
+        guard_refusals: 0,
+        dry_run_requests: 0,
+    };
+    if let Some((report, trace)) = candidate {
+        let diff = Diff::between(control_report, report).expect("both runs follow the plan");
+        (record.unblocked, record.newly_blocked, record.changed) =
+            ReconcileRecord::diff_names(control_report, &diff);
+        record.candidate = ReconcileRecord::steps(report, trace);
+        record.candidate_error = report.aggregate();
+    }
+    record
+}
+
+/// Per-operation facts of one run that the model does not keep.
+pub(crate) struct Trace {
+    pub(crate) executions: Vec<Execution>,
+    pub(crate) durations: Vec<Duration>,
+    pub(crate) conflicts: Vec<u32>,
+    /// Whether the operation ran under the retry-on-conflict policy.
+    pub(crate) retried: Vec<bool>,
+    /// When the operation started, from the start of the reconcile.
+    pub(crate) offsets: Vec<Duration>,
+    /// The start of the reconcile.
+    pub(crate) origin: Instant,
+}
+
+impl Trace {
+    pub(crate) fn new(n: usize, origin: Instant) -> Self {
+        Self {
+            origin,
+            executions: vec![Execution::NotRun; n],
+            durations: vec![Duration::ZERO; n],
+            conflicts: vec![0; n],
+            retried: vec![false; n],
+            offsets: vec![Duration::ZERO; n],
+        }
+    }
+}
+
 /// The record of one shadow reconcile of `object` over `world` (one result per operation), as
 /// the engine would have written it: the control runs `control`'s decisions for real, the
 /// candidate reuses what the control ran, runs the rest in dry-run with the world's result, and
@@ -314,12 +388,12 @@ pub fn record_of_world(
     use crate::vocab::{Execution, ShadowPolicy};
     let plan = control.plan().clone();
     let origin = std::time::Instant::now();
-    let mut control_trace = super::Trace::new(plan.len(), origin);
+    let mut control_trace = Trace::new(plan.len(), origin);
     let control_report = drive(control, |op| {
         control_trace.executions[op.id().index()] = Execution::Real;
         world[op.id().index()].clone()
     });
-    let mut candidate_trace = super::Trace::new(plan.len(), origin);
+    let mut candidate_trace = Trace::new(plan.len(), origin);
     let candidate_report = drive(candidate, |op| {
         let i = op.id().index();
         candidate_trace.executions[i] = if control_report.step(op.id()).executed {
@@ -331,7 +405,7 @@ pub fn record_of_world(
         };
         candidate_result(op, &control_report, world)
     });
-    super::assemble(
+    assemble(
         &plan,
         object,
         (crate::vocab::Mode::Shadow, None),
