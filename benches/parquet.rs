@@ -14,8 +14,7 @@ use shadow_reconciler::dataset::{DatasetWriter, WriterConfig};
 use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, StepRecord};
 use shadow_reconciler::plan::{ReconcilePlan, embedded};
 use shadow_reconciler::util::Rng;
-use shadow_reconciler::vocab::Mode;
-use shadow_reconciler::vocab::{Category, ErrorClass, Execution};
+use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
 /// A shadow reconcile of `plan`: the control stops at a random operation (or succeeds), the
 /// candidate reuses what the control ran and dry-runs the rest, 5% of which fail.

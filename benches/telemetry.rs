@@ -9,8 +9,7 @@ use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
 use shadow_reconciler::plan::embedded;
 use shadow_reconciler::telemetry::http::Telemetry;
 use shadow_reconciler::telemetry::traces::TraceSink;
-use shadow_reconciler::vocab::Mode;
-use shadow_reconciler::vocab::{Category, ErrorClass, Execution};
+use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
 /// A shadow reconcile of the hostedcluster plan where the control stopped at `SSHKeySync` and the
 /// candidate ran everything else in dry-run.

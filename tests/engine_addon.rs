@@ -18,8 +18,7 @@ use shadow_reconciler::reconcilers::addon::{
     InstallStrategy, PlacementRef,
 };
 use shadow_reconciler::sim::{Action, Match, Rule, SimConfig, Simulator};
-use shadow_reconciler::vocab::Mode;
-use shadow_reconciler::vocab::{ErrorClass, Execution};
+use shadow_reconciler::vocab::{ErrorClass, Execution, Mode};
 
 async fn fixture() -> (Simulator, kube::Client) {
     let (sim, client) = start_sim(SimConfig::default()).await;

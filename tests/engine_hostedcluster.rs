@@ -19,8 +19,7 @@ use shadow_reconciler::reconcilers::hostedcluster::{
     Release,
 };
 use shadow_reconciler::sim::{Action, Match, Rule, SimConfig, Simulator};
-use shadow_reconciler::vocab::Execution;
-use shadow_reconciler::vocab::Mode;
+use shadow_reconciler::vocab::{Execution, Mode};
 
 const NS: &str = "clusters";
 

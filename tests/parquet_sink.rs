@@ -6,8 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use shadow_reconciler::dataset::{ParquetSink, ShutdownError, SinkConfig, Table, reader};
 use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
-use shadow_reconciler::vocab::Mode;
-use shadow_reconciler::vocab::{Category, ErrorClass, Execution};
+use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
 const SECRET: &str = "c2VjcmV0LXB1bGwtc2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA=";
 

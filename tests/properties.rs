@@ -6,8 +6,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use shadow_reconciler::model::{Diff, Policy, Report, StepResult, drive};
 use shadow_reconciler::plan::ReconcilePlan;
-use shadow_reconciler::vocab::OpSet;
-use shadow_reconciler::vocab::{ErrorClass, Outcome};
+use shadow_reconciler::vocab::{ErrorClass, OpSet, Outcome};
 
 /// What a random operation returns.
 #[derive(Clone, Copy, Debug)]

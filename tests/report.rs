@@ -9,8 +9,7 @@ use common::{id, phased_all, plan, run_failing, secs};
 use shadow_reconciler::model::{
     ConditionStatus, Decision, ModelError, ModelKind, Policy, StepResult, drive,
 };
-use shadow_reconciler::vocab::OpSet;
-use shadow_reconciler::vocab::{ErrorClass, Outcome};
+use shadow_reconciler::vocab::{ErrorClass, OpSet, Outcome};
 
 /// Two critical operations, two non-critical ones, and three gated ones listed out of
 /// alphabetical order (so that sorting the blocked list is visible).

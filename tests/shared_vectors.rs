@@ -16,8 +16,7 @@ use serde_json::{Value, json};
 use shadow_reconciler::model::{Diff, Policy, Report, StepResult, drive};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::util::Rng;
-use shadow_reconciler::vocab::OpSet;
-use shadow_reconciler::vocab::{ErrorClass, Outcome, ShadowPolicy};
+use shadow_reconciler::vocab::{ErrorClass, OpSet, Outcome, ShadowPolicy};
 
 const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/model-vectors.json");
 

@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::plan::ReconcilePlan;
-use crate::vocab::OpId;
-use crate::vocab::{Category, ErrorClass};
+use crate::vocab::{Category, ErrorClass, OpId};
 
 use super::counts::{OpCounts, PlanCounts, flag};
 use super::pairs::{self, declared};

@@ -17,9 +17,7 @@ use crate::engine::{ObjectKey, ReconcileRecord, Trace, assemble};
 use crate::flag::{Evaluation, Reason};
 use crate::model::{Decision, Policy, StepResult};
 use crate::plan::ReconcilePlan;
-use crate::vocab::Mode;
-use crate::vocab::OpId;
-use crate::vocab::{ErrorClass, Execution};
+use crate::vocab::{ErrorClass, Execution, Mode, OpId};
 
 /// Bounds on what is buffered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

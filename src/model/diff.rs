@@ -1,8 +1,7 @@
 //! What the candidate would have done differently from the control, on the same operations.
 
 use super::{ModelError, Report};
-use crate::vocab::OpId;
-use crate::vocab::Outcome;
+use crate::vocab::{OpId, Outcome};
 
 /// The difference between a control run and a candidate run of the same plan.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -30,8 +30,7 @@ pub use report::{Condition, ConditionStatus, Report, Step};
 pub use run::{Decision, ModelError, Run, StepResult};
 
 use crate::plan::{LookupError, ReconcilePlan};
-use crate::vocab::{Category, Gate};
-use crate::vocab::{OpId, OpSet};
+use crate::vocab::{Category, Gate, OpId, OpSet};
 
 /// Which scheduler a policy uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use crate::model::{Diff, Policy, Report, StepResult, drive};
 use crate::plan::{LookupError, ReconcilePlan};
 use crate::util::Rng;
-use crate::vocab::OpId;
-use crate::vocab::{ErrorClass, Outcome, ShadowPolicy};
+use crate::vocab::{ErrorClass, OpId, Outcome, ShadowPolicy};
 
 /// Draws one world: a result per operation, each failing with probability `failure_rate`.
 pub fn draw_world(plan: &ReconcilePlan, failure_rate: f64, rng: &mut Rng) -> Vec<StepResult> {

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use super::ModelKind;
 use crate::plan::ReconcilePlan;
-use crate::vocab::OpId;
-use crate::vocab::Outcome;
+use crate::vocab::{OpId, Outcome};
 
 /// The condition type the reconcile writes.
 pub const CONDITION_TYPE: &str = "ReconciliationSucceeded";

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use super::report::{Report, Step};
 use super::{ModelKind, Policy};
-use crate::vocab::{ErrorClass, Outcome};
-use crate::vocab::{OpId, OpSet};
+use crate::vocab::{ErrorClass, OpId, OpSet, Outcome};
 
 /// Misuse of a [`Run`] by its caller (a bug in the executor, never bad input).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

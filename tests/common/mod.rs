@@ -43,8 +43,7 @@ use std::time::Duration;
 
 use shadow_reconciler::model::{Policy, Report, StepResult, drive};
 use shadow_reconciler::plan::{ReconcilePlan, RolloutGroup, embedded};
-use shadow_reconciler::vocab::ErrorClass;
-use shadow_reconciler::vocab::OpId;
+use shadow_reconciler::vocab::{ErrorClass, OpId};
 
 /// A plan from YAML; panics with the diagnostics if it is invalid.
 pub fn plan(yaml: &str) -> Arc<ReconcilePlan> {
