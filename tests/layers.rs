@@ -44,6 +44,8 @@ fn parse_layers(design: &str) -> Result<BTreeMap<String, usize>, String> {
         .split("\n## ")
         .find(|s| s.starts_with("Layers"))
         .ok_or("docs/design.md has no \"## Layers\" section")?;
+    // The crate's table comes first; the Go package's is in its own subsection.
+    let section = section.split("\n### ").next().unwrap_or_default();
     let mut layers = BTreeMap::new();
     for (n, line) in section.lines().enumerate() {
         let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
@@ -433,6 +435,144 @@ fn sources(dir: &Path) -> Vec<(String, String)> {
     }
     files.sort();
     files
+}
+
+/// The Go package's layer table: the "### The Go package" subsection of "## Layers".
+fn parse_go_layers(design: &str) -> Result<BTreeMap<String, usize>, String> {
+    let section = design
+        .split("\n## ")
+        .find(|s| s.starts_with("Layers"))
+        .and_then(|s| s.split("\n### ").find(|s| s.starts_with("The Go package")))
+        .ok_or("docs/design.md has no \"### The Go package\" subsection under \"## Layers\"")?;
+    parse_layers(&format!("\n## Layers\n{section}"))
+}
+
+/// The module's own packages a Go file imports (paths relative to the module), with their lines.
+fn go_imports(text: &str, module: &str) -> Vec<(String, usize)> {
+    let prefix = format!("\"{module}/");
+    let mut found = Vec::new();
+    let mut in_block = false;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with("import (") {
+            in_block = true;
+            continue;
+        }
+        if in_block && line == ")" {
+            in_block = false;
+            continue;
+        }
+        let spec = if in_block {
+            line
+        } else if let Some(rest) = line.strip_prefix("import ") {
+            rest
+        } else {
+            continue;
+        };
+        if let Some(at) = spec.find(&prefix) {
+            let path = &spec[at + prefix.len()..];
+            if let Some(end) = path.find('"') {
+                found.push((path[..end].to_owned(), n + 1));
+            }
+        }
+    }
+    found
+}
+
+/// Every violation of the Go layers: `files` are (package dir relative to the module, file name,
+/// text) of the module's non-test files.
+fn check_go(
+    files: &[(String, String, String)],
+    module: &str,
+    layers: &BTreeMap<String, usize>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (package, name, text) in files {
+        let Some(&own) = layers.get(package) else {
+            problems.push(format!(
+                "sdk/go/{package}: package not in the Go table of docs/design.md"
+            ));
+            continue;
+        };
+        for (import, line) in go_imports(text, module) {
+            match layers.get(&import) {
+                Some(&theirs) if theirs < own => {}
+                Some(&theirs) => problems.push(format!(
+                    "sdk/go/{package}/{name}:{line}: `{package}` (layer {own}) imports `{import}` (layer {theirs}): a package may import only layers below its own"
+                )),
+                None => problems.push(format!(
+                    "sdk/go/{package}/{name}:{line}: imports `{import}`, which is not in the Go table of docs/design.md"
+                )),
+            }
+        }
+    }
+    problems
+}
+
+/// The Go module's non-test files: (package dir, file name, text).
+fn go_sources(root: &Path) -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                pending.push(path);
+            } else if name.ends_with(".go") && !name.ends_with("_test.go") {
+                let package = d
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                files.push((package, name, text));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn the_go_package_keeps_its_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+    let layers = parse_go_layers(&design).unwrap_or_else(|e| panic!("docs/design.md: {e}"));
+    let go_mod = std::fs::read_to_string(root.join("sdk/go/go.mod")).unwrap();
+    let module = go_mod
+        .lines()
+        .find_map(|l| l.strip_prefix("module "))
+        .expect("sdk/go/go.mod names its module")
+        .trim();
+    let files = go_sources(&root.join("sdk/go"));
+    assert!(
+        files.len() > 10,
+        "only {} Go files found under sdk/go",
+        files.len()
+    );
+    let problems = check_go(&files, module, &layers);
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    // The check can fail: the same files with one upward import planted.
+    let mut planted = files.clone();
+    let plan = planted
+        .iter_mut()
+        .find(|(p, _, _)| p == "plan")
+        .expect("a plan package");
+    plan.2 = plan
+        .2
+        .replacen("import (", &format!("import (\n\t\"{module}/shadow\""), 1);
+    let problems = check_go(&planted, module, &layers);
+    assert!(
+        problems.len() == 1 && problems[0].contains("`plan` (layer 1) imports `shadow` (layer 3)"),
+        "{problems:#?}"
+    );
 }
 
 fn repository_layers() -> BTreeMap<String, usize> {
