@@ -519,7 +519,7 @@ fn go_sources(root: &Path) -> Vec<(String, String, String)> {
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             if path.is_dir() {
                 pending.push(path);
-            } else if name.ends_with(".go") && !name.ends_with("_test.go") {
+            } else if path.extension().is_some_and(|e| e == "go") && !name.ends_with("_test.go") {
                 let package = d
                     .strip_prefix(root)
                     .unwrap()
