@@ -107,14 +107,6 @@ fn request(seq: u64, order: &[&str], with_root: bool) -> (Vec<u8>, u64) {
     (request.encode_to_vec(), count)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// POSTs `body` on a keep-alive connection and reads the response.
 fn post(reader: &mut BufReader<TcpStream>, body: &[u8]) {
     let stream = reader.get_mut();
@@ -171,28 +163,36 @@ fn main() {
         .iter()
         .map(|op| plan.name_of(*op))
         .collect();
-    let (http, listen) = (free_port(), free_port());
+    // Three distinct ports, held until all are chosen (a released port can be handed out again).
+    let held: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let port = |i: usize| held[i].local_addr().unwrap().port();
+    let (http, listen, grpc) = (port(0), port(1), port(2));
+    drop(held);
     let listen_addr = format!("127.0.0.1:{listen}");
+    let stderr_file = tempfile::NamedTempFile::new().expect("a temp file for ingest's stderr");
     let max_buffered = 100_000;
-    let ingest = Process(
+    let mut ingest = Process(
         Command::new("taskset")
             .args(["-c", "0", env!("CARGO_BIN_EXE_shadow-reconciler"), "ingest"])
             .args(["--plan", "hostedcluster", "--log-format", "json"])
             .args(["--otlp-http", &format!("127.0.0.1:{http}")])
-            .args(["--otlp-grpc", &format!("127.0.0.1:{}", free_port())])
+            .args(["--otlp-grpc", &format!("127.0.0.1:{grpc}")])
             .args(["--listen", &listen_addr])
             .args(["--max-buffered-spans", &max_buffered.to_string()])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr_file.reopen().expect("reopen the stderr file"))
             .spawn()
             .expect("taskset (util-linux) and the ingest binary"),
     );
-    let started = Instant::now();
+    // Started means serving its metrics; waited for as long as the process lives (a loaded
+    // machine is slow, not wrong), and an exit is reported with what it said.
     while metric(&listen_addr, "shadow_reconciler_ingest_buffered_spans").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "ingest did not start"
-        );
+        if let Some(status) = ingest.0.try_wait().expect("wait for ingest") {
+            let said = std::fs::read_to_string(stderr_file.path()).unwrap_or_default();
+            panic!("ingest exited before serving ({status}):\n{said}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     let idle_kib = peak_memory_kib(ingest.0.id());
