@@ -13,7 +13,7 @@
 //! | 3 | [`engine`]: the control for real, the candidate in shadow, the record and its sinks, the controller |
 //! | 2 | [`model`]: the pure schedulers, reports, diffs and their Monte Carlo; [`flag`]: the live flag |
 //! | 1 | [`plan`]: the `ReconcilePlan`, the hypothesis under test; [`sim`]: the embedded Kubernetes API simulator |
-//! | 0 | [`vocab`]: operation ids and the bounded vocabularies (category, gate, outcome, mode...); [`util`]: time, random numbers, YAML locations, serving |
+//! | 0 | [`vocab`]: operation ids and the bounded vocabularies (category, gate, outcome, mode...); [`util`]: time, base64, random numbers, YAML locations, serving |
 //!
 //! The command line (`src/main.rs`, `src/cli/`) sits on top, in the binary.
 //!

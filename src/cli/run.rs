@@ -205,8 +205,8 @@ async fn stop_all(
     parquet: Option<Arc<shadow_reconciler::dataset::ParquetSink>>,
     grace: std::time::Duration,
 ) -> anyhow::Result<()> {
-    // A controller that cannot stop (kube-runtime waits for a
-    // cache that never synced when its kind is not served) is abandoned after the grace time.
+    // Reconciles in flight finish; a controller that cannot stop (kube-runtime waits for a cache
+    // that never synced when its kind is not served) is abandoned after the grace time.
     let aborts: Vec<_> = tasks
         .iter()
         .map(tokio::task::JoinHandle::abort_handle)

@@ -63,7 +63,6 @@ pub(super) struct SimulateArgs {
     /// With --model-only: rollout group enforced in the candidate (repeatable); default: all.
     #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
     enforce: Vec<String>,
-    /// Run this plan instead of the shipped plan of the same name (repeatable).
     /// Run on this cluster instead of the embedded simulator: the population is created in it
     /// (CRDs, namespaces team-0..team-9, the HostedClusters and add-ons), which must be fresh.
     #[arg(long, value_name = "FILE", conflicts_with = "model_only")]
@@ -71,6 +70,7 @@ pub(super) struct SimulateArgs {
     /// The kubeconfig's context to use (default: its current context).
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     context: Option<String>,
+    /// Run this plan instead of the shipped plan of the same name (repeatable).
     #[arg(long = "with-plan", value_name = "FILE", conflicts_with = "model_only")]
     with_plans: Vec<PathBuf>,
     /// Where the records are written as Parquet (replacing an earlier simulation's data there),

@@ -18,7 +18,6 @@ pub mod operation;
 pub mod record;
 
 use std::fmt;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 

@@ -294,6 +294,7 @@ impl Sink for LogSink {
         }
     }
 }
+
 /// One reconcile's record from its runs: the steps of both, their diff, the aggregate texts.
 /// `duration` is left zero for the caller to set.
 ///

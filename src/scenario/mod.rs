@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::Api;
 
-pub use settings::{Scenario, ScenarioError, Settings};
+pub use settings::{Scenario, ScenarioError, Settings, default_flag_target};
 pub use summary::Summary;
 
 use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
