@@ -97,8 +97,8 @@ async fn controllers(
     settings: &shadow_reconciler::engine::EngineSettings,
 ) -> anyhow::Result<ExitCode> {
     use shadow_reconciler::engine::Engine;
-    use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
-    use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+    use shadow_reconciler::reconcilers::addon::AddOnReconciler;
+    use shadow_reconciler::reconcilers::hostedcluster::HostedClusterReconciler;
 
     let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     config.headers.push((
@@ -149,42 +149,31 @@ async fn controllers(
         telemetry.flag().in_force(&flag.current());
     }
     let mut synced = telemetry.ready_when_synced(usize::from(hostedcluster) + usize::from(addon));
+    let sinks = (&*telemetry, traces.as_ref(), parquet.as_ref());
     if hostedcluster {
-        let engine = observed(
-            Engine::new(
-                Arc::new(HostedClusterReconciler),
-                HostedClusterReconciler::plan(),
-                client.clone(),
-                settings,
-            )?
-            .with_flag(flag.clone()),
-            &telemetry,
-            traces.as_ref(),
-            parquet.as_ref(),
-        );
+        let engine = Engine::new(
+            Arc::new(HostedClusterReconciler),
+            HostedClusterReconciler::plan(),
+            client.clone(),
+            settings,
+        )?;
         tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
-            Arc::new(engine),
-            kube::Api::<HostedCluster>::all(client.clone()),
+            observed(engine.with_flag(flag.clone()), sinks),
+            kube::Api::all(client.clone()),
             until_stopped(stopped.clone()),
             synced.remove(0),
         )));
     }
     if addon {
-        let engine = observed(
-            Engine::new(
-                Arc::new(AddOnReconciler),
-                AddOnReconciler::plan(),
-                client.clone(),
-                settings,
-            )?
-            .with_flag(flag.clone()),
-            &telemetry,
-            traces.as_ref(),
-            parquet.as_ref(),
-        );
+        let engine = Engine::new(
+            Arc::new(AddOnReconciler),
+            AddOnReconciler::plan(),
+            client.clone(),
+            settings,
+        )?;
         tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
-            Arc::new(engine),
-            kube::Api::<ClusterManagementAddOn>::all(client.clone()),
+            observed(engine.with_flag(flag.clone()), sinks),
+            kube::Api::all(client.clone()),
             until_stopped(stopped.clone()),
             synced.remove(0),
         )));
@@ -242,10 +231,12 @@ async fn stop_all(
 /// An engine with the log, metrics and (when on) trace sinks, declared in the metrics.
 fn observed<R: shadow_reconciler::engine::Reconciler>(
     engine: shadow_reconciler::engine::Engine<R>,
-    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
-    traces: Option<&Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
-    parquet: Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
-) -> shadow_reconciler::engine::Engine<R> {
+    (telemetry, traces, parquet): (
+        &shadow_reconciler::telemetry::http::Telemetry,
+        Option<&Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
+        Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
+    ),
+) -> Arc<shadow_reconciler::engine::Engine<R>> {
     let plan = engine.plan().clone();
     let metrics = telemetry.metrics().clone();
     metrics.engine(&plan, engine.guard().clone());
@@ -256,10 +247,10 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
         Some(traces) => engine.with_sink(traces.clone()),
         None => engine,
     };
-    match parquet {
+    Arc::new(match parquet {
         Some(parquet) => engine.with_sink(parquet.clone()),
         None => engine,
-    }
+    })
 }
 
 /// The command line's flag for `run`: --mode, --enforce, --candidate, --ramp-percent and
