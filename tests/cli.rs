@@ -141,7 +141,7 @@ fn simulate_model_only_prints_real_numbers() {
 
 #[test]
 fn simulate_model_only_rejects_bad_input_with_exit_2() {
-    let out = cli(&["simulate", "--model-only", "--enforce", "nope"]);
+    let out = cli(&["simulate", "--model-only", "--candidate-group", "nope"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("has no rollout group \"nope\""),
@@ -418,23 +418,23 @@ fn run_without_a_cluster_says_so() {
 
 #[test]
 fn run_rejects_a_bad_flag_default_before_looking_for_a_cluster() {
-    let out = cli(&["run", "--enforce", "no-such-group"]);
+    let out = cli(&["run", "--enforce-group", "no-such-group"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("--enforce \"no-such-group\": no plan has this rollout group; known: hostedcluster/non-critical-syncs"),
+        stderr.contains("--enforce-group \"no-such-group\": no plan has this rollout group; known: hostedcluster/non-critical-syncs"),
         "{stderr}"
     );
     let out = cli(&[
         "run",
         "--reconciler",
         "hostedcluster",
-        "--candidate",
+        "--candidate-group",
         "status-patches",
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("--candidate \"status-patches\""),
+        text(&out.stderr).contains("--candidate-group \"status-patches\""),
         "{}",
         text(&out.stderr)
     );

@@ -30,8 +30,8 @@ pub struct IngestArgs {
     /// Prometheus and kubelet probes from outside the pod (the manifests do).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Rollout group the candidate evaluates, GROUP (repeatable); default: every group.
-    #[arg(long = "candidate", value_name = "GROUP")]
+    /// A rollout group the candidate enforces, GROUP (repeatable); default: every group.
+    #[arg(long = "candidate-group", alias = "candidate", value_name = "GROUP")]
     pub candidate: Vec<String>,
     /// Name of reconcile spans (a span with `shadow_reconciler.reconcile=true` counts too).
     #[arg(long, default_value = "reconcile")]
@@ -69,7 +69,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     for group in &args.candidate {
         anyhow::ensure!(
             plans.iter().any(|p| p.group(group).is_ok()),
-            "--candidate {group:?}: no loaded plan has this rollout group"
+            "--candidate-group {group:?}: no loaded plan has this rollout group"
         );
     }
     let assembler = Assembler::new(

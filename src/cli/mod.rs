@@ -35,19 +35,34 @@ enum Command {
     #[command(subcommand)]
     Plan(plan::PlanCommand),
     /// Run the control and candidate models side by side and print what the candidate changes.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler simulate\n  shadow-reconciler simulate --scenario missing-secrets --hosted-clusters 50 --addons 0\n  shadow-reconciler simulate --mode enforce --enforce-group hostedcluster/non-critical-syncs\n  shadow-reconciler simulate --plan my-hostedcluster.yaml --parquet-dir data\n  shadow-reconciler simulate --kubeconfig kind.kubeconfig --context kind-shadow\n  shadow-reconciler simulate --model-only --failure-rate 0.1 --candidate-group non-critical-syncs"
+    )]
     Simulate(simulate::SimulateArgs),
     /// The embedded Kubernetes API simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
     /// Run the reference controllers against a real cluster (kubeconfig or in-cluster).
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler run --kubeconfig ~/.kube/config --parquet-dir data\n  shadow-reconciler run --reconciler hostedcluster --no-flag-watch --mode shadow\n  shadow-reconciler run --mode enforce --enforce-group non-critical-syncs --ramp-percent 5\n  shadow-reconciler run --listen 0.0.0.0:8080 --log-format json    (in a pod)"
+    )]
     Run(run::RunArgs),
     /// Judge the plan from recorded Parquet data: verdicts per operation, ordering dependencies,
     /// readiness per rollout group. Exit 0 ready, 1 not ready, 3 inconclusive, 2 bad input.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler analyze shadow-data\n  shadow-reconciler analyze shadow-data --format markdown > comment.md\n  shadow-reconciler analyze data --plan my-hostedcluster.yaml --suggest corrected.yaml\n  shadow-reconciler analyze data --group hostedcluster/non-critical-syncs && echo ready"
+    )]
     Analyze(analyze::AnalyzeArgs),
     /// Receive a controller's reconcile spans over OTLP (gRPC 4317, HTTP 4318), rebuild each
     /// reconcile, evaluate the plan's candidate on it, and record it like the engine does.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler ingest --plan hostedcluster --parquet-dir data\n  shadow-reconciler ingest --plan deploy/plans/hostedcluster.yaml --candidate-group non-critical-syncs\n  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 go run ./examples/hostedcluster    (the controller)"
+    )]
     Ingest(ingest::IngestArgs),
     /// Write the generated parts of deploy/ (the CRDs, from the Rust types), or check them.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler manifests\n  shadow-reconciler manifests --check"
+    )]
     Manifests(manifests::ManifestsArgs),
 }
 
@@ -57,7 +72,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(plan::PlanCommand::Check { files }) => Ok(plan::check_plans(&files)),
-        Command::Simulate(args) => simulate::simulate(args),
+        Command::Simulate(args) => simulate::simulate(&args),
         Command::Sim(sim::SimCommand::Serve(args)) => sim::serve(&args),
         Command::Sim(sim::SimCommand::Populate(args)) => sim::populate(&args),
         Command::Run(args) => run::run(&args),

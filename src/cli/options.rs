@@ -48,6 +48,34 @@ impl FlagArgs {
     }
 }
 
+/// `--enforce-group` matters only to objects in mode enforce: an error when nothing can put one
+/// there (not `--mode`, no flag ConfigMap watched, no annotation allowed), else a note when
+/// `--mode` does not.
+pub(super) fn enforce_groups_apply(
+    mode: shadow_reconciler::vocab::Mode,
+    given: bool,
+    flag: &FlagArgs,
+) -> anyhow::Result<()> {
+    use shadow_reconciler::vocab::Mode;
+    if !given || mode == Mode::Enforce {
+        return Ok(());
+    }
+    if flag.no_flag_watch && !flag.allow_object_override {
+        anyhow::bail!(
+            "--enforce-group does nothing with --mode {mode} and --no-flag-watch: the control enforces groups only in mode enforce; add --mode enforce"
+        );
+    }
+    eprintln!(
+        "note: --enforce-group applies only to objects in mode enforce; --mode is {mode}, so only the flag ConfigMap{} can put objects there",
+        if flag.allow_object_override {
+            " or their annotation"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
 fn parse_ramp(s: &str) -> Result<Ramp, String> {
     s.parse::<f64>()
         .ok()

@@ -11,6 +11,9 @@ use super::EXIT_INVALID;
 #[derive(Subcommand)]
 pub(super) enum PlanCommand {
     /// Validate plans and print a summary of each; exit 2 if any is invalid.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler plan check deploy/plans/*.yaml\n  shadow-reconciler plan check my-hostedcluster.yaml"
+    )]
     Check {
         /// Plan files (YAML).
         #[arg(required = true)]

@@ -11,7 +11,9 @@ use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario;
 
-use super::options::{FlagArgs, ParquetArgs, cluster_config, finish, parse_probability};
+use super::options::{
+    FlagArgs, ParquetArgs, cluster_config, enforce_groups_apply, finish, parse_probability,
+};
 use super::shutdown_signal;
 
 /// How long `run` waits for its controllers to stop after SIGTERM.
@@ -25,12 +27,18 @@ pub(super) struct RunArgs {
     /// The engines' mode: off, shadow or enforce.
     #[arg(long, default_value = "shadow")]
     mode: shadow_reconciler::vocab::Mode,
-    /// Rollout group the control enforces in mode enforce (repeatable).
-    #[arg(long = "enforce", value_name = "GROUP")]
-    enforce: Vec<String>,
-    /// Rollout group the candidate enforces (repeatable); default: every group.
-    #[arg(long = "candidate", value_name = "GROUP")]
-    candidate: Vec<String>,
+    /// With --mode enforce: a rollout group the control enforces, as GROUP (every plan that
+    /// runs must have it) or PLAN/GROUP (repeatable).
+    #[arg(long = "enforce-group", alias = "enforce", value_name = "[PLAN/]GROUP")]
+    enforce_groups: Vec<String>,
+    /// A rollout group the candidate enforces, as GROUP or PLAN/GROUP (repeatable); default:
+    /// every group.
+    #[arg(
+        long = "candidate-group",
+        alias = "candidate",
+        value_name = "[PLAN/]GROUP"
+    )]
+    candidate_groups: Vec<String>,
     /// Fraction of reused candidate steps re-executed in dry-run (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
     sample_rate: f64,
@@ -253,7 +261,7 @@ fn observed<R: shadow_reconciler::engine::Reconciler>(
     })
 }
 
-/// The command line's flag for `run`: --mode, --enforce, --candidate, --ramp-percent and
+/// The command line's flag for `run`: --mode, --enforce-group, --candidate-group, --ramp-percent and
 /// --allow-object-override, with every group checked against `plans`.
 pub fn flag_defaults(
     args: &RunArgs,
@@ -268,18 +276,19 @@ pub fn flag_defaults(
             })
             .collect()
     };
-    let candidate = groups("candidate", &args.candidate)?;
+    enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
+    let candidate = groups("candidate-group", &args.candidate_groups)?;
     let spec = FlagSpec {
         mode: args.mode,
-        enforced_groups: groups("enforce", &args.enforce)?,
+        enforced_groups: groups("enforce-group", &args.enforce_groups)?,
         candidate_groups: (!candidate.is_empty()).then_some(candidate),
         ramp: args.flag.ramp_percent,
         allow_object_override: args.flag.allow_object_override,
     };
     LiveFlag::new(spec, plans).map_err(|error| {
         let option = match error.field() {
-            shadow_reconciler::flag::Field::CandidateGroups => "--candidate",
-            _ => "--enforce",
+            shadow_reconciler::flag::Field::CandidateGroups => "--candidate-group",
+            _ => "--enforce-group",
         };
         anyhow::anyhow!("{option} {:?}: {}", error.value(), error.message())
     })

@@ -13,10 +13,16 @@ use super::shutdown_signal;
 #[derive(Subcommand)]
 pub(super) enum SimCommand {
     /// Serve the simulator on loopback until interrupted, then print the audit summary.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler sim serve --kubeconfig-out sim.kubeconfig\n  shadow-reconciler sim serve --port 6443 --faults faults.yaml --seed 7"
+    )]
     Serve(ServeArgs),
     /// Create the reference population (CRDs, namespaces team-0..team-9, HostedClusters with
     /// the scenario's faults, add-ons) in a cluster, for controllers run by hand or in another
     /// language; print what was planted as JSON.
+    #[command(
+        after_help = "Examples:\n  shadow-reconciler sim populate --kubeconfig sim.kubeconfig\n  shadow-reconciler sim populate --kubeconfig kind.kubeconfig --context kind-shadow --hosted-clusters 20 --addons 5"
+    )]
     Populate(PopulateArgs),
 }
 

@@ -11,58 +11,62 @@ use shadow_reconciler::model::montecarlo;
 use shadow_reconciler::scenario;
 
 use super::options::{
-    FlagArgs, ParquetArgs, by_plan, cluster_config, finish, load_plans, parse_plan_group,
-    parse_probability, shipped_or_file,
+    FlagArgs, ParquetArgs, by_plan, cluster_config, enforce_groups_apply, finish, load_plans,
+    parse_plan_group, parse_probability, shipped_or_file,
 };
 use super::{EXIT_INTERRUPTED, shutdown_signal};
 
 #[derive(Args)]
 pub(super) struct SimulateArgs {
     /// HostedClusters in the simulated cluster.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, conflicts_with = "model_only")]
     hosted_clusters: usize,
     /// ClusterManagementAddOns in the simulated cluster.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, conflicts_with = "model_only")]
     addons: usize,
     /// The faults: healthy, missing-secrets, conflict-storm or mixed.
-    #[arg(long, default_value = "mixed")]
+    #[arg(long, default_value = "mixed", conflicts_with = "model_only")]
     scenario: scenario::Scenario,
     /// The engines' mode: off, shadow or enforce.
-    #[arg(long, default_value = "shadow")]
+    #[arg(long, default_value = "shadow", conflicts_with = "model_only")]
     mode: shadow_reconciler::vocab::Mode,
     /// The longest the controllers run, in seconds (a run that settles ends earlier).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, conflicts_with = "model_only")]
     duration: u64,
     /// Seed of every random choice (same seed, same population and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// In mode enforce: a rollout group the control enforces, as PLAN/GROUP (repeatable).
-    #[arg(long = "enforce-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group)]
+    /// With --mode enforce: a rollout group the control enforces, as PLAN/GROUP (repeatable).
+    #[arg(long = "enforce-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group, conflicts_with = "model_only")]
     enforce_groups: Vec<(String, String)>,
-    /// A rollout group the candidate enforces, as PLAN/GROUP (repeatable); default: every group.
-    #[arg(long = "candidate-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group)]
-    candidate_groups: Vec<(String, String)>,
+    /// A rollout group the candidate enforces, as PLAN/GROUP (with --model-only, GROUP will do)
+    /// (repeatable); default: every group.
+    #[arg(
+        long = "candidate-group",
+        alias = "enforce",
+        value_name = "[PLAN/]GROUP"
+    )]
+    candidate_groups: Vec<String>,
     /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, default_value = "127.0.0.1:0", conflicts_with = "model_only")]
     listen: std::net::SocketAddr,
     /// Keep serving the endpoints after the run, until SIGTERM or Ctrl-C.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model_only")]
     serve: bool,
     /// Instead: drive the two models over randomly drawn results, without an API server.
     #[arg(long)]
     model_only: bool,
-    /// With --model-only: a shipped plan or a plan file.
-    #[arg(long, default_value = "hostedcluster", requires = "model_only")]
-    plan: String,
+    /// A plan file run instead of the shipped plan of the same name (repeatable); with
+    /// --model-only, the one plan to simulate, shipped (by name) or a file [default:
+    /// hostedcluster].
+    #[arg(long = "plan", alias = "with-plan", value_name = "NAME|FILE")]
+    plans: Vec<String>,
     /// With --model-only: reconciles to simulate.
     #[arg(long, default_value_t = 10_000, requires = "model_only")]
     reconciles: u64,
     /// With --model-only: probability that an operation fails in a reconcile.
     #[arg(long, default_value_t = 0.05, value_parser = parse_probability, requires = "model_only")]
     failure_rate: f64,
-    /// With --model-only: rollout group enforced in the candidate (repeatable); default: all.
-    #[arg(long = "enforce", value_name = "GROUP", requires = "model_only")]
-    enforce: Vec<String>,
     /// Run on this cluster instead of the embedded simulator: the population is created in it
     /// (CRDs, namespaces team-0..team-9, the HostedClusters and add-ons), which must be fresh.
     #[arg(long, value_name = "FILE", conflicts_with = "model_only")]
@@ -70,12 +74,14 @@ pub(super) struct SimulateArgs {
     /// The kubeconfig's context to use (default: its current context).
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     context: Option<String>,
-    /// Run this plan instead of the shipped plan of the same name (repeatable).
-    #[arg(long = "with-plan", value_name = "FILE", conflicts_with = "model_only")]
-    with_plans: Vec<PathBuf>,
     /// Where the records are written as Parquet (replacing an earlier simulation's data there),
     /// then analysed.
-    #[arg(long, value_name = "DIR", default_value = "shadow-data")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "shadow-data",
+        conflicts_with = "model_only"
+    )]
     parquet_dir: PathBuf,
     /// Write no Parquet and skip the analysis.
     #[arg(long, conflicts_with = "model_only")]
@@ -86,12 +92,14 @@ pub(super) struct SimulateArgs {
     flag: FlagArgs,
 }
 
-pub(super) fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if args.model_only {
         return simulate_models(args);
     }
+    let candidate_groups = scenario_groups(args)?;
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
-    let plans = load_plans(&args.with_plans)?;
+    let files: Vec<PathBuf> = args.plans.iter().map(PathBuf::from).collect();
+    let plans = load_plans(&files)?;
     let parquet = if args.no_parquet {
         None
     } else {
@@ -107,7 +115,7 @@ pub(super) fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         parquet: parquet.clone(),
         plans: plans.iter().map(|p| Arc::new(p.plan.clone())).collect(),
         enforced_groups: by_plan(&args.enforce_groups),
-        candidate_groups: by_plan(&args.candidate_groups),
+        candidate_groups: by_plan(&candidate_groups),
         hosted_clusters: args.hosted_clusters,
         addons: args.addons,
         scenario: args.scenario,
@@ -123,7 +131,7 @@ pub(super) fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let summary = runtime.block_on(async {
         // Inside the runtime: the gRPC exporter needs one to be built.
         let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-        let cluster = simulated_cluster(&args).await?;
+        let cluster = simulated_cluster(args).await?;
         let settings = scenario::Settings {
             traces: traces.clone(),
             cluster,
@@ -185,6 +193,15 @@ pub(super) fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The scenario's candidate groups (PLAN/GROUP), once `--enforce-group` is known to apply.
+fn scenario_groups(args: &SimulateArgs) -> anyhow::Result<Vec<(String, String)>> {
+    enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
+    args.candidate_groups
+        .iter()
+        .map(|g| parse_plan_group(g).map_err(|e| anyhow::anyhow!("--candidate-group: {e}")))
+        .collect()
+}
+
 /// `simulate --kubeconfig`: the cluster to run on instead of the simulator.
 async fn simulated_cluster(args: &SimulateArgs) -> anyhow::Result<Option<kube::Config>> {
     let Some(path) = &args.kubeconfig else {
@@ -199,13 +216,31 @@ async fn simulated_cluster(args: &SimulateArgs) -> anyhow::Result<Option<kube::C
     Ok(Some(config))
 }
 
-fn simulate_models(args: SimulateArgs) -> anyhow::Result<ExitCode> {
-    let plan = shipped_or_file(&args.plan)?;
+fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
+    let plan = match args.plans.as_slice() {
+        [] => shipped_or_file("hostedcluster")?,
+        [one] => shipped_or_file(one)?,
+        more => anyhow::bail!(
+            "--plan given {} times: --model-only simulates one plan",
+            more.len()
+        ),
+    };
+    let mut candidate_groups = Vec::new();
+    for group in &args.candidate_groups {
+        match group.split_once('/') {
+            None => candidate_groups.push(group.clone()),
+            Some((p, g)) if p == plan.name() => candidate_groups.push(g.to_owned()),
+            Some((p, _)) => anyhow::bail!(
+                "--candidate-group {group:?}: --model-only simulates plan {:?}, not {p:?}",
+                plan.name()
+            ),
+        }
+    }
     let settings = montecarlo::Settings {
         reconciles: args.reconciles,
         failure_rate: args.failure_rate,
         seed: args.seed,
-        candidate_groups: (!args.enforce.is_empty()).then_some(args.enforce),
+        candidate_groups: (!candidate_groups.is_empty()).then_some(candidate_groups),
     };
     let summary = montecarlo::run(Arc::new(plan), settings).context("--enforce")?;
     super::out(&summary);
