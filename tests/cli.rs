@@ -732,3 +732,25 @@ fn ingest_receives_otlp_on_loopback_by_default() {
     }
     assert!(!help.contains("[default: 0.0.0.0:431"), "{help}");
 }
+
+#[test]
+fn run_without_any_cluster_says_so_in_one_line_and_what_to_try() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["run", "--no-flag-watch"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("run shadow-reconciler");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let config = home.path().join(".kube/config");
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "error: cannot find a cluster: no --kubeconfig, KUBECONFIG is not set, {} does not exist, and this is not a pod; no cluster at hand? `shadow-reconciler simulate` runs everything on the embedded simulator, and `shadow-reconciler sim serve --kubeconfig-out FILE` serves it for `run`",
+            config.display()
+        )
+    );
+}

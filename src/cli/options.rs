@@ -276,11 +276,9 @@ pub async fn cluster_config(
                     cause = inner;
                 }
                 let hint = if path.exists() {
-                    ""
+                    String::new()
                 } else {
-                    " (no cluster at hand? `shadow-reconciler simulate` runs everything on the \
-                     embedded simulator, and `shadow-reconciler sim serve --kubeconfig-out FILE` \
-                     serves it for `run`)"
+                    format!(" ({NO_CLUSTER_HINT})")
                 };
                 anyhow::anyhow!(
                     "cannot read the kubeconfig {}: {cause}{hint}",
@@ -294,11 +292,34 @@ pub async fn cluster_config(
         None if context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
             .context("cannot use the kubeconfig's context (from KUBECONFIG or ~/.kube/config)"),
-        None => kube::Config::infer()
-            .await
-            .context("cannot find a cluster: pass --kubeconfig, set KUBECONFIG, or run in a pod"),
+        None => {
+            let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+            let from_env = std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
+            let home_config = std::env::var_os("HOME")
+                .map(|home| std::path::Path::new(&home).join(".kube/config"));
+            if !in_pod && !from_env && !home_config.as_ref().is_some_and(|p| p.exists()) {
+                anyhow::bail!(
+                    "cannot find a cluster: no --kubeconfig, KUBECONFIG is not set, {} does not exist, and this is not a pod; {NO_CLUSTER_HINT}",
+                    home_config
+                        .map_or_else(|| "~/.kube/config".to_owned(), |p| p.display().to_string())
+                );
+            }
+            kube::Config::infer().await.map_err(|e| {
+                // kube's message nests every attempt and repeats its causes; the last one says it.
+                let mut cause: &dyn std::error::Error = &e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                anyhow::anyhow!("cannot find a cluster (KUBECONFIG, ~/.kube/config or the pod's service account): {cause}")
+            })
+        }
     }
 }
+
+/// What to try without a cluster.
+const NO_CLUSTER_HINT: &str = "no cluster at hand? `shadow-reconciler simulate` runs everything \
+    on the embedded simulator, and `shadow-reconciler sim serve --kubeconfig-out FILE` serves it \
+    for `run`";
 
 pub(super) fn parse_plan_group(s: &str) -> Result<(String, String), String> {
     match s.split_once('/') {
