@@ -754,3 +754,77 @@ fn run_without_any_cluster_says_so_in_one_line_and_what_to_try() {
         )
     );
 }
+
+/// Against a cluster without the CRDs, `run` says which kinds it cannot list: in its log (at
+/// once, not only after a timeout) and in `/readyz`.
+#[test]
+fn run_names_the_kinds_it_cannot_list() {
+    use std::io::{BufRead, Read, Write};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let (mut server, _stdout, _) = sim_serve(&kubeconfig);
+    let mut run = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--no-flag-watch",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(run.stderr.take().unwrap()).lines();
+    let mut address = None;
+    let mut warned = std::collections::BTreeSet::new();
+    while warned.len() < 2 {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("run ended its log before naming both kinds: {warned:?}"))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if let Some(a) = v["fields"]["address"].as_str() {
+            address = Some(a.to_owned());
+        }
+        if v["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("cannot list the reconciled kind"))
+        {
+            warned.insert(v["fields"]["kind"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    assert_eq!(
+        warned.into_iter().collect::<Vec<_>>(),
+        [
+            "clustermanagementaddons.example.shadow-reconciler.io",
+            "hostedclusters.example.shadow-reconciler.io"
+        ]
+    );
+    let address = address.expect("the log gives the endpoints' address");
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+    assert!(
+        response.contains("not ready: cannot list clustermanagementaddons.example.shadow-reconciler.io, hostedclusters.example.shadow-reconciler.io yet; apply the CRDs (deploy/crds)"),
+        "{response}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &run.id().to_string()])
+        .status();
+    let _ = run.wait();
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let _ = server.wait();
+}

@@ -105,8 +105,9 @@ async fn controllers(
     settings: &shadow_reconciler::engine::EngineSettings,
 ) -> anyhow::Result<ExitCode> {
     use shadow_reconciler::engine::Engine;
-    use shadow_reconciler::reconcilers::addon::AddOnReconciler;
-    use shadow_reconciler::reconcilers::hostedcluster::HostedClusterReconciler;
+    use shadow_reconciler::engine::controller::crd_name;
+    use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
+    use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 
     let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     config.headers.push((
@@ -156,7 +157,14 @@ async fn controllers(
         telemetry.flag().synced(true);
         telemetry.flag().in_force(&flag.current());
     }
-    let mut synced = telemetry.ready_when_synced(usize::from(hostedcluster) + usize::from(addon));
+    let kinds: Vec<String> = [
+        hostedcluster.then(crd_name::<HostedCluster>),
+        addon.then(crd_name::<ClusterManagementAddOn>),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut synced = telemetry.ready_when_listed(&kinds);
     let sinks = (&*telemetry, traces.as_ref(), parquet.as_ref());
     if hostedcluster {
         let engine = Engine::new(

@@ -97,14 +97,23 @@ pub async fn run<R>(
     // controller's applier, which waits on it too.)
     let probe = api.clone();
     tokio::spawn(async move {
-        loop {
-            if probe
-                .list(&kube::api::ListParams::default().limit(1))
-                .await
-                .is_ok()
-            {
-                on_synced();
-                break;
+        let kind = crd_name::<R::Object>();
+        for attempt in 0u64.. {
+            match probe.list(&kube::api::ListParams::default().limit(1)).await {
+                Ok(_) => {
+                    if attempt > 0 {
+                        tracing::info!(%kind, "the reconciled kind can be listed now");
+                    }
+                    on_synced();
+                    break;
+                }
+                // Said at once, then every minute, so a missing CRD is never silent.
+                Err(error) if attempt % 60 == 0 => tracing::warn!(
+                    %kind,
+                    %error,
+                    "cannot list the reconciled kind: is its CRD applied (deploy/crds) and may the service account list it? Retrying every second"
+                ),
+                Err(_) => {}
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -119,6 +128,17 @@ pub async fn run<R>(
             }
         })
         .await;
+}
+
+/// The CRD name of a kind, `plural.group` (`hostedclusters.example.shadow-reconciler.io`), as
+/// `deploy/crds` names its files and `kubectl get crd` lists it.
+pub fn crd_name<K: Resource<DynamicType = ()>>() -> String {
+    let (plural, group) = (K::plural(&()), K::group(&()));
+    if group.is_empty() {
+        plural.into_owned()
+    } else {
+        format!("{plural}.{group}")
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub struct Telemetry {
     flag: crate::flag::FlagMetrics,
     ingest: crate::ingest::IngestMetrics,
     ready: AtomicBool,
+    /// The reconciled kinds not listed yet, by CRD name (`/readyz` names them).
+    unlisted: std::sync::Mutex<std::collections::BTreeSet<String>>,
     sink_checks: std::sync::Mutex<Vec<SinkCheck>>,
 }
 
@@ -57,6 +59,7 @@ impl Telemetry {
             flag,
             ingest,
             ready: AtomicBool::new(false),
+            unlisted: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             sink_checks: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -148,6 +151,33 @@ impl Telemetry {
             .collect()
     }
 
+    /// Expects one controller per kind (its CRD name, `plural.group`) to report the kind
+    /// listable: returns one callback per kind, in order; the process is ready once every
+    /// callback ran, and until then `/readyz` names the kinds still waited for.
+    pub fn ready_when_listed(self: &Arc<Self>, kinds: &[String]) -> Vec<Box<dyn FnOnce() + Send>> {
+        self.set_ready(kinds.is_empty());
+        self.unlisted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(kinds.iter().cloned());
+        kinds
+            .iter()
+            .map(|kind| {
+                let (kind, telemetry) = (kind.clone(), self.clone());
+                Box::new(move || {
+                    let mut unlisted = telemetry
+                        .unlisted
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    unlisted.remove(&kind);
+                    if unlisted.is_empty() {
+                        telemetry.set_ready(true);
+                    }
+                }) as Box<dyn FnOnce() + Send>
+            })
+            .collect()
+    }
+
     /// The text exposition.
     #[must_use]
     pub fn exposition(&self) -> String {
@@ -177,6 +207,22 @@ async fn healthz() -> &'static str {
 
 async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, String) {
     if !t.ready.load(Ordering::Relaxed) {
+        let unlisted: Vec<String> = t
+            .unlisted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        if !unlisted.is_empty() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "not ready: cannot list {} yet; apply the CRDs (deploy/crds) or check the service account's RBAC\n",
+                    unlisted.join(", ")
+                ),
+            );
+        }
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: not started yet (the reconciled kinds cannot be listed yet, or the receivers are not listening)\n".to_owned(),
