@@ -828,3 +828,54 @@ fn run_names_the_kinds_it_cannot_list() {
         .status();
     let _ = server.wait();
 }
+
+/// `simulate --fail-on` turns the analysis' overall readiness into the exit code, as `analyze`
+/// does (1 not ready, 3 inconclusive); without it the run exits 0 whatever the verdict.
+#[test]
+fn simulate_fail_on_follows_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    for fail_on in [None, Some("not-ready"), Some("inconclusive")] {
+        let data = dir.path().join(fail_on.unwrap_or("none"));
+        let mut args = vec![
+            "simulate",
+            "--hosted-clusters",
+            "5",
+            "--addons",
+            "2",
+            "--parquet-dir",
+            data.to_str().unwrap(),
+        ];
+        if let Some(f) = fail_on {
+            args.extend(["--fail-on", f]);
+        }
+        let out = cli(&args);
+        let stdout = text(&out.stdout);
+        let overall = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("overall: "))
+            .unwrap_or_else(|| panic!("{fail_on:?}: no overall verdict:\n{stdout}"))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned();
+        let expected = match (fail_on, overall.as_str()) {
+            (Some(_), "not-ready") => 1,
+            (Some("inconclusive"), "inconclusive") => 3,
+            (_, "ready" | "not-ready" | "inconclusive") => 0,
+            (_, other) => panic!("unknown verdict {other:?}"),
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "--fail-on {fail_on:?} with overall {overall}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = cli(&["simulate", "--fail-on", "not-ready", "--no-parquet"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot be used with"),
+        "{}",
+        text(&out.stderr)
+    );
+}

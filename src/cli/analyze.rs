@@ -139,7 +139,7 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 pub const REPORT: &str = "report.html";
 
 /// `simulate`'s ending: the analysis table on stdout, the HTML report next to the data.
-pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()> {
+pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<analyze::Readiness> {
     let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
     let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
     out("\n");
@@ -147,5 +147,5 @@ pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<()>
     let report = dir.join(REPORT);
     write(&report, &analyze::render::render(&analysis, Format::Html))?;
     out(format_args!("HTML report: {}\n", report.display()));
-    Ok(())
+    Ok(analysis.readiness)
 }

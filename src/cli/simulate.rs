@@ -83,6 +83,11 @@ pub(super) struct SimulateArgs {
         conflicts_with = "model_only"
     )]
     parquet_dir: PathBuf,
+    /// Exit with the analysis' code (1 not ready, 3 inconclusive, as `analyze`) when the overall
+    /// readiness is this or worse: not-ready, or inconclusive (which fails on both) [default:
+    /// exit 0 whatever the verdict].
+    #[arg(long, value_name = "READINESS", value_enum, conflicts_with_all = ["model_only", "no_parquet"])]
+    fail_on: Option<FailOn>,
     /// Write no Parquet and skip the analysis.
     #[arg(long, conflicts_with = "model_only")]
     no_parquet: bool,
@@ -90,6 +95,15 @@ pub(super) struct SimulateArgs {
     parquet: ParquetArgs,
     #[command(flatten)]
     flag: FlagArgs,
+}
+
+/// The verdicts `--fail-on` turns into a failing exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum FailOn {
+    /// Fail when not ready (exit 1).
+    NotReady,
+    /// Fail when not ready (exit 1) or inconclusive (exit 3).
+    Inconclusive,
 }
 
 pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
@@ -157,16 +171,23 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             }
         };
         super::out(&summary);
-        if let Some(parquet) = &parquet {
-            let (parquet, grace) = (parquet.clone(), args.parquet.grace());
-            tokio::task::spawn_blocking(move || finish(&parquet, grace))
-                .await
-                .context("the Parquet writer failed")??;
-            let (dir, plans) = (args.parquet_dir.clone(), plans);
-            tokio::task::spawn_blocking(move || super::analyze::analyze_simulated(&dir, &plans))
-                .await
-                .context("the analysis failed")??;
-        }
+        // The data written, then analysed (a panic in either is reported, not hidden).
+        let readiness = match &parquet {
+            Some(parquet) => {
+                let (parquet, grace) = (parquet.clone(), args.parquet.grace());
+                let dir = args.parquet_dir.clone();
+                let analysed = tokio::task::spawn_blocking(move || {
+                    finish(&parquet, grace)?;
+                    super::analyze::analyze_simulated(&dir, &plans)
+                });
+                Some(
+                    analysed
+                        .await
+                        .context("the Parquet writer or the analysis failed")??,
+                )
+            }
+            None => None,
+        };
         if args.serve {
             eprintln!(
                 "run finished; still serving http://{}/metrics until SIGTERM or Ctrl-C",
@@ -178,11 +199,21 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             .shutdown()
             .await
             .context("the metrics endpoint failed")?;
-        anyhow::Ok(Some(summary))
+        anyhow::Ok(Some((summary, readiness)))
     })?;
-    let Some(summary) = summary else {
+    let Some((summary, readiness)) = summary else {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     };
+    conclude(&summary, args.fail_on, readiness)
+}
+
+/// The exit code of a finished run: an error if the shadow wrote anything, else the analysis'
+/// code when `--fail-on` asks for it, else 0.
+fn conclude(
+    summary: &scenario::Summary,
+    fail_on: Option<FailOn>,
+    readiness: Option<shadow_reconciler::analyze::Readiness>,
+) -> anyhow::Result<ExitCode> {
     if summary.shadow_persisted > 0 || summary.guard_refusals > 0 {
         anyhow::bail!(
             "the shadow persisted {} mutations and the guard refused {}: both must be 0",
@@ -190,7 +221,17 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             summary.guard_refusals
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(match (fail_on, readiness) {
+        (Some(FailOn::NotReady), Some(r @ shadow_reconciler::analyze::Readiness::NotReady))
+        | (
+            Some(FailOn::Inconclusive),
+            Some(
+                r @ (shadow_reconciler::analyze::Readiness::NotReady
+                | shadow_reconciler::analyze::Readiness::Inconclusive),
+            ),
+        ) => ExitCode::from(r.exit_code()),
+        _ => ExitCode::SUCCESS,
+    })
 }
 
 /// The scenario's candidate groups (PLAN/GROUP), once `--enforce-group` is known to apply.
