@@ -879,3 +879,26 @@ fn simulate_fail_on_follows_the_verdict() {
         text(&out.stderr)
     );
 }
+
+/// The Rust example controller's plan is valid and names exactly the operations the example
+/// implements (the engine would refuse to start otherwise); the example itself is built by
+/// `cargo test --all-targets`.
+#[test]
+fn the_rust_example_controller_matches_its_plan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let plan = shadow_reconciler::plan::ReconcilePlan::load(root.join("examples/widget-plan.yaml"))
+        .expect("the example's plan is valid");
+    let source = std::fs::read_to_string(root.join("examples/rust-controller.rs")).unwrap();
+    let list = source
+        .split_once("const OPERATIONS: &[&str] = &[")
+        .and_then(|(_, rest)| rest.split_once("];"))
+        .expect("the example lists its OPERATIONS")
+        .0;
+    let implemented: Vec<&str> = list
+        .split(',')
+        .map(|s| s.trim().trim_matches('"'))
+        .filter(|s| !s.is_empty())
+        .collect();
+    let planned: Vec<&str> = plan.operations().iter().map(|op| op.name()).collect();
+    assert_eq!(implemented, planned);
+}
