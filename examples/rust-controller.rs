@@ -12,7 +12,6 @@
 //! errors" line with what the phased order would have unblocked; add the Parquet, metrics or
 //! trace sinks of `shadow-reconciler run` (see `src/cli/run.rs`) to record it for `analyze`.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
@@ -78,50 +77,44 @@ impl Reconciler for WidgetReconciler {
         OPERATIONS
     }
 
-    fn run<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<Widget, State>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        async move {
-            // The client is real in the control and dry-run in the candidate: the operations
-            // do not need to know which.
-            let widget = ctx.object().clone();
-            let namespace = widget.namespace().unwrap_or_default();
-            match op {
-                "CredentialsCheck" => {
-                    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-                        Api::namespaced(ctx.client(), &namespace);
-                    match secrets.get_opt(&widget.spec.credentials_secret).await {
-                        Ok(Some(_)) => Ok(OpOutput::done()),
-                        Ok(None) => Err(OpError::new(
-                            ErrorClass::NotFound,
-                            format!("secret {} not found", widget.spec.credentials_secret),
-                        )),
-                        Err(e) => Err(OpError::new(ErrorClass::Server, e.to_string())),
-                    }
+    async fn run(&self, op: &str, ctx: &mut OpContext<Widget, State>) -> OpResult {
+        // The client is real in the control and dry-run in the candidate: the operations
+        // do not need to know which.
+        let widget = ctx.object().clone();
+        let namespace = widget.namespace().unwrap_or_default();
+        match op {
+            "CredentialsCheck" => {
+                let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+                    Api::namespaced(ctx.client(), &namespace);
+                match secrets.get_opt(&widget.spec.credentials_secret).await {
+                    Ok(Some(_)) => Ok(OpOutput::done()),
+                    Ok(None) => Err(OpError::new(
+                        ErrorClass::NotFound,
+                        format!("secret {} not found", widget.spec.credentials_secret),
+                    )),
+                    Err(e) => Err(OpError::new(ErrorClass::Server, e.to_string())),
                 }
-                "RenderConfigMap" => {
-                    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
-                        Api::namespaced(ctx.client(), &namespace);
-                    let name = format!("{}-config", widget.name_any());
-                    let map = json!({
-                        "apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": name},
-                        "data": {"greeting": widget.spec.greeting},
-                    });
-                    maps.patch(
-                        &name,
-                        &PatchParams::apply("widget-controller"),
-                        &Patch::Apply(&map),
-                    )
-                    .await
-                    .map(|_| OpOutput::done())
-                    .map_err(|e| OpError::new(ErrorClass::Server, e.to_string()))
-                }
-                "PublishStatus" => Ok(OpOutput::done()),
-                other => Err(OpError::internal(format!("no operation {other}"))),
             }
+            "RenderConfigMap" => {
+                let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                    Api::namespaced(ctx.client(), &namespace);
+                let name = format!("{}-config", widget.name_any());
+                let map = json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name},
+                    "data": {"greeting": widget.spec.greeting},
+                });
+                maps.patch(
+                    &name,
+                    &PatchParams::apply("widget-controller"),
+                    &Patch::Apply(&map),
+                )
+                .await
+                .map(|_| OpOutput::done())
+                .map_err(|e| OpError::new(ErrorClass::Server, e.to_string()))
+            }
+            "PublishStatus" => Ok(OpOutput::done()),
+            other => Err(OpError::internal(format!("no operation {other}"))),
         }
     }
 }

@@ -899,6 +899,10 @@ fn the_rust_example_controller_matches_its_plan() {
         .map(|s| s.trim().trim_matches('"'))
         .filter(|s| !s.is_empty())
         .collect();
-    let planned: Vec<&str> = plan.operations().iter().map(|op| op.name()).collect();
+    let planned: Vec<&str> = plan
+        .operations()
+        .iter()
+        .map(shadow_reconciler::plan::Operation::name)
+        .collect();
     assert_eq!(implemented, planned);
 }
