@@ -448,3 +448,50 @@ fn a_corrupt_file_is_skipped_and_reported_not_fatal() {
         text(&out.stderr)
     );
 }
+
+/// `--format markdown` is sized for a PR comment: the first 2 KB hold the readiness of every
+/// rollout group and the plan edit that fixes the undeclared dependencies (a diff, whole); the
+/// rest is folded in `<details>`.
+#[test]
+fn markdown_answers_in_its_first_2_kb() {
+    let data = dataset("mixed").to_str().unwrap();
+    let json = bin(&["analyze", data, "--format", "json", LOW[0], LOW[1]]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let out = bin(&["analyze", data, "--format", "markdown", LOW[0], LOW[1]]);
+    let markdown = text(&out.stdout);
+    let head: String = markdown.chars().take(2048).collect();
+    assert!(
+        head.starts_with(&format!(
+            "## Shadow analysis: {}\n",
+            doc["readiness"].as_str().unwrap()
+        )),
+        "{head}"
+    );
+    for plan in doc["plans"].as_array().unwrap() {
+        for group in plan["readiness"].as_array().unwrap() {
+            let row = format!(
+                "| {}/{} | {} |",
+                plan["plan"].as_str().unwrap(),
+                group["group"].as_str().unwrap(),
+                group["readiness"].as_str().unwrap()
+            );
+            assert!(head.contains(&row), "{row} not in the first 2 KB:\n{head}");
+        }
+    }
+    // The mixed world's undeclared dependency, as an edit, closed within the 2 KB.
+    let diff = head
+        .split_once("```diff\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .unwrap_or_else(|| panic!("no whole diff in the first 2 KB:\n{head}"))
+        .0;
+    assert!(
+        diff.lines().any(|l| l.starts_with('+')
+            && l.contains("dependsOn:")
+            && l.contains("CPOImageAndNamespace")),
+        "{diff}"
+    );
+    assert!(
+        markdown.contains("\n<details><summary>") && markdown.trim_end().ends_with("</details>"),
+        "{markdown}"
+    );
+}

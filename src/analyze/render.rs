@@ -25,7 +25,7 @@ pub fn render(analysis: &Analysis, format: Format) -> String {
     match format {
         Format::Table => table(analysis),
         Format::Json => json(analysis),
-        Format::Markdown => markdown(analysis),
+        Format::Markdown => markdown(analysis, &[]),
         Format::Html => html::render(analysis),
     }
 }
@@ -254,9 +254,83 @@ fn md_row(out: &mut String, cells: &[String]) {
     let _ = writeln!(out, "| {} |", cells.join(" | "));
 }
 
-fn markdown(a: &Analysis) -> String {
+/// How a not-ready group's summary points at `--suggest` (the Markdown shows the edits instead).
+const SUGGEST: &str = "; `analyze --suggest FILE` writes the plan changes that fix them";
+
+/// The Markdown for a PR comment: the answer first (overall readiness, one row per rollout
+/// group, then the plan edits that fix what is not ready, as diffs, with their evidence once),
+/// the details folded in a `<details>` block. `fixes` are (plan, edits of its suggested plan,
+/// [`super::suggest::edits`]) for the plans with changes.
+#[must_use]
+pub fn markdown(a: &Analysis, fixes: &[(String, String)]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# Shadow analysis: {}\n", a.readiness.as_str());
+    let _ = writeln!(
+        out,
+        "## Shadow analysis: {}\n\n| rollout group | readiness | why |\n| --- | --- | --- |",
+        a.readiness.as_str()
+    );
+    for plan in &a.plans {
+        for g in &plan.readiness {
+            let edited = fixes.iter().any(|(p, _)| *p == plan.plan);
+            let why = ["ready: ", "not ready: ", "inconclusive: "]
+                .iter()
+                .find_map(|p| g.summary.strip_prefix(p))
+                .unwrap_or(&g.summary);
+            let why = match why.strip_suffix(SUGGEST) {
+                Some(short) if edited => format!("{short}: edits below"),
+                _ => why.to_owned(),
+            };
+            md_row(
+                &mut out,
+                &[
+                    format!("{}/{}", plan.plan, g.group),
+                    g.readiness.as_str().to_owned(),
+                    why,
+                ],
+            );
+        }
+    }
+    if !fixes.is_empty() {
+        out.push_str("\n### The plan edits the data asks for\n\n");
+        for (plan, diff) in fixes {
+            let _ = writeln!(
+                out,
+                "`{plan}` (`analyze --suggest FILE` writes the plan):\n\n```diff\n{diff}```"
+            );
+            let found: Vec<_> = a
+                .plans
+                .iter()
+                .filter(|p| p.plan == *plan)
+                .flat_map(|p| &p.dependencies)
+                .filter(|d| d.dependency && !d.declared)
+                .collect();
+            if !found.is_empty() {
+                out.push_str("Objects where the later operation failed, after the earlier one failed / without it:");
+                for d in found {
+                    let _ = write!(
+                        out,
+                        " {} after {} {}/{} vs {}/{};",
+                        d.later,
+                        d.failed,
+                        d.after.failures,
+                        d.after.objects,
+                        d.baseline.failures,
+                        d.baseline.objects
+                    );
+                }
+                out.pop();
+                out.push_str(".\n");
+            }
+            out.push('\n');
+        }
+    }
+    out.push_str("\n<details><summary>Details: data, figures, operations, dependencies, verdicts, findings</summary>\n\n");
+    details(&mut out, a);
+    out.push_str("</details>\n");
+    out
+}
+
+fn details(out: &mut String, a: &Analysis) {
     let _ = writeln!(
         out,
         "`{}`: {} files read, {} skipped, {} rows; at least {} objects per verdict, {:.0}% Wilson intervals.\n",
@@ -273,28 +347,28 @@ fn markdown(a: &Analysis) -> String {
     for plan in &a.plans {
         let _ = writeln!(
             out,
-            "## Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals.\n",
+            "### Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals.\n",
             plan.plan,
             plan_line(plan),
             plan.plan_hash,
             plan.guard_refusals
         );
-        md_row(&mut out, &OPERATION_HEADER.map(str::to_owned));
-        md_row(&mut out, &OPERATION_HEADER.map(|_| "---".to_owned()));
+        md_row(out, &OPERATION_HEADER.map(str::to_owned));
+        md_row(out, &OPERATION_HEADER.map(|_| "---".to_owned()));
         for row in operation_rows(plan) {
-            md_row(&mut out, &row);
+            md_row(out, &row);
         }
-        out.push_str("\n### Ordering dependencies\n\n");
+        out.push_str("\n#### Ordering dependencies\n\n");
         if plan.dependencies.is_empty() {
             out.push_str("None detected.\n");
         }
         for d in &plan.dependencies {
             let _ = writeln!(out, "- **{} → {}**: {}.", d.failed, d.later, evidence(d));
         }
-        out.push_str("\n### Verdicts\n\n| operation | claim | verdict | reason | objects | evidence |\n| --- | --- | --- | --- | --- | --- |\n");
+        out.push_str("\n#### Verdicts\n\n| operation | claim | verdict | reason | objects | evidence |\n| --- | --- | --- | --- | --- | --- |\n");
         for v in &plan.verdicts {
             md_row(
-                &mut out,
+                out,
                 &[
                     v.operation.clone(),
                     v.claim.to_owned(),
@@ -305,7 +379,7 @@ fn markdown(a: &Analysis) -> String {
                 ],
             );
         }
-        out.push_str("\n### Readiness to enforce\n\n");
+        out.push_str("\n#### Readiness to enforce\n\n");
         for g in &plan.readiness {
             let _ = writeln!(out, "- `{}`: {}", g.group, g.summary);
             for f in &g.findings {
@@ -317,5 +391,4 @@ fn markdown(a: &Analysis) -> String {
         }
         out.push('\n');
     }
-    out
 }

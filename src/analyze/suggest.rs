@@ -180,3 +180,117 @@ pub fn suggest(
     ReconcilePlan::from_yaml(plan.source(), &text)?;
     Ok(Suggestion { text, changes })
 }
+
+/// The lines `suggested` changes in `original`, as a unified diff with one line of context
+/// around each change (`-` removed, `+` added, ` ` kept; `…` between distant changes): the edit
+/// a reviewer reads in a PR comment. Plans are short, so a plain longest-common-subsequence
+/// table is enough.
+#[must_use]
+pub fn diff(original: &str, suggested: &str) -> String {
+    let ops = line_ops(original, suggested);
+    let changed: Vec<bool> = ops.iter().map(|(k, _)| *k != ' ').collect();
+    let shown = |n: usize| {
+        changed[n] || (n > 0 && changed[n - 1]) || changed.get(n + 1).copied().unwrap_or(false)
+    };
+    let mut out = String::new();
+    let mut gap = false;
+    for (n, (kind, line)) in ops.iter().enumerate() {
+        if shown(n) {
+            if gap && !out.is_empty() {
+                out.push_str("…\n");
+            }
+            gap = false;
+            let _ = writeln!(out, "{kind}{line}");
+        } else {
+            gap = true;
+        }
+    }
+    out
+}
+
+/// The edits alone, for a short review: the changed lines other than added comments, each run
+/// of them after the `- name:` line of the operation it belongs to (the evidence the comments
+/// carry is given once, elsewhere).
+#[must_use]
+pub fn edits(original: &str, suggested: &str) -> String {
+    let ops = line_ops(original, suggested);
+    let mut out = String::new();
+    let mut name: Option<&str> = None;
+    let mut printed_name: Option<&str> = None;
+    for (kind, line) in ops {
+        if kind == ' ' {
+            if line.trim_start().starts_with("- name:") {
+                name = Some(line);
+            }
+            continue;
+        }
+        if kind == '+' && line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(n) = name
+            && printed_name != Some(n)
+        {
+            let _ = writeln!(out, " {n}");
+            printed_name = Some(n);
+        }
+        let _ = writeln!(out, "{kind}{line}");
+    }
+    out
+}
+
+/// The line operations turning `original` into `suggested`: `' '` kept, `'-'` removed, `'+'`
+/// added (removals before additions).
+fn line_ops<'t>(original: &'t str, suggested: &'t str) -> Vec<(char, &'t str)> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (original.lines().collect(), suggested.lines().collect());
+    // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut ops: Vec<(char, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            ops.push((' ', a[i]));
+            i += 1;
+            j += 1;
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] > lcs[i + 1][j]) {
+            ops.push(('+', b[j]));
+            j += 1;
+        } else {
+            ops.push(('-', a[i]));
+            i += 1;
+        }
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn diff_shows_each_change_with_one_line_of_context() {
+        let original = "a\nb\nc\nd\ne\nf\ng\n";
+        let suggested = "a\nb\nX\nc\nd\ne\nf2\ng\n";
+        assert_eq!(
+            super::diff(original, suggested),
+            " b\n+X\n c\n…\n e\n-f\n+f2\n g\n"
+        );
+        assert_eq!(super::diff(original, original), "");
+    }
+
+    #[test]
+    fn edits_show_changes_under_their_operation_without_comments() {
+        let original = "ops:\n  - name: A\n    phase: 1\n  - name: B\n    phase: 2\n";
+        let suggested = "ops:\n  - name: A\n    phase: 1\n  - name: B\n    phase: 2\n    # why\n    dependsOn: [A]\n";
+        assert_eq!(
+            super::edits(original, suggested),
+            "   - name: B\n+    dependsOn: [A]\n"
+        );
+    }
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use shadow_reconciler::analyze::{self, render::Format};
-use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::plan::{self, ReconcilePlan};
 
 use super::options::{LoadedPlan, load_plans};
 use super::out;
@@ -74,7 +74,14 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     for selector in &args.groups {
         gated.extend(analysis.groups(selector)?);
     }
-    out(analyze::render::render(&analysis, args.format));
+    if args.format == Format::Markdown {
+        out(analyze::render::markdown(
+            &analysis,
+            &fixes(&analysis, &plans),
+        ));
+    } else {
+        out(analyze::render::render(&analysis, args.format));
+    }
     if let Some(path) = &args.html {
         write(path, &analyze::render::render(&analysis, Format::Html))?;
         eprintln!("HTML report: {}", path.display());
@@ -129,6 +136,27 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         .max()
         .unwrap_or(analyze::Readiness::Inconclusive);
     Ok(ExitCode::from(worst.exit_code()))
+}
+
+/// For each analysed plan whose text is at hand (given with --plan, or shipped) and whose
+/// suggested plan changes it: the plan's name and the edits.
+fn fixes(analysis: &analyze::Analysis, loaded: &[LoadedPlan]) -> Vec<(String, String)> {
+    analysis
+        .plans
+        .iter()
+        .filter_map(|report| {
+            let (plan, text) = if let Some(p) = loaded.iter().find(|p| p.plan.name() == report.plan)
+            {
+                (p.plan.clone(), p.text.clone())
+            } else {
+                let (file, text) = plan::embedded::text(&report.plan)?;
+                (ReconcilePlan::from_yaml(file, text).ok()?, text.to_owned())
+            };
+            let suggestion = analyze::suggest::suggest(&plan, &text, report).ok()?;
+            let diff = analyze::suggest::edits(&text, &suggestion.text);
+            (!diff.is_empty()).then(|| (report.plan.clone(), diff))
+        })
+        .collect()
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
