@@ -15,6 +15,10 @@
 //! [`util`](crate::util), [`vocab`](crate::vocab); nothing here may use a module of its layer or
 //! above.
 
+/// What the per-operation count columns of `simulate` and `simulate --model-only` mean, printed
+/// above both tables so the two read the same.
+pub const COUNTS_LEGEND: &str = "first failure: the control stopped there; control/candidate failures: that policy ran it and it failed; unblocked: the candidate ran it, the control did not; would succeed: of those, succeeded; not simulated: of those, `shadow: skip`; newly blocked: the control ran it, the candidate blocked it";
+
 mod diff;
 mod driver;
 pub mod montecarlo;

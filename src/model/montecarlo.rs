@@ -199,7 +199,7 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "unblocked by the candidate: {} operations, {} would have succeeded, {} failed, {} unknown (shadow: skip); newly blocked: {}",
+            "unblocked by the candidate: {} operations, {} would have succeeded, {} failed, {} not simulated (shadow: skip); newly blocked: {}",
             self.unblocked(),
             self.unblocked_succeeded(),
             self.per_op.iter().map(|c| c.unblocked_failed).sum::<u64>(),
@@ -207,27 +207,29 @@ impl fmt::Display for Summary {
             self.newly_blocked()
         )?;
         writeln!(f)?;
+        writeln!(f, "{}", super::COUNTS_LEGEND)?;
         writeln!(
             f,
-            "ctl-stop: the control stopped at it; cand-fail: the candidate ran it and it failed; \
-             unblocked: the candidate ran it, the control did not; would-ok: of those, succeeded; \
-             new-block: the control ran it, the candidate blocked it"
-        )?;
-        writeln!(
-            f,
-            "{:<28} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "operation", "ctl-stop", "cand-fail", "unblocked", "would-ok", "new-block"
+            "{:<28} {:>13} {:>18} {:>9} {:>13} {:>13} {:>13}",
+            "operation",
+            "first failure",
+            "candidate failures",
+            "unblocked",
+            "would succeed",
+            "not simulated",
+            "newly blocked"
         )?;
         for &op in self.plan.phased_order() {
             let c = &self.per_op[op.index()];
             writeln!(
                 f,
-                "{:<28} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                "{:<28} {:>13} {:>18} {:>9} {:>13} {:>13} {:>13}",
                 self.plan.name_of(op),
                 c.first_failure,
                 c.candidate_failed,
                 c.unblocked,
                 c.unblocked_succeeded,
+                c.unblocked_unknown,
                 c.newly_blocked
             )?;
         }

@@ -233,6 +233,7 @@ impl fmt::Display for Summary {
             }
         }
         writeln!(f)?;
+        writeln!(f, "{}", crate::model::COUNTS_LEGEND)?;
         writeln!(
             f,
             "{:<26} {:<28} {:>13} {:>16} {:>9} {:>13} {:>13} {:>13}",
