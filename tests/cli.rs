@@ -906,3 +906,33 @@ fn the_rust_example_controller_matches_its_plan() {
         .collect();
     assert_eq!(implemented, planned);
 }
+
+/// `simulate --quiet` keeps stderr to what must be seen (the Parquet writer's tally here) and
+/// stdout unchanged.
+#[test]
+fn simulate_quiet_keeps_stderr_to_what_must_be_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = cli(&[
+        "simulate",
+        "--quiet",
+        "--hosted-clusters",
+        "3",
+        "--addons",
+        "1",
+        "--parquet-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("metrics at"), "{stderr}");
+    assert!(
+        stderr.lines().all(|l| l.starts_with("parquet: ")),
+        "only the Parquet tally: {stderr}"
+    );
+    assert!(
+        text(&out.stdout).contains("overall: "),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -17,6 +17,7 @@ use super::options::{
 use super::{EXIT_INTERRUPTED, shutdown_signal};
 
 #[derive(Args)]
+#[allow(clippy::struct_excessive_bools)] // independent command-line switches
 pub(super) struct SimulateArgs {
     /// HostedClusters in the simulated cluster.
     #[arg(long, default_value_t = 200, conflicts_with = "model_only")]
@@ -50,6 +51,10 @@ pub(super) struct SimulateArgs {
     /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
     #[arg(long, default_value = "127.0.0.1:0", conflicts_with = "model_only")]
     listen: std::net::SocketAddr,
+    /// No progress and no notes on stderr (errors, warnings and the Parquet writer's tally still
+    /// go there); stdout is unchanged.
+    #[arg(long, short = 'q')]
+    quiet: bool,
     /// Keep serving the endpoints after the run, until SIGTERM or Ctrl-C.
     #[arg(long, conflicts_with = "model_only")]
     serve: bool,
@@ -139,6 +144,7 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         ramp: args.flag.ramp_percent,
         allow_object_override: args.flag.allow_object_override,
         flag: args.flag.target(),
+        progress: !args.quiet,
         ..scenario::Settings::default()
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -155,7 +161,9 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
                 .await
                 .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
-        eprintln!("metrics at http://{}/metrics", server.addr());
+        if !args.quiet {
+            eprintln!("metrics at http://{}/metrics", server.addr());
+        }
         let summary = tokio::select! {
             summary = scenario::run(&settings) => summary.context("the simulation failed")?,
             () = shutdown_signal() => {
@@ -249,11 +257,13 @@ async fn simulated_cluster(args: &SimulateArgs) -> anyhow::Result<Option<kube::C
         return Ok(None);
     };
     let config = cluster_config(Some(path), args.context.as_deref()).await?;
-    eprintln!(
-        "running on the cluster at {} (from {}): the population is created there",
-        config.cluster_url,
-        path.display()
-    );
+    if !args.quiet {
+        eprintln!(
+            "running on the cluster at {} (from {}): the population is created there",
+            config.cluster_url,
+            path.display()
+        );
+    }
     Ok(Some(config))
 }
 

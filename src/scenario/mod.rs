@@ -45,6 +45,12 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     {
         return Err(ScenarioError::UnknownPlan(unknown.clone()));
     }
+    if settings.progress && std::io::stderr().is_terminal() {
+        eprintln!(
+            "creating the population: {} HostedClusters, {} add-ons",
+            settings.hosted_clusters, settings.addons
+        );
+    }
     let World {
         mut sim,
         client,
@@ -485,8 +491,21 @@ async fn wait_until_settled(
                 .checked_div(objects)
                 .unwrap_or(width)
                 .min(width);
+            // Once every object was reconciled, what is waited for is quiet: say so.
+            let phase = if seen.len() >= objects {
+                format!(
+                    "settling: {:.1} of {:.1} s without a new reconcile",
+                    last_change
+                        .elapsed()
+                        .as_secs_f64()
+                        .min(settings.settle.as_secs_f64()),
+                    settings.settle.as_secs_f64()
+                )
+            } else {
+                "reconciling".to_owned()
+            };
             eprint!(
-                "\r[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s ",
+                "\r\x1b[2K[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s; {phase}",
                 "#".repeat(filled),
                 ".".repeat(width - filled),
                 seen.len(),
