@@ -189,6 +189,33 @@ const OPERATION_HEADER: [&str; 9] = [
 ];
 
 fn table(a: &Analysis) -> String {
+    table_styled(a, false)
+}
+
+/// `word` in the colour of `readiness` (green ready, red not ready, yellow inconclusive) when
+/// `colour`, else as it is.
+fn paint(word: &str, readiness: super::Readiness, colour: bool) -> String {
+    if !colour {
+        return word.to_owned();
+    }
+    let code = match readiness {
+        super::Readiness::Ready => "32",
+        super::Readiness::NotReady => "31",
+        super::Readiness::Inconclusive => "33",
+    };
+    format!("\x1b[{code}m{word}\x1b[0m")
+}
+
+/// Whether a terminal table gets colour: on a terminal, unless `NO_COLOR` is set to anything
+/// non-empty (no-color.org).
+#[must_use]
+pub fn colour_wanted(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+/// The terminal table, with the readiness and verdict words coloured when `colour`.
+#[must_use]
+pub fn table_styled(a: &Analysis, colour: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -225,18 +252,28 @@ fn table(a: &Analysis) -> String {
             .iter()
             .filter(|v| v.verdict != super::Verdict::Supported)
         {
+            let tone = if v.verdict == super::Verdict::Contradicted {
+                super::Readiness::NotReady
+            } else {
+                super::Readiness::Inconclusive
+            };
             let _ = writeln!(
                 out,
                 "{} {} [{}]: {}",
                 v.operation,
-                v.verdict.as_str(),
+                paint(v.verdict.as_str(), tone, colour),
                 v.reason.as_str(),
                 v.evidence
             );
         }
         out.push_str("\nreadiness to enforce:\n");
         for g in &plan.readiness {
-            let _ = writeln!(out, "  {:<24} {}", g.group, g.summary);
+            let _ = writeln!(
+                out,
+                "  {:<24} {}",
+                g.group,
+                paint(&g.summary, g.readiness, colour)
+            );
             for f in &g.findings {
                 let _ = writeln!(out, "    - {}", finding_line(f));
             }
@@ -245,7 +282,11 @@ fn table(a: &Analysis) -> String {
             }
         }
     }
-    let _ = writeln!(out, "\noverall: {}", a.readiness.as_str());
+    let _ = writeln!(
+        out,
+        "\noverall: {}",
+        paint(a.readiness.as_str(), a.readiness, colour)
+    );
     out
 }
 
@@ -390,5 +431,35 @@ fn details(out: &mut String, a: &Analysis) {
             }
         }
         out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(super::colour_wanted(true, None));
+        assert!(super::colour_wanted(true, Some(OsStr::new(""))));
+        assert!(!super::colour_wanted(true, Some(OsStr::new("1"))));
+        assert!(!super::colour_wanted(false, None));
+    }
+
+    #[test]
+    fn paint_wraps_only_when_asked() {
+        use super::super::Readiness;
+        assert_eq!(
+            super::paint("not-ready", Readiness::NotReady, false),
+            "not-ready"
+        );
+        assert_eq!(
+            super::paint("not-ready", Readiness::NotReady, true),
+            "\x1b[31mnot-ready\x1b[0m"
+        );
+        assert_eq!(
+            super::paint("ready", Readiness::Ready, true),
+            "\x1b[32mready\x1b[0m"
+        );
     }
 }

@@ -79,6 +79,8 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
             &analysis,
             &fixes(&analysis, &plans),
         ));
+    } else if args.format == Format::Table {
+        out(analyze::render::table_styled(&analysis, colour()));
     } else {
         out(analyze::render::render(&analysis, args.format));
     }
@@ -159,6 +161,15 @@ fn fixes(analysis: &analyze::Analysis, loaded: &[LoadedPlan]) -> Vec<(String, St
         .collect()
 }
 
+/// Colour for the terminal table: stdout is a terminal and `NO_COLOR` is not set.
+fn colour() -> bool {
+    use std::io::IsTerminal as _;
+    analyze::render::colour_wanted(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    )
+}
+
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
@@ -171,7 +182,7 @@ pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<ana
     let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
     let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
     out("\n");
-    out(analyze::render::render(&analysis, Format::Table));
+    out(analyze::render::table_styled(&analysis, colour()));
     let report = dir.join(REPORT);
     write(&report, &analyze::render::render(&analysis, Format::Html))?;
     out(format_args!("HTML report: {}\n", report.display()));
