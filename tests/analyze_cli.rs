@@ -459,7 +459,8 @@ fn markdown_answers_in_its_first_2_kb() {
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     let out = bin(&["analyze", data, "--format", "markdown", LOW[0], LOW[1]]);
     let markdown = text(&out.stdout);
-    let head: String = markdown.chars().take(2048).collect();
+    let head =
+        String::from_utf8_lossy(&markdown.as_bytes()[..markdown.len().min(2048)]).into_owned();
     assert!(
         head.starts_with(&format!(
             "## Shadow analysis: {}\n",

@@ -280,8 +280,14 @@ fn simulate_rejects_an_unknown_scenario() {
         "{}",
         text(&out.stderr)
     );
-    let out = cli(&["simulate", "--plan", "hostedcluster"]);
-    assert_eq!(out.status.code(), Some(2), "--plan needs --model-only");
+    // --plan serves both modes now (a shipped name or a file); one that is neither is an error.
+    let out = cli(&["simulate", "--plan", "no-such-plan.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--plan no-such-plan.yaml: cannot read it"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// CRDs and one HostedCluster whose pull secret is missing (the control fails at its first step),
@@ -779,6 +785,13 @@ fn run_names_the_kinds_it_cannot_list() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // A bound for a broken run, not a speed target: a run that never logs is killed, so the
+    // read below ends and the test fails saying so.
+    let pid = run.id().to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_mins(5));
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+    });
     let mut lines = std::io::BufReader::new(run.stderr.take().unwrap()).lines();
     let mut address = None;
     let mut warned = std::collections::BTreeSet::new();

@@ -159,6 +159,22 @@ fn retired_spellings_still_work_as_aliases() {
     let (code, stderr) = run(&["simulate", "--model-only", "--enforce", "nope"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("has no rollout group \"nope\""), "{stderr}");
+    // simulate's old --enforce meant the candidate's groups, with --model-only only.
+    let (code, stderr) = run(&["simulate", "--enforce", "hostedcluster/non-critical-syncs"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--model-only"), "{stderr}");
+    let (code, stderr) = run(&[
+        "ingest",
+        "--plan",
+        "hostedcluster",
+        "--candidate",
+        "no-such-group",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--candidate-group \"no-such-group\""),
+        "{stderr}"
+    );
     let (code, stderr) = run(&["simulate", "--with-plan", "/nonexistent/plan.yaml"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("/nonexistent/plan.yaml"), "{stderr}");

@@ -9,7 +9,11 @@ use crate::plan::ReconcilePlan;
 use crate::vocab::OpId;
 
 /// How to test a classification that was never exercised.
-const NOT_EXERCISED: &str = "enforcing changes nothing observed so far for an operation that never failed; to test its classification, make it fail where that is safe and record the shadow there: a fault scenario in staging (remove or break an input it reads), or `shadow-reconciler simulate --scenario mixed --with-plan PLAN` for the reference reconcilers; then analyze again";
+/// How a not-ready summary points at `--suggest` (the Markdown replaces it with the edits).
+pub(super) const SUGGEST_HINT: &str =
+    "; `analyze --suggest FILE` writes the plan changes that fix them";
+
+const NOT_EXERCISED: &str = "enforcing changes nothing observed so far for an operation that never failed; to test its classification, make it fail where that is safe and record the shadow there: a fault scenario in staging (remove or break an input it reads), or `shadow-reconciler simulate --scenario mixed --plan PLAN` for the reference reconcilers; then analyze again";
 /// How to get more objects.
 const TOO_FEW: &str = "keep recording until enough objects have tested it (more objects, or a fault scenario in staging), then analyze again";
 /// What a retry-resolved failure leaves open.
@@ -123,11 +127,7 @@ fn judgement(readiness: Readiness, findings: &[Finding], min_samples: u64) -> St
             format!(
                 "not ready: {}{}",
                 parts.join(", "),
-                if fixes > 0 {
-                    "; `analyze --suggest FILE` writes the plan changes that fix them"
-                } else {
-                    ""
-                }
+                if fixes > 0 { SUGGEST_HINT } else { "" }
             )
         }
         Readiness::Inconclusive => {

@@ -295,9 +295,6 @@ fn md_row(out: &mut String, cells: &[String]) {
     let _ = writeln!(out, "| {} |", cells.join(" | "));
 }
 
-/// How a not-ready group's summary points at `--suggest` (the Markdown shows the edits instead).
-const SUGGEST: &str = "; `analyze --suggest FILE` writes the plan changes that fix them";
-
 /// The Markdown for a PR comment: the answer first (overall readiness, one row per rollout
 /// group, then the plan edits that fix what is not ready, as diffs, with their evidence once),
 /// the details folded in a `<details>` block. `fixes` are (plan, edits of its suggested plan,
@@ -317,9 +314,10 @@ pub fn markdown(a: &Analysis, fixes: &[(String, String)]) -> String {
                 .iter()
                 .find_map(|p| g.summary.strip_prefix(p))
                 .unwrap_or(&g.summary);
-            let why = match why.strip_suffix(SUGGEST) {
-                Some(short) if edited => format!("{short}: edits below"),
-                _ => why.to_owned(),
+            let why = if edited {
+                why.replace(super::readiness::SUGGEST_HINT, ": edits below")
+            } else {
+                why.to_owned()
             };
             md_row(
                 &mut out,

@@ -181,33 +181,6 @@ pub fn suggest(
     Ok(Suggestion { text, changes })
 }
 
-/// The lines `suggested` changes in `original`, as a unified diff with one line of context
-/// around each change (`-` removed, `+` added, ` ` kept; `…` between distant changes): the edit
-/// a reviewer reads in a PR comment. Plans are short, so a plain longest-common-subsequence
-/// table is enough.
-#[must_use]
-pub fn diff(original: &str, suggested: &str) -> String {
-    let ops = line_ops(original, suggested);
-    let changed: Vec<bool> = ops.iter().map(|(k, _)| *k != ' ').collect();
-    let shown = |n: usize| {
-        changed[n] || (n > 0 && changed[n - 1]) || changed.get(n + 1).copied().unwrap_or(false)
-    };
-    let mut out = String::new();
-    let mut gap = false;
-    for (n, (kind, line)) in ops.iter().enumerate() {
-        if shown(n) {
-            if gap && !out.is_empty() {
-                out.push_str("…\n");
-            }
-            gap = false;
-            let _ = writeln!(out, "{kind}{line}");
-        } else {
-            gap = true;
-        }
-    }
-    out
-}
-
 /// The edits alone, for a short review: the changed lines other than added comments, each run
 /// of them after the `- name:` line of the operation it belongs to (the evidence the comments
 /// carry is given once, elsewhere).
@@ -274,14 +247,14 @@ fn line_ops<'t>(original: &'t str, suggested: &'t str) -> Vec<(char, &'t str)> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn diff_shows_each_change_with_one_line_of_context() {
-        let original = "a\nb\nc\nd\ne\nf\ng\n";
-        let suggested = "a\nb\nX\nc\nd\ne\nf2\ng\n";
+    fn edits_show_a_changed_line_as_removed_then_added() {
+        let original = "  - name: A\r\n    category: non-critical\r\n  - name: B\r\n";
+        let suggested = "  - name: A\n    # why\n    category: critical\n  - name: B\n";
         assert_eq!(
-            super::diff(original, suggested),
-            " b\n+X\n c\n…\n e\n-f\n+f2\n g\n"
+            super::edits(original, suggested),
+            "   - name: A\n-    category: non-critical\n+    category: critical\n"
         );
-        assert_eq!(super::diff(original, original), "");
+        assert_eq!(super::edits(original, original), "");
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub struct IngestArgs {
     /// Prometheus and kubelet probes from outside the pod (the manifests do).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// A rollout group the candidate enforces, GROUP (repeatable); default: every group.
+    /// A rollout group the candidate evaluates, GROUP (repeatable); default: every group.
     #[arg(long = "candidate-group", alias = "candidate", value_name = "GROUP")]
     pub candidate: Vec<String>,
     /// Name of reconcile spans (a span with `shadow_reconciler.reconcile=true` counts too).

@@ -56,7 +56,7 @@ enum Command {
     /// Receive a controller's reconcile spans over OTLP (gRPC 4317, HTTP 4318), rebuild each
     /// reconcile, evaluate the plan's candidate on it, and record it like the engine does.
     #[command(
-        after_help = "Examples:\n  shadow-reconciler ingest --plan hostedcluster --parquet-dir data\n  shadow-reconciler ingest --plan deploy/plans/hostedcluster.yaml --candidate-group non-critical-syncs\n  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 go run ./examples/hostedcluster    (the controller)"
+        after_help = "Examples:\n  shadow-reconciler ingest --plan hostedcluster --parquet-dir data\n  shadow-reconciler ingest --plan deploy/plans/hostedcluster.yaml --candidate-group non-critical-syncs\n  (cd sdk/go && OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 go run ./examples/hostedcluster --plan ../../deploy/plans/hostedcluster.yaml)    (the Go controller, from the repository)"
     )]
     Ingest(ingest::IngestArgs),
     /// Write the generated parts of deploy/ (the CRDs, from the Rust types), or check them.

@@ -49,31 +49,30 @@ impl FlagArgs {
 }
 
 /// `--enforce-group` matters only to objects in mode enforce: an error when nothing can put one
-/// there (not `--mode`, no flag ConfigMap watched, no annotation allowed), else a note when
-/// `--mode` does not.
+/// there (not `--mode`, no flag ConfigMap watched, no annotation allowed), else the note to give
+/// when `--mode` does not.
 pub(super) fn enforce_groups_apply(
     mode: shadow_reconciler::vocab::Mode,
     given: bool,
     flag: &FlagArgs,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<String>> {
     use shadow_reconciler::vocab::Mode;
     if !given || mode == Mode::Enforce {
-        return Ok(());
+        return Ok(None);
     }
     if flag.no_flag_watch && !flag.allow_object_override {
         anyhow::bail!(
             "--enforce-group does nothing with --mode {mode} and --no-flag-watch: the control enforces groups only in mode enforce; add --mode enforce"
         );
     }
-    eprintln!(
-        "note: --enforce-group applies only to objects in mode enforce; --mode is {mode}, so only the flag ConfigMap{} can put objects there",
+    Ok(Some(format!(
+        "--enforce-group applies only to objects in mode enforce; --mode is {mode}, so only the flag ConfigMap{} can put objects there",
         if flag.allow_object_override {
             " or their annotation"
         } else {
             ""
         }
-    );
-    Ok(())
+    )))
 }
 
 fn parse_ramp(s: &str) -> Result<Ramp, String> {
@@ -104,10 +103,24 @@ pub fn shipped_or_file(spec: &str) -> anyhow::Result<ReconcilePlan> {
     }
 }
 
-/// The given plan files, then every shipped plan whose name none of them has.
+/// The given plans (files, or shipped plans by name), then every shipped plan whose name none of
+/// them has.
 pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
     let mut plans = Vec::new();
     for file in files {
+        // A shipped plan's name (no such file here) stands for that plan.
+        if let Some((source, text)) = file
+            .to_str()
+            .filter(|_| !file.exists())
+            .and_then(plan::embedded::text)
+        {
+            let plan = ReconcilePlan::from_yaml(source, text)?;
+            plans.push(LoadedPlan {
+                plan,
+                text: text.to_owned(),
+            });
+            continue;
+        }
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("--plan {}: cannot read it", file.display()))?;
         let plan = ReconcilePlan::from_yaml(&file.display().to_string(), &text)?;
@@ -303,6 +316,23 @@ pub async fn cluster_config(
                     home_config
                         .map_or_else(|| "~/.kube/config".to_owned(), |p| p.display().to_string())
                 );
+            }
+            if from_env {
+                let named = std::env::var("KUBECONFIG").unwrap_or_default();
+                if !std::env::split_paths(&named).any(|p| p.exists()) {
+                    anyhow::bail!(
+                        "cannot find a cluster: KUBECONFIG={named} names no file that exists; {NO_CLUSTER_HINT}"
+                    );
+                }
+            }
+            let home_exists = home_config.as_ref().is_some_and(|p| p.exists());
+            if in_pod && !from_env && !home_exists {
+                // Only the pod's service account is left: its own error says what is missing.
+                return kube::Config::incluster().map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot use the pod's service account to reach the cluster: {e}"
+                    )
+                });
             }
             kube::Config::infer().await.map_err(|e| {
                 // kube's message nests every attempt and repeats its causes; the last one says it.

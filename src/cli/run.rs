@@ -27,11 +27,11 @@ pub(super) struct RunArgs {
     /// The engines' mode: off, shadow or enforce.
     #[arg(long, default_value = "shadow")]
     mode: shadow_reconciler::vocab::Mode,
-    /// With --mode enforce: a rollout group the control enforces, as GROUP (every plan that
-    /// runs must have it) or PLAN/GROUP (repeatable).
+    /// With --mode enforce: a rollout group the control enforces, as GROUP (in every plan that
+    /// has it) or PLAN/GROUP (repeatable).
     #[arg(long = "enforce-group", alias = "enforce", value_name = "[PLAN/]GROUP")]
     enforce_groups: Vec<String>,
-    /// A rollout group the candidate enforces, as GROUP or PLAN/GROUP (repeatable); default:
+    /// A rollout group the candidate evaluates, as GROUP or PLAN/GROUP (repeatable); default:
     /// every group.
     #[arg(
         long = "candidate-group",
@@ -284,7 +284,11 @@ pub fn flag_defaults(
             })
             .collect()
     };
-    enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
+    if let Some(note) =
+        enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?
+    {
+        tracing::warn!("{note}");
+    }
     let candidate = groups("candidate-group", &args.candidate_groups)?;
     let spec = FlagSpec {
         mode: args.mode,

@@ -40,14 +40,18 @@ pub(super) struct SimulateArgs {
     /// With --mode enforce: a rollout group the control enforces, as PLAN/GROUP (repeatable).
     #[arg(long = "enforce-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group, conflicts_with = "model_only")]
     enforce_groups: Vec<(String, String)>,
-    /// A rollout group the candidate enforces, as PLAN/GROUP (with --model-only, GROUP will do)
+    /// A rollout group the candidate evaluates, as PLAN/GROUP (with --model-only, GROUP will do)
     /// (repeatable); default: every group.
-    #[arg(
-        long = "candidate-group",
-        alias = "enforce",
-        value_name = "[PLAN/]GROUP"
-    )]
+    #[arg(long = "candidate-group", value_name = "[PLAN/]GROUP")]
     candidate_groups: Vec<String>,
+    /// The retired spelling of `--model-only --candidate-group`.
+    #[arg(
+        long = "enforce",
+        value_name = "GROUP",
+        hide = true,
+        requires = "model_only"
+    )]
+    retired_enforce: Vec<String>,
     /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
     #[arg(long, default_value = "127.0.0.1:0", conflicts_with = "model_only")]
     listen: std::net::SocketAddr,
@@ -244,7 +248,10 @@ fn conclude(
 
 /// The scenario's candidate groups (PLAN/GROUP), once `--enforce-group` is known to apply.
 fn scenario_groups(args: &SimulateArgs) -> anyhow::Result<Vec<(String, String)>> {
-    enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
+    let note = enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
+    if let Some(note) = note.filter(|_| !args.quiet) {
+        eprintln!("note: {note}");
+    }
     args.candidate_groups
         .iter()
         .map(|g| parse_plan_group(g).map_err(|e| anyhow::anyhow!("--candidate-group: {e}")))
@@ -277,7 +284,7 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let mut candidate_groups = Vec::new();
-    for group in &args.candidate_groups {
+    for group in args.candidate_groups.iter().chain(&args.retired_enforce) {
         match group.split_once('/') {
             None => candidate_groups.push(group.clone()),
             Some((p, g)) if p == plan.name() => candidate_groups.push(g.to_owned()),
@@ -293,7 +300,7 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         candidate_groups: (!candidate_groups.is_empty()).then_some(candidate_groups),
     };
-    let summary = montecarlo::run(Arc::new(plan), settings).context("--enforce")?;
+    let summary = montecarlo::run(Arc::new(plan), settings).context("--candidate-group")?;
     super::out(&summary);
     Ok(ExitCode::SUCCESS)
 }
@@ -314,4 +321,55 @@ pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("cannot remove {}", report.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FailOn, conclude};
+    use shadow_reconciler::analyze::Readiness;
+    use shadow_reconciler::scenario::Summary;
+    use std::process::ExitCode;
+
+    #[test]
+    fn fail_on_maps_each_verdict_to_analyze_s_code() {
+        let ok = Summary::default();
+        let code = |fail_on, readiness| conclude(&ok, fail_on, readiness).unwrap();
+        for readiness in [
+            Readiness::Ready,
+            Readiness::NotReady,
+            Readiness::Inconclusive,
+        ] {
+            assert_eq!(code(None, Some(readiness)), ExitCode::SUCCESS);
+        }
+        assert_eq!(
+            code(Some(FailOn::NotReady), Some(Readiness::NotReady)),
+            ExitCode::from(1)
+        );
+        assert_eq!(
+            code(Some(FailOn::NotReady), Some(Readiness::Inconclusive)),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(
+            code(Some(FailOn::NotReady), Some(Readiness::Ready)),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(
+            code(Some(FailOn::Inconclusive), Some(Readiness::NotReady)),
+            ExitCode::from(1)
+        );
+        assert_eq!(
+            code(Some(FailOn::Inconclusive), Some(Readiness::Inconclusive)),
+            ExitCode::from(3)
+        );
+        assert_eq!(
+            code(Some(FailOn::Inconclusive), Some(Readiness::Ready)),
+            ExitCode::SUCCESS
+        );
+        // A shadow that wrote is an error whatever the verdict.
+        let wrote = Summary {
+            shadow_persisted: 1,
+            ..Summary::default()
+        };
+        assert!(conclude(&wrote, None, Some(Readiness::Ready)).is_err());
+    }
 }
