@@ -53,6 +53,18 @@ fn help(words: &[&str]) -> String {
     text
 }
 
+/// The exit code and stderr of the binary run with `args`.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(args)
+        .output()
+        .expect("run the binary");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The long options a help text defines (the option column, not mentions in prose).
 fn options(help: &str) -> BTreeSet<String> {
     help.lines()
@@ -133,16 +145,6 @@ fn every_help_ends_with_examples_of_its_command() {
 
 #[test]
 fn retired_spellings_still_work_as_aliases() {
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-            .args(args)
-            .output()
-            .expect("run the binary");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
     // The alias reaches the same check as the new name: an unknown group, named by the new name.
     let (code, stderr) = run(&["run", "--mode", "enforce", "--enforce", "no-such-group"]);
     assert_eq!(code, Some(2), "{stderr}");
@@ -182,16 +184,6 @@ fn retired_spellings_still_work_as_aliases() {
 
 #[test]
 fn options_that_do_nothing_are_errors_that_say_why() {
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-            .args(args)
-            .output()
-            .expect("run the binary");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
     for command in ["run", "simulate"] {
         let group = if command == "run" {
             "non-critical-syncs"

@@ -356,7 +356,8 @@ async fn try_get(host: &str, path: &str) -> Option<String> {
 #[test]
 fn ready_once_every_controller_cache_synced() {
     let telemetry = Arc::new(Telemetry::new());
-    let mut synced = telemetry.ready_when_synced(2);
+    let mut synced =
+        telemetry.ready_when_listed(&["hostedclusters.x".to_owned(), "addons.x".to_owned()]);
     assert!(!telemetry.is_ready());
     synced.remove(0)();
     assert!(!telemetry.is_ready(), "one of two caches synced");

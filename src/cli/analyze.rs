@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use shadow_reconciler::analyze::{self, render::Format};
-use shadow_reconciler::plan::{self, ReconcilePlan};
+use shadow_reconciler::plan::ReconcilePlan;
 
 use super::options::{LoadedPlan, load_plans};
 use super::out;
@@ -140,23 +140,17 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(worst.exit_code()))
 }
 
-/// For each analysed plan whose text is at hand (given with --plan, or shipped) and whose
-/// suggested plan changes it: the plan's name and the edits.
+/// For each analysed plan whose suggested plan changes it: the plan's name and the edits. Every
+/// analysed plan was loaded with its text (`load_plans` adds the shipped ones not given).
 fn fixes(analysis: &analyze::Analysis, loaded: &[LoadedPlan]) -> Vec<(String, String)> {
     analysis
         .plans
         .iter()
         .filter_map(|report| {
-            let (plan, text) = if let Some(p) = loaded.iter().find(|p| p.plan.name() == report.plan)
-            {
-                (p.plan.clone(), p.text.clone())
-            } else {
-                let (file, text) = plan::embedded::text(&report.plan)?;
-                (ReconcilePlan::from_yaml(file, text).ok()?, text.to_owned())
-            };
-            let suggestion = analyze::suggest::suggest(&plan, &text, report).ok()?;
-            let diff = analyze::suggest::edits(&text, &suggestion.text);
-            (!diff.is_empty()).then(|| (report.plan.clone(), diff))
+            let plan = loaded.iter().find(|p| p.plan.name() == report.plan)?;
+            let suggestion = analyze::suggest::suggest(&plan.plan, &plan.text, report).ok()?;
+            let edits = analyze::suggest::edits(&plan.text, &suggestion.text);
+            (!edits.is_empty()).then(|| (report.plan.clone(), edits))
         })
         .collect()
 }

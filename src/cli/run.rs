@@ -104,7 +104,6 @@ async fn controllers(
     flag: &Arc<LiveFlag>,
     settings: &shadow_reconciler::engine::EngineSettings,
 ) -> anyhow::Result<ExitCode> {
-    use shadow_reconciler::engine::Engine;
     use shadow_reconciler::engine::controller::crd_name;
     use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
     use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
@@ -165,34 +164,33 @@ async fn controllers(
     .flatten()
     .collect();
     let mut synced = telemetry.ready_when_listed(&kinds);
-    let sinks = (&*telemetry, traces.as_ref(), parquet.as_ref());
+    let wiring = Wiring {
+        client: &client,
+        settings,
+        flag,
+        telemetry: &telemetry,
+        traces: traces.as_ref(),
+        parquet: parquet.as_ref(),
+    };
     if hostedcluster {
-        let engine = Engine::new(
-            Arc::new(HostedClusterReconciler),
-            HostedClusterReconciler::plan(),
-            client.clone(),
-            settings,
-        )?;
-        tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
-            observed(engine.with_flag(flag.clone()), sinks),
-            kube::Api::all(client.clone()),
+        let plan = HostedClusterReconciler::plan();
+        let on_synced = synced.remove(0);
+        tasks.push(wiring.spawn(
+            HostedClusterReconciler,
+            plan,
             until_stopped(stopped.clone()),
-            synced.remove(0),
-        )));
+            on_synced,
+        )?);
     }
     if addon {
-        let engine = Engine::new(
-            Arc::new(AddOnReconciler),
-            AddOnReconciler::plan(),
-            client.clone(),
-            settings,
-        )?;
-        tasks.push(tokio::spawn(shadow_reconciler::engine::controller::run(
-            observed(engine.with_flag(flag.clone()), sinks),
-            kube::Api::all(client.clone()),
+        let plan = AddOnReconciler::plan();
+        let on_synced = synced.remove(0);
+        tasks.push(wiring.spawn(
+            AddOnReconciler,
+            plan,
             until_stopped(stopped.clone()),
-            synced.remove(0),
-        )));
+            on_synced,
+        )?);
     }
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
     shutdown_signal().await;
@@ -244,29 +242,52 @@ async fn stop_all(
     Ok(())
 }
 
-/// An engine with the log, metrics and (when on) trace sinks, declared in the metrics.
-fn observed<R: shadow_reconciler::engine::Reconciler>(
-    engine: shadow_reconciler::engine::Engine<R>,
-    (telemetry, traces, parquet): (
-        &shadow_reconciler::telemetry::http::Telemetry,
-        Option<&Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
-        Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
-    ),
-) -> Arc<shadow_reconciler::engine::Engine<R>> {
-    let plan = engine.plan().clone();
-    let metrics = telemetry.metrics().clone();
-    metrics.engine(&plan, engine.guard().clone());
-    let engine = engine
-        .with_sink(Arc::new(shadow_reconciler::engine::LogSink))
-        .with_sink(Arc::new(metrics));
-    let engine = match traces {
-        Some(traces) => engine.with_sink(traces.clone()),
-        None => engine,
-    };
-    Arc::new(match parquet {
-        Some(parquet) => engine.with_sink(parquet.clone()),
-        None => engine,
-    })
+/// What every controller of `run` shares: the client, the engine settings, the flag and the sinks.
+struct Wiring<'a> {
+    client: &'a kube::Client,
+    settings: &'a shadow_reconciler::engine::EngineSettings,
+    flag: &'a Arc<LiveFlag>,
+    telemetry: &'a shadow_reconciler::telemetry::http::Telemetry,
+    traces: Option<&'a Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
+    parquet: Option<&'a Arc<shadow_reconciler::dataset::ParquetSink>>,
+}
+
+impl Wiring<'_> {
+    /// Spawns `reconciler`'s controller: its engine on `plan`, following the flag, with the log,
+    /// metrics and (when on) trace and Parquet sinks, declared in the metrics.
+    fn spawn<R: shadow_reconciler::engine::Reconciler>(
+        &self,
+        reconciler: R,
+        plan: Arc<ReconcilePlan>,
+        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+        on_synced: impl FnOnce() + Send + 'static,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        use shadow_reconciler::engine::{Engine, LogSink};
+        let engine = Engine::new(
+            Arc::new(reconciler),
+            plan,
+            self.client.clone(),
+            self.settings,
+        )?
+        .with_flag(self.flag.clone());
+        let metrics = self.telemetry.metrics().clone();
+        metrics.engine(engine.plan(), engine.guard().clone());
+        let mut engine = engine
+            .with_sink(Arc::new(LogSink))
+            .with_sink(Arc::new(metrics));
+        if let Some(traces) = self.traces {
+            engine = engine.with_sink(traces.clone());
+        }
+        if let Some(parquet) = self.parquet {
+            engine = engine.with_sink(parquet.clone());
+        }
+        Ok(tokio::spawn(shadow_reconciler::engine::controller::run(
+            Arc::new(engine),
+            kube::Api::all(self.client.clone()),
+            shutdown,
+            on_synced,
+        )))
+    }
 }
 
 /// The command line's flag for `run`: --mode, --enforce-group, --candidate-group, --ramp-percent and

@@ -331,7 +331,10 @@ async fn watch_flag(
 /// One callback per controller, making `/readyz` answer 200 once both kinds can be listed.
 fn sync_callbacks(settings: &Settings) -> Vec<Box<dyn FnOnce() + Send>> {
     match &settings.telemetry {
-        Some(telemetry) => telemetry.ready_when_synced(2),
+        Some(telemetry) => telemetry.ready_when_listed(&[
+            crate::engine::controller::crd_name::<HostedCluster>(),
+            crate::engine::controller::crd_name::<ClusterManagementAddOn>(),
+        ]),
         None => vec![Box::new(|| {}), Box::new(|| {})],
     }
 }

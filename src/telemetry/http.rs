@@ -131,26 +131,6 @@ impl Telemetry {
             .find_map(|check| check())
     }
 
-    /// Expects `controllers` controllers to report their kind listable: returns one callback per
-    /// controller; the process is ready once every callback ran.
-    pub fn ready_when_synced(
-        self: &Arc<Self>,
-        controllers: usize,
-    ) -> Vec<Box<dyn FnOnce() + Send>> {
-        self.set_ready(controllers == 0);
-        let pending = Arc::new(std::sync::atomic::AtomicUsize::new(controllers));
-        (0..controllers)
-            .map(|_| {
-                let (pending, telemetry) = (pending.clone(), self.clone());
-                Box::new(move || {
-                    if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                        telemetry.set_ready(true);
-                    }
-                }) as Box<dyn FnOnce() + Send>
-            })
-            .collect()
-    }
-
     /// Expects one controller per kind (its CRD name, `plural.group`) to report the kind
     /// listable: returns one callback per kind, in order; the process is ready once every
     /// callback ran, and until then `/readyz` names the kinds still waited for.
