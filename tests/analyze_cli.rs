@@ -495,4 +495,33 @@ fn markdown_answers_in_its_first_2_kb() {
         markdown.contains("\n<details><summary>") && markdown.trim_end().ends_with("</details>"),
         "{markdown}"
     );
+    // What a PR comment shows unfolded, evidence included, fits in the 2 KB.
+    let visible = markdown.find("<details>").unwrap();
+    assert!(
+        visible <= 2048,
+        "{visible} bytes before the first <details>"
+    );
+    assert!(head[..visible].contains("Evidence: "), "{head}");
+    // The JSON starts with the same answer: every group, and the edit as a diff.
+    let answer = &doc["answer"];
+    assert_eq!(answer["readiness"], doc["readiness"]);
+    let groups: usize = doc["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["readiness"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(answer["groups"].as_array().unwrap().len(), groups);
+    assert!(
+        answer["plan_edits"][0]["diff"]
+            .as_str()
+            .is_some_and(|d| d.contains('+') && d.contains("CPOImageAndNamespace")),
+        "{answer}"
+    );
+    let raw = text(&json.stdout);
+    let at = |key: &str| raw.find(&format!("\n  \"{key}\": ")).unwrap();
+    assert!(
+        at("schema") < at("answer") && at("answer") < at("dir") && at("answer") < at("plans"),
+        "the answer comes first in the document"
+    );
 }

@@ -7,6 +7,7 @@
 //! [`engine`](crate::engine), [`plan`](crate::plan), [`vocab`](crate::vocab); nothing here may use
 //! a module of its layer or above.
 
+pub mod answer;
 pub mod counts;
 mod judge;
 pub mod pairs;
@@ -351,7 +352,7 @@ pub struct GroupReport {
 }
 
 /// The analysis of one plan.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct PlanReport {
     /// The plan's name.
     pub plan: String,
@@ -392,6 +393,9 @@ pub struct PlanReport {
 pub struct Analysis {
     /// [`SCHEMA`].
     pub schema: &'static str,
+    /// The answer first: every group's readiness, the plan edits that fix what is not ready,
+    /// the next steps for what is inconclusive ([`answer`]).
+    pub answer: answer::Answer,
     /// The dataset directory.
     pub dir: PathBuf,
     /// Files read.
@@ -514,6 +518,7 @@ pub fn analyze(
         .unwrap_or(Readiness::Inconclusive);
     Ok(Analysis {
         schema: SCHEMA,
+        answer: answer::answer(&reports, readiness),
         dir: dir.to_owned(),
         files_read: counts.files_read,
         files_skipped: counts.skipped,

@@ -25,7 +25,7 @@ pub fn render(analysis: &Analysis, format: Format) -> String {
     match format {
         Format::Table => table(analysis),
         Format::Json => json(analysis),
-        Format::Markdown => markdown(analysis, &[]),
+        Format::Markdown => markdown(analysis),
         Format::Html => html::render(analysis),
     }
 }
@@ -46,7 +46,7 @@ fn pct(rate: f64) -> String {
 }
 
 /// The numbers behind a detected dependency, in words.
-fn evidence(d: &super::Pair) -> String {
+pub(super) fn evidence(d: &super::Pair) -> String {
     format!(
         "{} failed in {} of {} objects after {} failed [{}, {}], baseline {} of {} [{}, {}]{}",
         d.later,
@@ -147,7 +147,7 @@ fn columns(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
+pub(super) fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
     plan.operations
         .iter()
         .zip(&plan.verdicts)
@@ -176,7 +176,7 @@ fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
         .collect()
 }
 
-const OPERATION_HEADER: [&str; 9] = [
+pub(super) const OPERATION_HEADER: [&str; 9] = [
     "operation",
     "category",
     "executions",
@@ -213,13 +213,122 @@ pub fn colour_wanted(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool
     terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
-/// The terminal table, with the readiness and verdict words coloured when `colour`.
+/// What the operation table's columns mean, printed under it in every format.
+pub const OPERATION_LEGEND: &str = "executions: real (control) and dry-run (candidate) runs; failed: failed executions; failed in (objects): objects where it failed at least once; first failure: reconciles whose control stopped there first; blocked/ran/ok: control runs in which its failure skipped later steps / of those, steps the candidate ran / of those, that succeeded; verdict: whether the data supports its category";
+
+/// The distinct findings of a plan (a finding of a group is repeated in `all`), each with the
+/// groups it concerns.
+pub(super) fn distinct_findings(plan: &PlanReport) -> Vec<(&Finding, Vec<&str>)> {
+    let mut found: Vec<(&Finding, Vec<&str>)> = Vec::new();
+    for g in &plan.readiness {
+        for f in &g.findings {
+            match found
+                .iter_mut()
+                .find(|(x, _)| x.code == f.code && x.operations == f.operations)
+            {
+                Some((_, groups)) => groups.push(&g.group),
+                None => found.push((f, vec![&g.group])),
+            }
+        }
+    }
+    found
+}
+
+pub(super) fn code_of(code: super::FindingCode) -> String {
+    serde_json::to_value(code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The answer as text: every group's readiness, the plan edits with their evidence, the next
+/// steps.
+fn answer_text(out: &mut String, a: &Analysis, colour: bool) {
+    let answer = &a.answer;
+    let _ = writeln!(
+        out,
+        "readiness to enforce: {}",
+        paint(answer.readiness.as_str(), answer.readiness, colour)
+    );
+    let rows: Vec<Vec<String>> = answer
+        .groups
+        .iter()
+        .map(|g| {
+            vec![
+                format!("{}/{}", g.plan, g.group),
+                g.readiness.as_str().to_owned(),
+                format!(
+                    "{}{}",
+                    g.why,
+                    if g.fixed_by_plan_edit {
+                        " (plan edit below)"
+                    } else {
+                        ""
+                    }
+                ),
+            ]
+        })
+        .collect();
+    let mut table = String::new();
+    columns(&mut table, &["rollout group", "readiness", "why"], &rows);
+    for (i, line) in table.lines().enumerate() {
+        // Colour the readiness word of each row (the header is row 0).
+        let line = match i.checked_sub(1).and_then(|r| answer.groups.get(r)) {
+            Some(g) if colour => line.replacen(
+                &format!(" {} ", g.readiness.as_str()),
+                &format!(" {} ", paint(g.readiness.as_str(), g.readiness, true)),
+                1,
+            ),
+            _ => line.to_owned(),
+        };
+        let _ = writeln!(out, "  {line}");
+    }
+    for edits in &answer.plan_edits {
+        let _ = writeln!(
+            out,
+            "\nthe plan edits that fix {} (`analyze --suggest FILE` writes the whole plan):",
+            edits.plan
+        );
+        if let Some(diff) = &edits.diff {
+            for line in diff.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        out.push_str("  evidence:\n");
+        for c in &edits.changes {
+            let _ = writeln!(
+                out,
+                "  - {}: {} [{}]",
+                c.change,
+                c.evidence,
+                c.groups.join(", ")
+            );
+        }
+    }
+    if !answer.next_steps.is_empty() {
+        out.push_str("\nwhat would make the inconclusive groups conclusive:\n");
+        for s in &answer.next_steps {
+            let _ = writeln!(
+                out,
+                "  - {} ({}: {}): {}",
+                s.plan,
+                s.groups.join(", "),
+                s.operations.join(", "),
+                s.step
+            );
+        }
+    }
+}
+
+/// The terminal table, with the readiness and verdict words coloured when `colour`: the answer
+/// first ([`super::answer`]), then the details of each plan.
 #[must_use]
 pub fn table_styled(a: &Analysis, colour: bool) -> String {
     let mut out = String::new();
+    answer_text(&mut out, a, colour);
     let _ = writeln!(
         out,
-        "{}: {} files read, {} skipped, {} rows",
+        "\ndetails\n{}: {} files read, {} skipped, {} rows",
         a.dir.display(),
         a.files_read,
         a.files_skipped.len(),
@@ -238,6 +347,7 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
             plan.guard_refusals
         );
         columns(&mut out, &OPERATION_HEADER, &operation_rows(plan));
+        let _ = writeln!(out, "({OPERATION_LEGEND})");
         if plan.dependencies.is_empty() {
             out.push_str("\nno undeclared ordering dependency detected\n");
         } else {
@@ -266,20 +376,15 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
                 v.evidence
             );
         }
-        out.push_str("\nreadiness to enforce:\n");
-        for g in &plan.readiness {
+        out.push_str("\nfindings (each once, with the groups it concerns):\n");
+        for (f, groups) in distinct_findings(plan) {
             let _ = writeln!(
                 out,
-                "  {:<24} {}",
-                g.group,
-                paint(&g.summary, g.readiness, colour)
+                "  - [{}] {} [{}]",
+                code_of(f.code),
+                f.evidence,
+                groups.join(", ")
             );
-            for f in &g.findings {
-                let _ = writeln!(out, "    - {}", finding_line(f));
-            }
-            for step in next_steps(g) {
-                let _ = writeln!(out, "    next: {step}");
-            }
         }
     }
     let _ = writeln!(
@@ -295,73 +400,108 @@ fn md_row(out: &mut String, cells: &[String]) {
     let _ = writeln!(out, "| {} |", cells.join(" | "));
 }
 
+/// The evidence of `edits` in one short paragraph: dependency changes grouped by the operation
+/// whose failure comes first, with the objects' counts; other changes in their own sentence.
+fn short_evidence(a: &Analysis, edits: &super::answer::PlanEdits) -> String {
+    let pairs: Vec<&super::Pair> = a
+        .plans
+        .iter()
+        .filter(|p| p.plan == edits.plan)
+        .flat_map(|p| &p.dependencies)
+        .collect();
+    let mut by_first: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut other = Vec::new();
+    for c in &edits.changes {
+        let pair = match c.operations.as_slice() {
+            [failed, later] => pairs
+                .iter()
+                .find(|d| d.failed == *failed && d.later == *later),
+            _ => None,
+        };
+        let Some(d) = pair else {
+            other.push(c.evidence.clone());
+            continue;
+        };
+        let cell = format!(
+            "{} {}/{} ({}/{})",
+            d.later, d.after.failures, d.after.objects, d.baseline.failures, d.baseline.objects
+        );
+        match by_first.iter_mut().find(|(f, _)| *f == d.failed) {
+            Some((_, cells)) => cells.push(cell),
+            None => by_first.push((&d.failed, vec![cell])),
+        }
+    }
+    let mut text: Vec<String> = by_first
+        .into_iter()
+        .map(|(first, cells)| {
+            format!(
+                "objects where each failed after {first} failed (otherwise): {}",
+                cells.join(", ")
+            )
+        })
+        .collect();
+    text.extend(other);
+    text.join("; ")
+}
+
 /// The Markdown for a PR comment: the answer first (overall readiness, one row per rollout
 /// group, then the plan edits that fix what is not ready, as diffs, with their evidence once),
-/// the details folded in a `<details>` block. `fixes` are (plan, edits of its suggested plan,
-/// [`super::suggest::edits`]) for the plans with changes.
+/// the next steps and the details folded in `<details>` blocks.
 #[must_use]
-pub fn markdown(a: &Analysis, fixes: &[(String, String)]) -> String {
+pub fn markdown(a: &Analysis) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "## Shadow analysis: {}\n\n| rollout group | readiness | why |\n| --- | --- | --- |",
-        a.readiness.as_str()
+        a.answer.readiness.as_str()
     );
-    for plan in &a.plans {
-        for g in &plan.readiness {
-            let edited = fixes.iter().any(|(p, _)| *p == plan.plan);
-            let why = ["ready: ", "not ready: ", "inconclusive: "]
-                .iter()
-                .find_map(|p| g.summary.strip_prefix(p))
-                .unwrap_or(&g.summary);
-            let why = if edited {
-                why.replace(super::readiness::SUGGEST_HINT, ": edits below")
-            } else {
-                why.to_owned()
-            };
-            md_row(
-                &mut out,
-                &[
-                    format!("{}/{}", plan.plan, g.group),
-                    g.readiness.as_str().to_owned(),
-                    why,
-                ],
-            );
-        }
+    for g in &a.answer.groups {
+        md_row(
+            &mut out,
+            &[
+                format!("{}/{}", g.plan, g.group),
+                g.readiness.as_str().to_owned(),
+                format!(
+                    "{}{}",
+                    g.why,
+                    if g.fixed_by_plan_edit {
+                        ": edits below"
+                    } else {
+                        ""
+                    }
+                ),
+            ],
+        );
     }
-    if !fixes.is_empty() {
-        out.push_str("\n### The plan edits the data asks for\n\n");
-        for (plan, diff) in fixes {
+    if !a.answer.plan_edits.is_empty() {
+        out.push_str("\n### The plan edits the data asks for\n");
+    }
+    for edits in &a.answer.plan_edits {
+        let _ = writeln!(
+            out,
+            "\n`{}` (`analyze --suggest FILE` writes the plan):\n",
+            edits.plan
+        );
+        if let Some(diff) = &edits.diff {
+            let _ = writeln!(out, "```diff\n{diff}```");
+        }
+        let _ = writeln!(out, "Evidence: {}.", short_evidence(a, edits));
+    }
+    if !a.answer.next_steps.is_empty() {
+        out.push_str(
+            "\n<details><summary>What would make the inconclusive groups conclusive</summary>\n\n",
+        );
+        for s in &a.answer.next_steps {
             let _ = writeln!(
                 out,
-                "`{plan}` (`analyze --suggest FILE` writes the plan):\n\n```diff\n{diff}```"
+                "- `{}` {} ({}): {}",
+                s.plan,
+                s.groups.join(", "),
+                s.operations.join(", "),
+                s.step
             );
-            let found: Vec<_> = a
-                .plans
-                .iter()
-                .filter(|p| p.plan == *plan)
-                .flat_map(|p| &p.dependencies)
-                .filter(|d| d.dependency && !d.declared)
-                .collect();
-            if !found.is_empty() {
-                out.push_str("Objects where the later operation failed, after the earlier one failed / without it:");
-                for d in found {
-                    let _ = write!(
-                        out,
-                        " {} after {} {}/{} vs {}/{};",
-                        d.later,
-                        d.failed,
-                        d.after.failures,
-                        d.after.objects,
-                        d.baseline.failures,
-                        d.baseline.objects
-                    );
-                }
-                out.pop();
-                out.push_str(".\n");
-            }
-            out.push('\n');
         }
+        out.push_str("\n</details>\n");
     }
     out.push_str("\n<details><summary>Details: data, figures, operations, dependencies, verdicts, findings</summary>\n\n");
     details(&mut out, a);
@@ -389,7 +529,7 @@ fn details(out: &mut String, a: &Analysis) {
             "### Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals.\n",
             plan.plan,
             plan_line(plan),
-            plan.plan_hash,
+            &plan.plan_hash[..12.min(plan.plan_hash.len())],
             plan.guard_refusals
         );
         md_row(out, &OPERATION_HEADER.map(str::to_owned));
@@ -397,6 +537,7 @@ fn details(out: &mut String, a: &Analysis) {
         for row in operation_rows(plan) {
             md_row(out, &row);
         }
+        let _ = writeln!(out, "\n{OPERATION_LEGEND}.");
         out.push_str("\n#### Ordering dependencies\n\n");
         if plan.dependencies.is_empty() {
             out.push_str("None detected.\n");
@@ -418,15 +559,15 @@ fn details(out: &mut String, a: &Analysis) {
                 ],
             );
         }
-        out.push_str("\n#### Readiness to enforce\n\n");
-        for g in &plan.readiness {
-            let _ = writeln!(out, "- `{}`: {}", g.group, g.summary);
-            for f in &g.findings {
-                let _ = writeln!(out, "  - {}", finding_line(f));
-            }
-            for step in next_steps(g) {
-                let _ = writeln!(out, "  - next: {step}");
-            }
+        out.push_str("\n#### Findings (each once, with the groups it concerns)\n\n");
+        for (f, groups) in distinct_findings(plan) {
+            let _ = writeln!(
+                out,
+                "- `{}` {} ({})",
+                code_of(f.code),
+                f.evidence,
+                groups.join(", ")
+            );
         }
         out.push('\n');
     }

@@ -68,18 +68,14 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         ..analyze::Settings::default()
     };
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
-    let analysis = analyze::analyze(&args.dir, &only, &settings)?;
+    let mut analysis = analyze::analyze(&args.dir, &only, &settings)?;
+    attach_diffs(&mut analysis, &plans);
     // Resolve --group before printing: a misspelt group is a usage error, not a verdict.
     let mut gated = Vec::new();
     for selector in &args.groups {
         gated.extend(analysis.groups(selector)?);
     }
-    if args.format == Format::Markdown {
-        out(analyze::render::markdown(
-            &analysis,
-            &fixes(&analysis, &plans),
-        ));
-    } else if args.format == Format::Table {
+    if args.format == Format::Table {
         out(analyze::render::table_styled(&analysis, colour()));
     } else {
         out(analyze::render::render(&analysis, args.format));
@@ -140,19 +136,25 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(worst.exit_code()))
 }
 
-/// For each analysed plan whose suggested plan changes it: the plan's name and the edits. Every
-/// analysed plan was loaded with its text (`load_plans` adds the shipped ones not given).
-fn fixes(analysis: &analyze::Analysis, loaded: &[LoadedPlan]) -> Vec<(String, String)> {
-    analysis
-        .plans
-        .iter()
-        .filter_map(|report| {
-            let plan = loaded.iter().find(|p| p.plan.name() == report.plan)?;
-            let suggestion = analyze::suggest::suggest(&plan.plan, &plan.text, report).ok()?;
-            let edits = analyze::suggest::edits(&plan.text, &suggestion.text);
-            (!edits.is_empty()).then(|| (report.plan.clone(), edits))
-        })
-        .collect()
+/// Adds to the answer the diff of each analysed plan's suggested edits. Every analysed plan was
+/// loaded with its text (`load_plans` adds the shipped ones not given).
+fn attach_diffs(analysis: &mut analyze::Analysis, loaded: &[LoadedPlan]) {
+    let mut diffs = Vec::new();
+    for report in &analysis.plans {
+        let Some(plan) = loaded.iter().find(|p| p.plan.name() == report.plan) else {
+            continue;
+        };
+        let Ok(suggestion) = analyze::suggest::suggest(&plan.plan, &plan.text, report) else {
+            continue;
+        };
+        let edits = analyze::suggest::edits(&plan.text, &suggestion.text);
+        if !edits.is_empty() {
+            diffs.push((report.plan.clone(), edits));
+        }
+    }
+    for (plan, diff) in diffs {
+        analysis.answer.set_diff(&plan, diff);
+    }
 }
 
 /// Colour for the terminal table: stdout is a terminal and `NO_COLOR` is not set.
@@ -173,8 +175,9 @@ pub const REPORT: &str = "report.html";
 
 /// `simulate`'s ending: the analysis table on stdout, the HTML report next to the data.
 pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<analyze::Readiness> {
-    let plans: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
-    let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default())?;
+    let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
+    let mut analysis = analyze::analyze(dir, &only, &analyze::Settings::default())?;
+    attach_diffs(&mut analysis, plans);
     out("\n");
     out(analyze::render::table_styled(&analysis, colour()));
     let report = dir.join(REPORT);

@@ -1,11 +1,17 @@
-//! A self-contained HTML report: inline SVG charts drawn with `plotters`, inline CSS, no script and
-//! no network request, so it opens anywhere (an air-gapped laptop, a CI artifact).
+//! A self-contained HTML report for a person deciding whether to enforce: the answer first
+//! (summary cards per rollout group, the plan edits as a diff with their evidence), then per plan
+//! two charts (failures per operation with Wilson intervals, and what the candidate would have
+//! unblocked) and the tables behind them.
+//!
+//! One file, no script, no external resource (a Content-Security-Policy forbids them), inline
+//! SVG and CSS whose colours follow the reader's light or dark preference. The page is checked
+//! in headless Chromium by `tests/report_browser.rs` (every chart has a title, axis titles where
+//! it has axes, and a legend; nothing overflows at 1366 px; no request).
 
 use std::fmt::Write as _;
 
-use plotters::prelude::*;
-
-use crate::analyze::{Analysis, PlanReport, Readiness, Verdict};
+use super::super::answer::Answer;
+use crate::analyze::{Analysis, PlanReport, Readiness, Verdict, stats};
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -14,110 +20,318 @@ fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-const RED: RGBColor = RGBColor(0xc6, 0x28, 0x28);
-const GREEN: RGBColor = RGBColor(0x2e, 0x7d, 0x32);
-const AMBER: RGBColor = RGBColor(0xef, 0x9a, 0x00);
-const BLUE: RGBColor = RGBColor(0x15, 0x65, 0xc0);
+/// `name` escaped, with a line-break opportunity between the words of a CamelCase name, so a
+/// narrow column breaks `KubeconfigAndPasswordSync` between words, never inside one.
+fn breakable(name: &str) -> String {
+    let mut out = String::new();
+    let mut lower = false;
+    for c in name.chars() {
+        if c.is_uppercase() && lower {
+            out.push_str("<wbr>");
+        }
+        lower = c.is_lowercase() || c.is_ascii_digit();
+        out.push_str(&escape(c.encode_utf8(&mut [0; 4])));
+    }
+    out
+}
 
-const fn verdict_color(v: Verdict) -> RGBColor {
-    match v {
-        Verdict::Supported => GREEN,
-        Verdict::Contradicted => RED,
-        Verdict::Inconclusive => AMBER,
+/// A readiness as a badge: a symbol and words, so colour is never the only cue.
+fn badge(r: Readiness) -> String {
+    let (symbol, words) = match r {
+        Readiness::Ready => ("\u{2713}", "ready"),
+        Readiness::NotReady => ("\u{2717}", "not ready"),
+        Readiness::Inconclusive => ("?", "inconclusive"),
+    };
+    format!(
+        "<span class=\"badge {}\"><span aria-hidden=\"true\">{symbol}</span> {words}</span>",
+        r.as_str()
+    )
+}
+
+fn pct(rate: f64) -> String {
+    let p = rate * 100.0;
+    if p > 0.0 && p < 1.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
     }
 }
 
-const fn readiness_color(r: Readiness) -> RGBColor {
-    match r {
-        Readiness::Ready => GREEN,
-        Readiness::NotReady => RED,
-        Readiness::Inconclusive => AMBER,
-    }
+const STYLE: &str = r#"
+:root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#57606a;--line:#d0d7de;--grid:#eaeef2;--card:#f6f8fa;
+--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--ok-bg:#dafbe1;--bad-bg:#ffebe9;--warn-bg:#fff8c5;
+--bar-supported:#2da44e;--bar-contradicted:#cf222e;--bar-inconclusive:#bf8700;--whisker:#24292f;
+--heat-lo:#f0f4f9;--heat-hi:#0b4f9c;--heat-text:#1f2328;--heat-hot-text:#fff;--add:#dafbe1;--del:#ffebe9;--code:#f6f8fa}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;--line:#3d444d;--grid:#21262d;--card:#151b23;
+--ok:#3fb950;--bad:#ff7b72;--warn:#e3b341;--ok-bg:#12261e;--bad-bg:#2d1518;--warn-bg:#272115;
+--bar-supported:#3fb950;--bar-contradicted:#f85149;--bar-inconclusive:#d29922;--whisker:#e6edf3;
+--heat-lo:#161b22;--heat-hi:#79c0ff;--heat-text:#e6edf3;--heat-hot-text:#0d1117;--add:#12261e;--del:#2d1518;--code:#151b23}}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+main{max-width:1200px;margin:0 auto;padding:24px 32px 48px}
+h1{font-size:28px;margin:0 0 4px}h2{font-size:22px;margin:36px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+h3{font-size:18px;margin:20px 0 8px}p{margin:6px 0}
+.sub,.note{color:var(--muted);font-size:14px}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,"DejaVu Sans Mono",monospace;font-size:14px}
+.badge{display:inline-block;padding:1px 10px;border-radius:999px;font-weight:600;font-size:15px;white-space:nowrap}
+h1 .badge{font-size:20px;vertical-align:middle}
+.badge.ready{background:var(--ok-bg);color:var(--ok)}.badge.not-ready{background:var(--bad-bg);color:var(--bad)}.badge.inconclusive{background:var(--warn-bg);color:var(--warn)}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:12px;margin:8px 0 16px}
+.card{background:var(--card);border:1px solid var(--line);border-left:6px solid var(--line);border-radius:8px;padding:10px 14px;min-width:0}
+.card.ready{border-left-color:var(--ok)}.card.not-ready{border-left-color:var(--bad)}.card.inconclusive{border-left-color:var(--warn)}
+.card h4{margin:0 0 4px;font-size:17px;overflow-wrap:anywhere}.card p{font-size:14px;color:var(--muted);margin:6px 0 0}
+.plan-label{font-size:15px;color:var(--muted);margin:14px 0 0}
+pre.diff{background:var(--code);border:1px solid var(--line);border-radius:6px;padding:8px 12px;white-space:pre-wrap;overflow-wrap:anywhere;margin:8px 0}
+pre.diff span{display:block;min-height:1.5em}pre.diff .add{background:var(--add)}pre.diff .del{background:var(--del)}
+ul{padding-left:22px}li{margin:3px 0}
+.groups{color:var(--muted);font-size:14px}
+figure{margin:20px 0;padding:12px 16px;border:1px solid var(--line);border-radius:8px}
+figcaption{font-size:17px;font-weight:600}figcaption .note{display:block;font-weight:400;margin-top:2px}
+.legend{display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center;font-size:14px;margin:8px 0;color:var(--fg)}
+.legend .key{display:inline-flex;align-items:center;gap:6px}
+.swatch{display:inline-block;width:14px;height:14px;border-radius:3px}
+.swatch.supported{background:var(--bar-supported)}.swatch.contradicted{background:var(--bar-contradicted)}.swatch.inconclusive{background:var(--bar-inconclusive)}
+.swatch.whisker{height:2px;width:22px;background:var(--whisker);border-radius:0}
+.ramp{display:inline-block;width:180px;height:14px;border:1px solid var(--line);background:linear-gradient(to right,var(--heat-lo),var(--heat-hi))}
+svg.chart{width:100%;height:auto;display:block}
+svg text{fill:var(--fg);font-size:14px;font-family:system-ui,"DejaVu Sans",sans-serif}
+svg .muted{fill:var(--muted)}svg .grid{stroke:var(--grid)}svg .axis{stroke:var(--muted)}
+svg .v-supported{fill:var(--bar-supported)}svg .v-contradicted{fill:var(--bar-contradicted)}svg .v-inconclusive{fill:var(--bar-inconclusive)}
+svg .whisker{stroke:var(--whisker);stroke-width:2}
+table{border-collapse:collapse;margin:8px 0;font-size:14px;width:100%}
+th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:var(--card)}td.num{text-align:right;white-space:nowrap}
+table.heat th{overflow-wrap:normal}table.heat td.cell{text-align:center;white-space:nowrap;color:var(--heat-text);background:color-mix(in srgb,var(--heat-hi) calc(var(--v)*100%),var(--heat-lo))}
+table.heat td.cell.hot{color:var(--heat-hot-text)}table.heat td.cell small{font-size:12px}
+.verdict-supported{color:var(--ok)}.verdict-contradicted{color:var(--bad);font-weight:600}.verdict-inconclusive{color:var(--warn)}
+details{margin:10px 0}summary{cursor:pointer;font-weight:600}
+"#;
+
+/// The x position (in chart units) of `rate` on an axis of `max` from `x0` to `x1`.
+fn x_of(rate: f64, max: f64, x0: f64, x1: f64) -> f64 {
+    x0 + (rate / max).clamp(0.0, 1.0) * (x1 - x0)
 }
 
-/// Horizontal bars: one per operation, its failure rate, coloured by its verdict.
-fn failure_rates(plan: &PlanReport) -> Result<String, String> {
-    let n = plan.operations.len();
-    let height = u32::try_from(70 + 24 * n).unwrap_or(u32::MAX);
-    let max = plan
+/// The axis' end: the smallest of a few round values at or above `high`.
+fn axis_max(high: f64) -> f64 {
+    [0.05, 0.1, 0.2, 0.25, 0.5, 0.75, 1.0]
+        .into_iter()
+        .find(|m| *m >= high)
+        .unwrap_or(1.0)
+}
+
+fn legend_verdicts(out: &mut String, confidence: f64) {
+    out.push_str("<div class=\"legend\" role=\"list\" aria-label=\"legend\">");
+    for (class, words) in [
+        ("supported", "supported: the data agrees with its category"),
+        ("contradicted", "contradicted"),
+        (
+            "inconclusive",
+            "inconclusive: too few objects, or never failed",
+        ),
+    ] {
+        let _ = write!(
+            out,
+            "<span class=\"key\" role=\"listitem\"><span class=\"swatch {class}\"></span>{words}</span>"
+        );
+    }
+    let _ = write!(
+        out,
+        "<span class=\"key\" role=\"listitem\"><span class=\"swatch whisker\"></span>{:.0}% Wilson interval</span><span class=\"key\" role=\"listitem\">&#9670; no failure observed</span></div>",
+        confidence * 100.0
+    );
+}
+
+/// Where the failure chart draws.
+#[derive(Clone, Copy)]
+struct Axis {
+    x0: f64,
+    x1: f64,
+    max: f64,
+    name_w: f64,
+}
+
+/// One operation's row of the failure chart, centred on `mid`: its name, phase and category, a
+/// bar (a diamond at 0) coloured by `verdict`, the interval's whisker and the counts.
+#[allow(clippy::too_many_arguments)]
+fn failure_row(
+    out: &mut String,
+    plan: &PlanReport,
+    o: &crate::analyze::OperationReport,
+    verdict: Verdict,
+    interval: &stats::Interval,
+    confidence: f64,
+    axis: &Axis,
+    mid: f64,
+) {
+    let Axis {
+        x0,
+        x1,
+        max,
+        name_w,
+    } = *axis;
+    let class = format!("v-{}", verdict.as_str());
+    let tip = format!(
+        "{}: failed in {} of {} objects ({}, {:.0}% interval {}-{}); verdict {}",
+        o.operation,
+        o.failed_objects,
+        plan.objects,
+        pct(interval.rate),
+        confidence * 100.0,
+        pct(interval.low),
+        pct(interval.high),
+        verdict.as_str()
+    );
+    let _ = write!(
+        out,
+        "<g class=\"row\"><title>{}</title><text x=\"0\" y=\"{:.1}\">{}</text><text class=\"muted\" x=\"{name_w}\" y=\"{:.1}\">{}, {}</text>",
+        escape(&tip),
+        mid + 5.0,
+        escape(&o.operation),
+        mid + 5.0,
+        o.phase,
+        o.category
+    );
+    let end = x_of(interval.rate, max, x0, x1);
+    if o.failed_objects == 0 {
+        let _ = write!(
+            out,
+            "<path class=\"bar {class}\" d=\"M{x0:.1} {:.1} l7 7 l-7 7 l-7 -7 z\"/>",
+            mid - 7.0
+        );
+    } else {
+        let _ = write!(
+            out,
+            "<rect class=\"bar {class}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"18\"/>",
+            mid - 9.0,
+            (end - x0).max(2.0)
+        );
+    }
+    let (lo, hi) = (
+        x_of(interval.low, max, x0, x1),
+        x_of(interval.high, max, x0, x1),
+    );
+    let _ = writeln!(
+        out,
+        "<path class=\"whisker\" fill=\"none\" d=\"M{lo:.1} {mid:.1} H{hi:.1} M{lo:.1} {:.1} v10 M{hi:.1} {:.1} v10\"/><text x=\"{:.1}\" y=\"{:.1}\">{} <tspan class=\"muted\">({}/{})</tspan></text></g>",
+        mid - 5.0,
+        mid - 5.0,
+        hi + 10.0,
+        mid + 5.0,
+        pct(interval.rate),
+        o.failed_objects,
+        plan.objects
+    );
+}
+
+/// Horizontal bars: per operation, the share of objects in which it failed, coloured by its
+/// verdict, with the Wilson interval as a whisker; operations in phased order.
+fn failure_chart(out: &mut String, plan: &PlanReport, confidence: f64, id: &str) {
+    let z = stats::z_for(confidence);
+    let rows: Vec<(&crate::analyze::OperationReport, Verdict, stats::Interval)> = plan
         .operations
         .iter()
-        .map(|o| o.failure_rate)
-        .fold(0.05_f64, f64::max)
-        .min(1.0);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "failure rate per operation (colour: verdict)",
-                ("sans-serif", 16),
+        .zip(&plan.verdicts)
+        .map(|(o, v)| {
+            (
+                o,
+                v.verdict,
+                stats::wilson(o.failed_objects, plan.objects, z),
             )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(230)
-            .build_cartesian_2d(0.0..max * 1.05, (0..n).into_segmented())
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(n.max(1))
-            .y_label_formatter(&|y| match y {
-                // Top to bottom in phased order.
-                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) if *i < n => {
-                    plan.operations[n - 1 - *i].operation.clone()
-                }
-                SegmentValue::CenterOf(_) | SegmentValue::Exact(_) | SegmentValue::Last => {
-                    String::new()
-                }
-            })
-            .x_label_formatter(&|x| format!("{:.0}%", x * 100.0))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(plan.operations.iter().zip(&plan.verdicts).enumerate().map(
-                |(i, (o, v))| {
-                    let row = n - 1 - i;
-                    let mut bar = Rectangle::new(
-                        [
-                            (0.0, SegmentValue::Exact(row)),
-                            (o.failure_rate, SegmentValue::Exact(row + 1)),
-                        ],
-                        verdict_color(v.verdict).filled(),
-                    );
-                    bar.set_margin(4, 4, 0, 0);
-                    bar
-                },
-            ))
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
+        })
+        .collect();
+    let longest = rows
+        .iter()
+        .map(|(o, ..)| o.operation.chars().count())
+        .max()
+        .unwrap_or(8);
+    #[allow(clippy::cast_precision_loss)]
+    let name_w = (longest as f64).mul_add(8.2, 16.0).max(120.0);
+    let (width, row_h, top) = (1000.0_f64, 30.0_f64, 34.0_f64);
+    let x0 = name_w + 150.0;
+    let x1 = width - 170.0;
+    let max = axis_max(rows.iter().map(|(.., i)| i.high).fold(0.0, f64::max));
+    #[allow(clippy::cast_precision_loss)]
+    let plot_h = row_h * rows.len() as f64;
+    let height = top + plot_h + 62.0;
+    let _ = writeln!(
+        out,
+        "<figure class=\"chart\" id=\"{id}\"><figcaption id=\"{id}-t\">Where {} failed: share of its {} objects per operation<span class=\"note\">An object counts once however often it was reconciled; bars in phased order, coloured by the verdict on the operation's category.</span></figcaption>",
+        escape(&plan.plan),
+        plan.objects
+    );
+    legend_verdicts(out, confidence);
+    let _ = writeln!(
+        out,
+        "<svg class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t\"><title>Share of objects in which each operation of {} failed</title>",
+        escape(&plan.plan)
+    );
+    // Column titles (the y axis) and the x axis title.
+    let _ = writeln!(
+        out,
+        "<text class=\"axis-title\" x=\"0\" y=\"20\" font-weight=\"600\">operation</text><text class=\"axis-title\" x=\"{name_w}\" y=\"20\" font-weight=\"600\">phase, category</text>"
+    );
+    let ticks = 5;
+    for t in 0..=ticks {
+        let rate = max * f64::from(t) / f64::from(ticks);
+        let x = x_of(rate, max, x0, x1);
+        let _ = writeln!(
+            out,
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{top}\" y2=\"{:.1}\"/><text class=\"muted\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            top + plot_h,
+            top + plot_h + 20.0,
+            pct(rate)
+        );
     }
-    Ok(svg)
+    let _ = writeln!(
+        out,
+        "<line class=\"axis\" x1=\"{x0:.1}\" x2=\"{x0:.1}\" y1=\"{top}\" y2=\"{:.1}\"/><text class=\"axis-title\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-weight=\"600\">objects in which it failed (% of {})</text>",
+        top + plot_h,
+        f64::midpoint(x0, x1),
+        top + plot_h + 48.0,
+        plan.objects
+    );
+    let axis = Axis {
+        x0,
+        x1,
+        max,
+        name_w,
+    };
+    for (i, (o, verdict, interval)) in rows.iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let mid = top + row_h * i as f64 + row_h / 2.0;
+        failure_row(out, plan, o, *verdict, interval, confidence, &axis, mid);
+    }
+    out.push_str("</svg></figure>\n");
 }
 
-/// The matrix of the control's first failure (rows) x operations the candidate unblocked
-/// (columns): cell shade is how often, the label how often it would have succeeded.
-fn unblocked_matrix(plan: &PlanReport) -> Result<String, String> {
+/// What the candidate ran that the control skipped: unblocked operation (rows) x the control's
+/// first failure (columns), shaded by how often, with a colour scale.
+fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
+    let in_plan_order = |names: &mut Vec<&str>| {
+        names.sort_by_key(|n| plan.operations.iter().position(|o| o.operation == *n));
+        names.dedup();
+    };
     let mut rows: Vec<&str> = plan
+        .unblocked
+        .iter()
+        .map(|u| u.operation.as_str())
+        .collect();
+    let mut cols: Vec<&str> = plan
         .unblocked
         .iter()
         .map(|u| u.first_failure.as_str())
         .collect();
-    rows.dedup();
-    let mut cols: Vec<&str> = Vec::new();
-    for o in &plan.operations {
-        if plan.unblocked.iter().any(|u| u.operation == o.operation) {
-            cols.push(&o.operation);
-        }
-    }
+    in_plan_order(&mut rows);
+    in_plan_order(&mut cols);
+    let caption = "What the candidate would have run that the control skipped";
     if rows.is_empty() {
-        return Ok(String::new());
+        let _ = writeln!(
+            out,
+            "<h3>{caption}</h3><p>Nothing: in this data, the candidate ran no operation the control had skipped.</p>"
+        );
+        return;
     }
-    let cell = 34;
-    let (left, top) = (230, 200);
-    let width = u32::try_from(left + cell * cols.len() + 20).unwrap_or(u32::MAX);
-    let height = u32::try_from(top + cell * rows.len() + 20).unwrap_or(u32::MAX);
     let most = plan
         .unblocked
         .iter()
@@ -125,134 +339,137 @@ fn unblocked_matrix(plan: &PlanReport) -> Result<String, String> {
         .max()
         .unwrap_or(1)
         .max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let font = ("sans-serif", 12).into_font();
-        let to_i32 = |v: usize| i32::try_from(v).unwrap_or(i32::MAX);
-        for (r, name) in rows.iter().enumerate() {
-            root.draw(&Text::new(
-                (*name).to_owned(),
-                (4, to_i32(top + r * cell + cell / 3)),
-                font.clone(),
-            ))
-            .map_err(|e| e.to_string())?;
-        }
-        let vertical = font.clone().transform(FontTransform::Rotate270);
-        for (c, name) in cols.iter().enumerate() {
-            root.draw(&Text::new(
-                (*name).to_owned(),
-                (to_i32(left + c * cell + cell / 3), to_i32(top - 6)),
-                vertical.clone(),
-            ))
-            .map_err(|e| e.to_string())?;
-        }
-        for u in &plan.unblocked {
-            let r = rows.iter().position(|x| *x == u.first_failure).unwrap_or(0);
-            let c = cols.iter().position(|x| *x == u.operation).unwrap_or(0);
-            let (x, y) = (to_i32(left + c * cell), to_i32(top + r * cell));
-            #[allow(clippy::cast_precision_loss)]
-            let shade = 0.15 + 0.85 * (u.unblocked as f64 / most as f64);
-            root.draw(&Rectangle::new(
-                [(x, y), (x + to_i32(cell) - 2, y + to_i32(cell) - 2)],
-                BLUE.mix(shade).filled(),
-            ))
-            .map_err(|e| e.to_string())?;
-            root.draw(&Text::new(
-                format!("{}", u.succeeded),
-                (x + 4, y + 10),
-                ("sans-serif", 11).into_font().color(&BLACK),
-            ))
-            .map_err(|e| e.to_string())?;
-        }
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(svg)
-}
-
-/// One coloured tile per rollout group.
-fn readiness_tiles(plan: &PlanReport) -> Result<String, String> {
-    let width = 220;
-    let total = u32::try_from(20 + width * plan.readiness.len()).unwrap_or(u32::MAX);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (total.max(240), 80)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        for (i, g) in plan.readiness.iter().enumerate() {
-            let x = i32::try_from(10 + width * i).unwrap_or(i32::MAX);
-            root.draw(&Rectangle::new(
-                [(x, 10), (x + i32::try_from(width).unwrap_or(0) - 10, 70)],
-                readiness_color(g.readiness).filled(),
-            ))
-            .map_err(|e| e.to_string())?;
-            let font = ("sans-serif", 14).into_font().color(&WHITE);
-            root.draw(&Text::new(g.group.clone(), (x + 8, 22), font.clone()))
-                .map_err(|e| e.to_string())?;
-            root.draw(&Text::new(g.readiness.as_str(), (x + 8, 46), font))
-                .map_err(|e| e.to_string())?;
-        }
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(svg)
-}
-
-const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}.supported{color:#2e7d32}.contradicted{color:#c62828;font-weight:bold}.inconclusive{color:#b26a00}.ready{color:#2e7d32}.not-ready{color:#c62828;font-weight:bold}svg{max-width:100%;height:auto}";
-
-fn chart(out: &mut String, title: &str, svg: Result<String, String>) {
-    let _ = writeln!(out, "<h3>{}</h3>", escape(title));
-    match svg {
-        Ok(svg) if svg.is_empty() => out.push_str("<p>Nothing to show.</p>\n"),
-        Ok(svg) => {
-            // plotters writes an XML declaration first; inline SVG must not have one.
-            let start = svg.find("<svg").unwrap_or(0);
-            out.push_str(&svg[start..]);
-            out.push('\n');
-        }
-        Err(e) => {
-            let _ = writeln!(out, "<p>chart not drawn: {}</p>", escape(&e));
-        }
-    }
-}
-
-fn plan_section(out: &mut String, plan: &PlanReport) {
     let _ = writeln!(
         out,
-        "<h2>Plan {}</h2><p>{}; plan hash <code>{}</code>, {} shadow guard refusals.</p>",
-        escape(&plan.plan),
-        escape(&super::plan_line(plan)),
-        escape(&plan.plan_hash),
-        plan.guard_refusals
+        "<figure class=\"chart\" id=\"{id}\"><figcaption id=\"{id}-t\">{caption}<span class=\"note\">Each cell: reconciles in which the control's first failure (column) skipped the operation (row) and the candidate ran it; in brackets, how many of those dry runs succeeded.</span></figcaption>\n<div class=\"legend\" role=\"list\" aria-label=\"legend\"><span class=\"key\" role=\"listitem\">reconciles: 0 <span class=\"ramp\"></span> {most}</span><span class=\"key\" role=\"listitem\">empty cell: never</span></div>"
     );
-    chart(out, "Readiness to enforce", readiness_tiles(plan));
-    out.push_str("<ul>");
-    for g in &plan.readiness {
+    let _ = write!(
+        out,
+        "<table class=\"heat\" aria-labelledby=\"{id}-t\"><thead><tr><th scope=\"col\">ran by the candidate \u{2193}<br>first failure in the control \u{2192}</th>"
+    );
+    for c in &cols {
+        let _ = write!(out, "<th scope=\"col\">{}</th>", breakable(c));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    for r in &rows {
+        let _ = write!(out, "<tr><th scope=\"row\">{}</th>", breakable(r));
+        for c in &cols {
+            match plan
+                .unblocked
+                .iter()
+                .find(|u| u.operation == *r && u.first_failure == *c)
+            {
+                Some(u) => {
+                    #[allow(clippy::cast_precision_loss)]
+                    let v = u.unblocked as f64 / most as f64;
+                    let _ = write!(
+                        out,
+                        "<td class=\"cell{}\" style=\"--v:{v:.3}\" title=\"{} ran in {} reconciles after {} failed first; {} dry runs succeeded\">{} <small>({} ok)</small></td>",
+                        if v >= 0.5 { " hot" } else { "" },
+                        escape(r),
+                        u.unblocked,
+                        escape(c),
+                        u.succeeded,
+                        u.unblocked,
+                        u.succeeded
+                    );
+                }
+                None => out.push_str("<td class=\"cell\" style=\"--v:0\"></td>"),
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody></table></figure>\n");
+}
+
+fn answer_section(out: &mut String, answer: &Answer) {
+    out.push_str("<section id=\"answer\"><h2>Readiness to enforce</h2>\n");
+    let mut plan = "";
+    for g in &answer.groups {
+        if g.plan != plan {
+            if !plan.is_empty() {
+                out.push_str("</div>\n");
+            }
+            plan = &g.plan;
+            let _ = write!(
+                out,
+                "<p class=\"plan-label\">plan <b>{}</b></p><div class=\"cards\">",
+                escape(plan)
+            );
+        }
         let _ = write!(
             out,
-            "<li><b>{}</b>: <span class=\"{}\">{}</span><ul>",
-            escape(&g.group),
+            "<article class=\"card {}\"><h4>{}</h4>{}<p>{}{}</p></article>",
             g.readiness.as_str(),
-            escape(&g.summary)
+            escape(&g.group),
+            badge(g.readiness),
+            escape(&g.why),
+            if g.fixed_by_plan_edit {
+                "; the plan edit below fixes this"
+            } else {
+                ""
+            }
         );
-        for f in &g.findings {
-            let _ = write!(out, "<li>{}</li>", escape(&super::finding_line(f)));
-        }
-        out.push_str("</ul></li>");
     }
-    out.push_str("</ul>\n");
-    chart(out, "Failure rates", failure_rates(plan));
-    chart(
-        out,
-        "First failed operation (rows) x operation the candidate unblocked (columns); label: would have succeeded",
-        unblocked_matrix(plan),
-    );
-    out.push_str("<h3>Verdicts</h3><table><tr><th>operation</th><th>claim</th><th>verdict</th><th>reason</th><th>objects</th><th>evidence</th></tr>\n");
-    for v in &plan.verdicts {
+    if !plan.is_empty() {
+        out.push_str("</div>\n");
+    }
+    for edits in &answer.plan_edits {
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<h3>The plan edit that fixes {}</h3><p class=\"note\"><code>shadow-reconciler analyze DIR --plan FILE --suggest NEW</code> writes the whole plan with these lines and the evidence as comments.</p>",
+            escape(&edits.plan)
+        );
+        if let Some(diff) = &edits.diff {
+            out.push_str("<pre class=\"diff\">");
+            for line in diff.lines() {
+                // One block per line (no newline between them, which would add an empty line).
+                let class = match line.chars().next() {
+                    Some('+') => "add",
+                    Some('-') => "del",
+                    _ => "ctx",
+                };
+                let _ = write!(out, "<span class=\"{class}\">{}</span>", escape(line));
+            }
+            out.push_str("</pre>\n");
+        }
+        out.push_str("<p><b>Evidence</b></p><ul class=\"evidence\">");
+        for c in &edits.changes {
+            let _ = write!(
+                out,
+                "<li><b>{}</b>: {} <span class=\"groups\">(stops {})</span></li>",
+                escape(&c.change),
+                escape(&c.evidence),
+                escape(&c.groups.join(", "))
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    if !answer.next_steps.is_empty() {
+        out.push_str("<h3>What would make the inconclusive groups conclusive</h3><ul>");
+        for s in &answer.next_steps {
+            let _ = write!(
+                out,
+                "<li><b>{}</b> <span class=\"groups\">({}: {})</span>: {}</li>",
+                escape(&s.plan),
+                escape(&s.groups.join(", ")),
+                escape(&s.operations.join(", ")),
+                escape(&s.step)
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+fn verdict_table(out: &mut String, plan: &PlanReport) {
+    out.push_str("<h3>Verdicts on each operation's category</h3><table><thead><tr><th>operation</th><th>category</th><th>verdict</th><th>reason</th><th>objects</th><th>evidence</th></tr></thead><tbody>\n");
+    for (v, o) in plan.verdicts.iter().zip(&plan.operations) {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"verdict-{}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             escape(&v.operation),
-            v.claim,
+            o.category,
             v.verdict.as_str(),
             v.verdict.as_str(),
             v.reason.as_str(),
@@ -260,40 +477,102 @@ fn plan_section(out: &mut String, plan: &PlanReport) {
             escape(&v.evidence)
         );
     }
-    out.push_str("</table>\n<h3>Detected ordering dependencies</h3>\n");
-    if plan.dependencies.is_empty() {
-        out.push_str("<p>None.</p>\n");
+    out.push_str("</tbody></table>\n");
+}
+
+fn plan_details(out: &mut String, plan: &PlanReport) {
+    let _ = write!(
+        out,
+        "<details><summary>Every operation's counts</summary><table><thead><tr>"
+    );
+    for h in super::OPERATION_HEADER {
+        let _ = write!(out, "<th>{h}</th>");
     }
+    out.push_str("</tr></thead><tbody>");
+    for row in super::operation_rows(plan) {
+        out.push_str("<tr>");
+        for cell in row {
+            let _ = write!(out, "<td>{}</td>", escape(&cell));
+        }
+        out.push_str("</tr>");
+    }
+    let _ = writeln!(
+        out,
+        "</tbody></table><p class=\"note\">{}.</p></details>",
+        escape(super::OPERATION_LEGEND)
+    );
+    let _ = write!(
+        out,
+        "<details><summary>Ordering dependencies detected ({})</summary>",
+        plan.dependencies.len()
+    );
+    if plan.dependencies.is_empty() {
+        out.push_str("<p>None.</p>");
+    }
+    out.push_str("<ul>");
     for d in &plan.dependencies {
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "<p><b>{} &rarr; {}</b>: {}.</p>",
+            "<li><b>{} &rarr; {}</b>{}: {}.</li>",
             escape(&d.failed),
             escape(&d.later),
+            if d.declared { " (declared)" } else { "" },
             escape(&super::evidence(d))
         );
     }
+    out.push_str("</ul></details>\n<details><summary>Findings (each once, with the groups it concerns)</summary><ul>");
+    for (f, groups) in super::distinct_findings(plan) {
+        let _ = write!(
+            out,
+            "<li><code>{}</code> {} <span class=\"groups\">({})</span></li>",
+            super::code_of(f.code),
+            escape(&f.evidence),
+            escape(&groups.join(", "))
+        );
+    }
+    out.push_str("</ul></details>\n");
+}
+
+fn plan_section(out: &mut String, plan: &PlanReport, confidence: f64, index: usize) {
+    let hash = &plan.plan_hash[..12.min(plan.plan_hash.len())];
+    let _ = writeln!(
+        out,
+        "<section class=\"plan\"><h2>Plan {}: the data</h2><p>{}.</p><p class=\"note\">Plan hash <code title=\"{}\">{hash}</code>; {} shadow guard refusals.</p>",
+        escape(&plan.plan),
+        escape(&super::plan_line(plan)),
+        escape(&plan.plan_hash),
+        plan.guard_refusals
+    );
+    failure_chart(out, plan, confidence, &format!("failures-{index}"));
+    unblocked_chart(out, plan, &format!("unblocked-{index}"));
+    verdict_table(out, plan);
+    plan_details(out, plan);
+    out.push_str("</section>\n");
 }
 
 /// The whole page.
 #[must_use]
 pub fn render(a: &Analysis) -> String {
     let mut out = String::new();
+    let reconciles: u64 = a.plans.iter().map(|p| p.reconciles).sum();
+    let objects: u64 = a.plans.iter().map(|p| p.objects).sum();
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>shadow-reconciler analysis</title><style>{STYLE}</style></head><body>\n<h1>Shadow analysis: <span class=\"{}\">{}</span></h1>\n<p><code>{}</code>: {} files read, {} skipped, {} rows; verdicts need {} objects; {:.0}% Wilson intervals.</p>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"><title>Shadow analysis: {}</title><style>{STYLE}</style></head><body><main>\n<header><h1>Shadow analysis {}</h1><p class=\"sub\">{} plans, {reconciles} reconciles of {objects} objects; data <code>{}</code> ({} files read, {} skipped, {} rows); {:.0}% Wilson intervals; a verdict needs {} objects.</p></header>\n",
         a.readiness.as_str(),
-        a.readiness.as_str(),
+        badge(a.readiness),
+        a.plans.len(),
         escape(&a.dir.display().to_string()),
         a.files_read,
         a.files_skipped.len(),
         a.rows,
-        a.min_samples,
-        a.confidence * 100.0
+        a.confidence * 100.0,
+        a.min_samples
     );
-    for plan in &a.plans {
-        plan_section(&mut out, plan);
+    answer_section(&mut out, &a.answer);
+    for (i, plan) in a.plans.iter().enumerate() {
+        plan_section(&mut out, plan, a.confidence, i);
     }
-    out.push_str("</body></html>\n");
+    out.push_str("<footer><h2>How to read this</h2><p class=\"note\">A rollout group is <b>ready</b> to enforce when every member's category held in enough objects and nothing in the data stops it, <b>not ready</b> when the data shows harm (an undeclared dependency, a non-critical failure that breaks later operations, shadow guard refusals), and <b>inconclusive</b> otherwise (Argo Rollouts would say Successful, Failed, Inconclusive). An operation's verdict on its category is <b>supported</b>, <b>contradicted</b> or <b>inconclusive</b>. docs/analyze.md defines every figure.</p></footer>\n</main></body></html>\n");
     out
 }
