@@ -473,14 +473,15 @@ fn simulate_rejects_unknown_rollout_groups_whatever_the_mode() {
     let out = cli(&["simulate", "--candidate-group", "other/x"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("rollout groups given for plan \"other\""),
+        text(&out.stderr).contains("no plan \"other\" here"),
         "{}",
         text(&out.stderr)
     );
+    // GROUP alone names the group in every plan that has it: one no plan has is an error.
     let out = cli(&["simulate", "--enforce-group", "no-slash"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("is not PLAN/GROUP"),
+        text(&out.stderr).contains("no plan here has a rollout group \"no-slash\""),
         "{}",
         text(&out.stderr)
     );

@@ -161,7 +161,14 @@ const CASES: &[Case] = &[
             "data",
         ],
         code: 2,
-        line: "error: the simulation failed: plan \"hostedcluster\" has no rollout group \"nosuch\"; its groups are: non-critical-syncs, gated-components, critical-core",
+        line: "error: --enforce-group \"hostedcluster/nosuch\": plan \"hostedcluster\" has no rollout group \"nosuch\"; the groups: hostedcluster/non-critical-syncs, hostedcluster/gated-components, hostedcluster/critical-core, addon-install-progression/status-patches, addon-install-progression/config-references",
+    },
+    Case {
+        name: "simulate with a group no plan has",
+        files: &[],
+        args: &["simulate", "--candidate-group", "nosuch"],
+        code: 2,
+        line: "error: --candidate-group \"nosuch\": no plan here has a rollout group \"nosuch\"; the groups: hostedcluster/non-critical-syncs, hostedcluster/gated-components, hostedcluster/critical-core, addon-install-progression/status-patches, addon-install-progression/config-references",
     },
     Case {
         name: "simulate with an unknown scenario",
@@ -238,6 +245,19 @@ const CASES: &[Case] = &[
         line: "error: --plan nosuch.yaml: cannot read it: No such file or directory (os error 2)",
     },
     // ingest.
+    Case {
+        name: "ingest with a group of a plan it does not load",
+        files: &[],
+        args: &[
+            "ingest",
+            "--plan",
+            "hostedcluster",
+            "--candidate-group",
+            "addon-install-progression/status-patches",
+        ],
+        code: 2,
+        line: "error: --candidate-group \"addon-install-progression/status-patches\": no plan \"addon-install-progression\" here (the plans: hostedcluster); the groups: hostedcluster/non-critical-syncs, hostedcluster/gated-components, hostedcluster/critical-core",
+    },
     Case {
         name: "ingest with an unknown plan",
         files: &[],

@@ -24,7 +24,7 @@ const CONCEPTS: &[(&str, &[&str])] = &[
     ("--plan", &["simulate", "analyze", "ingest"]),
     ("--kubeconfig", &["simulate", "run", "sim populate"]),
     ("--context", &["simulate", "run", "sim populate"]),
-    ("--log-format", &["run", "analyze", "ingest"]),
+    ("--log-format", &["simulate", "run", "analyze", "ingest"]),
     ("--parquet-dir", &["simulate", "run", "ingest"]),
     ("--listen", &["simulate", "run", "ingest"]),
     ("--seed", &["simulate", "sim serve", "sim populate"]),
@@ -204,6 +204,11 @@ fn options_that_do_nothing_are_errors_that_say_why() {
         &["--enforce-group", "hostedcluster/non-critical-syncs"],
         &["--duration", "5"],
         &["--parquet-dir", "x"],
+        &["--ramp-percent", "50"],
+        &["--no-flag-watch"],
+        &["--flag-name", "f"],
+        &["--parquet-max-rows", "10"],
+        &["--parquet-grace", "1"],
     ] {
         let mut args = vec!["simulate", "--model-only"];
         args.extend_from_slice(option);
@@ -227,5 +232,57 @@ fn options_that_do_nothing_are_errors_that_say_why() {
     assert!(
         stderr.contains("--model-only simulates one plan"),
         "{stderr}"
+    );
+}
+
+/// A group value is `GROUP` (in every plan that has it) or `PLAN/GROUP` in every command that
+/// takes one, checked and worded the same way.
+#[test]
+fn group_values_have_one_syntax_everywhere() {
+    let commands: [&[&str]; 3] = [
+        &["run"],
+        &["simulate"],
+        &["ingest", "--plan", "hostedcluster"],
+    ];
+    for command in commands {
+        for (value, says) in [
+            (
+                "hostedcluster/nope",
+                "plan \"hostedcluster\" has no rollout group \"nope\"",
+            ),
+            ("nope", "no plan here has a rollout group \"nope\""),
+            ("a/b/c", "expected GROUP or PLAN/GROUP"),
+        ] {
+            let mut args = command.to_vec();
+            args.extend(["--candidate-group", value]);
+            let (code, stderr) = run(&args);
+            assert_eq!(code, Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("--candidate-group {value:?}: {says}")),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    // GROUP alone is accepted where PLAN/GROUP is: a small simulate run with one.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "simulate",
+            "--quiet",
+            "--hosted-clusters",
+            "2",
+            "--addons",
+            "0",
+            "--no-parquet",
+            "--candidate-group",
+            "non-critical-syncs",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("run simulate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

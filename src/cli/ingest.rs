@@ -30,8 +30,13 @@ pub struct IngestArgs {
     /// Prometheus and kubelet probes from outside the pod (the manifests do).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// A rollout group the candidate evaluates, GROUP (repeatable); default: every group.
-    #[arg(long = "candidate-group", alias = "candidate", value_name = "GROUP")]
+    /// A rollout group the candidate evaluates, as GROUP (in every plan that has it) or
+    /// PLAN/GROUP (repeatable); default: every group.
+    #[arg(
+        long = "candidate-group",
+        alias = "candidate",
+        value_name = "[PLAN/]GROUP"
+    )]
     pub candidate: Vec<String>,
     /// Name of reconcile spans (a span with `shadow_reconciler.reconcile=true` counts too).
     #[arg(long, default_value = "reconcile")]
@@ -66,15 +71,16 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| super::options::shipped_or_file(p).map(Arc::new))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    for group in &args.candidate {
-        anyhow::ensure!(
-            plans.iter().any(|p| p.group(group).is_ok()),
-            "--candidate-group {group:?}: no loaded plan has this rollout group"
-        );
-    }
+    let loaded: Vec<&shadow_reconciler::plan::ReconcilePlan> =
+        plans.iter().map(AsRef::as_ref).collect();
+    let candidate: Vec<String> =
+        super::options::resolve_groups("candidate-group", &args.candidate, &loaded)?
+            .into_iter()
+            .map(|(plan, group)| format!("{plan}/{group}"))
+            .collect();
     let assembler = Assembler::new(
         &plans,
-        &args.candidate,
+        &candidate,
         Convention {
             reconcile_span_name: args.reconcile_span_name.clone(),
             operation_attribute: args.operation_attribute.clone(),

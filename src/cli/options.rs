@@ -351,17 +351,62 @@ const NO_CLUSTER_HINT: &str = "no cluster at hand? `shadow-reconciler simulate` 
     on the embedded simulator, and `shadow-reconciler sim serve --kubeconfig-out FILE` serves it \
     for `run`";
 
-pub(super) fn parse_plan_group(s: &str) -> Result<(String, String), String> {
-    match s.split_once('/') {
-        Some((plan, group)) if !plan.is_empty() && !group.is_empty() => {
-            Ok((plan.to_owned(), group.to_owned()))
+/// The `[PLAN/]GROUP` values of `--{option}` resolved against the loaded `plans`, as (plan, group)
+/// pairs: `GROUP` names the group in every plan that has it, `PLAN/GROUP` the group of one plan.
+/// The same syntax in every command that takes a group (`run`, `simulate`, `ingest`, `analyze
+/// --group`).
+pub(super) fn resolve_groups(
+    option: &str,
+    values: &[String],
+    plans: &[&ReconcilePlan],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for value in values {
+        let reference = shadow_reconciler::flag::GroupRef::parse(value).with_context(|| {
+            format!(
+                "--{option} {value:?}: expected GROUP or PLAN/GROUP, e.g. non-critical-syncs or hostedcluster/non-critical-syncs"
+            )
+        })?;
+        let before = out.len();
+        for plan in plans {
+            if let Some(group) = reference.in_plan(plan) {
+                let pair = (plan.name().to_owned(), group.to_owned());
+                if !out.contains(&pair) {
+                    out.push(pair);
+                }
+            }
         }
-        _ => Err(format!(
-            "{s:?} is not PLAN/GROUP, e.g. hostedcluster/non-critical-syncs"
-        )),
+        if out.len() == before {
+            let why = match value.split_once('/') {
+                Some((p, _)) if !plans.iter().any(|l| l.name() == p) => format!(
+                    "no plan {p:?} here (the plans: {})",
+                    plans
+                        .iter()
+                        .map(|l| l.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Some((p, g)) => format!("plan {p:?} has no rollout group {g:?}"),
+                None => format!("no plan here has a rollout group {value:?}"),
+            };
+            let known: Vec<String> = plans
+                .iter()
+                .flat_map(|p| {
+                    p.groups()
+                        .iter()
+                        .map(move |g| format!("{}/{}", p.name(), g.name()))
+                })
+                .collect();
+            anyhow::bail!(
+                "--{option} {value:?}: {why}; the groups: {}",
+                known.join(", ")
+            );
+        }
     }
+    Ok(out)
 }
 
+/// (plan, group) pairs grouped by plan.
 pub(super) fn by_plan(
     pairs: &[(String, String)],
 ) -> std::collections::BTreeMap<String, Vec<String>> {

@@ -310,6 +310,10 @@ pub fn flag_defaults(
     {
         tracing::warn!("{note}");
     }
+    // The same check, and words, as every command that takes a group.
+    let loaded: Vec<&ReconcilePlan> = plans.iter().map(AsRef::as_ref).collect();
+    super::options::resolve_groups("enforce-group", &args.enforce_groups, &loaded)?;
+    super::options::resolve_groups("candidate-group", &args.candidate_groups, &loaded)?;
     let candidate = groups("candidate-group", &args.candidate_groups)?;
     let spec = FlagSpec {
         mode: args.mode,

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use shadow_reconciler::model::montecarlo;
+use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario;
 
 use super::options::{
-    FlagArgs, ParquetArgs, by_plan, cluster_config, enforce_groups_apply, finish, load_plans,
-    parse_plan_group, parse_probability, shipped_or_file,
+    FlagArgs, LoadedPlan, ParquetArgs, by_plan, cluster_config, enforce_groups_apply, finish,
+    load_plans, parse_probability, resolve_groups, shipped_or_file,
 };
 use super::{EXIT_INTERRUPTED, shutdown_signal};
 
@@ -37,11 +38,16 @@ pub(super) struct SimulateArgs {
     /// Seed of every random choice (same seed, same population and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// With --mode enforce: a rollout group the control enforces, as PLAN/GROUP (repeatable).
-    #[arg(long = "enforce-group", value_name = "PLAN/GROUP", value_parser = parse_plan_group, conflicts_with = "model_only")]
-    enforce_groups: Vec<(String, String)>,
-    /// A rollout group the candidate evaluates, as PLAN/GROUP (with --model-only, GROUP will do)
-    /// (repeatable); default: every group.
+    /// With --mode enforce: a rollout group the control enforces, as GROUP (in every plan that
+    /// has it) or PLAN/GROUP (repeatable).
+    #[arg(
+        long = "enforce-group",
+        value_name = "[PLAN/]GROUP",
+        conflicts_with = "model_only"
+    )]
+    enforce_groups: Vec<String>,
+    /// A rollout group the candidate evaluates, as GROUP (in every plan that has it) or
+    /// PLAN/GROUP (repeatable); default: every group.
     #[arg(long = "candidate-group", value_name = "[PLAN/]GROUP")]
     candidate_groups: Vec<String>,
     /// The retired spelling of `--model-only --candidate-group`.
@@ -55,6 +61,10 @@ pub(super) struct SimulateArgs {
     /// Serve /metrics, /healthz and /readyz here while the run lasts (port 0 picks one).
     #[arg(long, default_value = "127.0.0.1:0", conflicts_with = "model_only")]
     listen: std::net::SocketAddr,
+    /// Log lines (warnings and errors; more with `RUST_LOG`) on stderr: auto (human on a
+    /// terminal, JSON otherwise), human or json.
+    #[arg(long, default_value = "auto")]
+    log_format: shadow_reconciler::telemetry::logging::LogFormat,
     /// No progress and no notes on stderr (errors, warnings and the Parquet writer's tally still
     /// go there); stdout is unchanged.
     #[arg(long, short = 'q')]
@@ -63,7 +73,12 @@ pub(super) struct SimulateArgs {
     #[arg(long, conflicts_with = "model_only")]
     serve: bool,
     /// Instead: drive the two models over randomly drawn results, without an API server.
-    #[arg(long)]
+    // The flag's and the Parquet writer's options would do nothing here: errors, as the cluster's.
+    #[arg(long, conflicts_with_all = [
+        "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
+        "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
+        "parquet_grace",
+    ])]
     model_only: bool,
     /// A plan file run instead of the shipped plan of the same name (repeatable); with
     /// --model-only, the one plan to simulate, shipped (by name) or a file [default:
@@ -116,13 +131,25 @@ pub(super) enum FailOn {
 }
 
 pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
+    // kube-client logs every failed response at ERROR; the scenario injects those (503s,
+    // conflicts), and the engine records each as a failed step with its class.
+    shadow_reconciler::telemetry::logging::init_at(
+        args.log_format,
+        "warn,kube_client::client::builder=off",
+    );
     if args.model_only {
-        return simulate_models(args);
+        simulate_models(args)
+    } else {
+        simulate_scenario(args)
     }
-    let candidate_groups = scenario_groups(args)?;
-    let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
+}
+
+/// The scenario on the embedded simulator (or `--kubeconfig`'s cluster), then the analysis.
+fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let files: Vec<PathBuf> = args.plans.iter().map(PathBuf::from).collect();
     let plans = load_plans(&files)?;
+    let (enforced_groups, candidate_groups) = scenario_groups(args, &plans)?;
+    let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let parquet = if args.no_parquet {
         None
     } else {
@@ -137,7 +164,7 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         telemetry: Some(telemetry.clone()),
         parquet: parquet.clone(),
         plans: plans.iter().map(|p| Arc::new(p.plan.clone())).collect(),
-        enforced_groups: by_plan(&args.enforce_groups),
+        enforced_groups: by_plan(&enforced_groups),
         candidate_groups: by_plan(&candidate_groups),
         hosted_clusters: args.hosted_clusters,
         addons: args.addons,
@@ -246,16 +273,19 @@ fn conclude(
     })
 }
 
-/// The scenario's candidate groups (PLAN/GROUP), once `--enforce-group` is known to apply.
-fn scenario_groups(args: &SimulateArgs) -> anyhow::Result<Vec<(String, String)>> {
+/// The scenario's enforced and candidate groups (plan, group), once `--enforce-group` is known to
+/// apply.
+type Groups = Vec<(String, String)>;
+fn scenario_groups(args: &SimulateArgs, plans: &[LoadedPlan]) -> anyhow::Result<(Groups, Groups)> {
     let note = enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
     if let Some(note) = note.filter(|_| !args.quiet) {
         eprintln!("note: {note}");
     }
-    args.candidate_groups
-        .iter()
-        .map(|g| parse_plan_group(g).map_err(|e| anyhow::anyhow!("--candidate-group: {e}")))
-        .collect()
+    let plans: Vec<&ReconcilePlan> = plans.iter().map(|p| &p.plan).collect();
+    Ok((
+        resolve_groups("enforce-group", &args.enforce_groups, &plans)?,
+        resolve_groups("candidate-group", &args.candidate_groups, &plans)?,
+    ))
 }
 
 /// `simulate --kubeconfig`: the cluster to run on instead of the simulator.

@@ -81,7 +81,8 @@ impl GroupRef {
     }
 
     /// The group's name in `plan`, if this reference names a group of it.
-    fn in_plan<'a>(&'a self, plan: &ReconcilePlan) -> Option<&'a str> {
+    #[must_use]
+    pub fn in_plan<'a>(&'a self, plan: &ReconcilePlan) -> Option<&'a str> {
         let ours = self.plan.as_deref().is_none_or(|p| p == plan.name());
         (ours && plan.group(&self.group).is_ok()).then_some(self.group.as_str())
     }

@@ -222,8 +222,9 @@ impl std::fmt::Debug for Assembler {
 }
 
 impl Assembler {
-    /// An assembler for `plans`; the candidate of each evaluates `candidate_groups` of it (every
-    /// group when none of them is the plan's).
+    /// An assembler for `plans`; the candidate of each evaluates `candidate_groups` of it, each
+    /// `GROUP` (in every plan that has it) or `PLAN/GROUP` (every group when none of them is the
+    /// plan's).
     pub fn new(
         plans: &[Arc<ReconcilePlan>],
         candidate_groups: &[String],
@@ -233,9 +234,11 @@ impl Assembler {
         let mut out = Vec::new();
         let mut names = HashSet::new();
         for plan in plans {
-            let groups: Vec<&String> = candidate_groups
+            let groups: Vec<String> = candidate_groups
                 .iter()
-                .filter(|g| plan.group(g).is_ok())
+                .filter_map(|g| {
+                    crate::flag::GroupRef::parse(g).and_then(|r| r.in_plan(plan).map(str::to_owned))
+                })
                 .collect();
             let candidate = if groups.is_empty() {
                 Policy::phased_all_groups(plan.clone())

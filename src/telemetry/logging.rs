@@ -29,10 +29,17 @@ impl FromStr for LogFormat {
     }
 }
 
-/// Installs the global subscriber, writing to stderr. A second call changes nothing.
+/// Installs the global subscriber, writing to stderr, at level `info` unless `RUST_LOG` says
+/// otherwise. A second call changes nothing.
 pub fn init(format: LogFormat) {
+    init_at(format, "info");
+}
+
+/// [`init`] with another default level (`RUST_LOG` still wins): `simulate`, whose output is its
+/// report, logs warnings and errors only.
+pub fn init_at(format: LogFormat, default: &str) {
     let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     let json = match format {
         LogFormat::Auto => !std::io::stderr().is_terminal(),
         LogFormat::Human => false,
