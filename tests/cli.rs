@@ -428,7 +428,7 @@ fn run_rejects_a_bad_flag_default_before_looking_for_a_cluster() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("--enforce-group \"no-such-group\": no plan has this rollout group; known: hostedcluster/non-critical-syncs"),
+        stderr.contains("--enforce-group \"no-such-group\": no plan here has a rollout group \"no-such-group\"; the groups: hostedcluster/non-critical-syncs"),
         "{stderr}"
     );
     let out = cli(&[
