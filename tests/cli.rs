@@ -294,9 +294,7 @@ fn simulate_rejects_an_unknown_scenario() {
 /// created through the kubeconfig the simulator wrote.
 async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> kube::Client {
     use kube::CustomResourceExt;
-    use shadow_reconciler::reconcilers::hostedcluster::{
-        HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
-    };
+    use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedControlPlane};
     let config = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
     let config =
         kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
@@ -309,7 +307,26 @@ async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> 
             .await
             .unwrap();
     }
-    // A HostedCluster whose pull secret is missing: the control fails at its first step.
+    failing_hosted_cluster(&client, "default", "beta").await;
+    client
+}
+
+/// A HostedCluster whose pull secret is missing (the control fails at its first step), in
+/// `namespace` (created if need be).
+async fn failing_hosted_cluster(client: &kube::Client, namespace: &str, name: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use shadow_reconciler::reconcilers::hostedcluster::{
+        HostedCluster, HostedClusterSpec, LocalRef, Release,
+    };
+    let namespaces = kube::Api::<Namespace>::all(client.clone());
+    if namespaces.get_opt(namespace).await.unwrap().is_none() {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(namespace.to_owned());
+        namespaces
+            .create(&kube::api::PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
     let spec = HostedClusterSpec {
         release: Release {
             image: "quay.io/ocp-release:4.17.3-x86_64".into(),
@@ -320,14 +337,90 @@ async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> 
         },
         ..HostedClusterSpec::default()
     };
-    kube::Api::<HostedCluster>::namespaced(client.clone(), "default")
+    kube::Api::<HostedCluster>::namespaced(client.clone(), namespace)
         .create(
             &kube::api::PostParams::default(),
-            &HostedCluster::new("beta", spec),
+            &HostedCluster::new(name, spec),
         )
         .await
         .unwrap();
-    client
+}
+
+/// Whether the controller wrote its condition on `namespace/name`, waiting up to 10 s (a bound
+/// for a broken run only: the condition comes within one reconcile).
+async fn reconciled(client: &kube::Client, namespace: &str, name: &str, wait: bool) -> bool {
+    use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
+    let api = kube::Api::<HostedCluster>::namespaced(client.clone(), namespace);
+    for _ in 0..if wait { 100 } else { 1 } {
+        let hc = api.get(name).await.unwrap();
+        if hc.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c["type"] == "ReconciliationSucceeded")
+        }) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// `run --namespace` reconciles the HostedClusters of that namespace only.
+#[test]
+fn run_with_a_namespace_reconciles_only_that_namespace() {
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let (mut server, _stdout, _) = sim_serve(&kubeconfig);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(async {
+        let client = cluster_with_a_failing_hosted_cluster(&kubeconfig).await;
+        failing_hosted_cluster(&client, "elsewhere", "beta").await;
+        client
+    });
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "run",
+            "--reconciler",
+            "hostedcluster",
+            "--namespace",
+            "default",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    runtime.block_on(async {
+        assert!(reconciled(&client, "default", "beta", true).await);
+        // One created after the start, in the namespace: seen through the watch. By then a
+        // controller watching every namespace would have reconciled the other one, listed at
+        // its start.
+        failing_hosted_cluster(&client, "default", "gamma").await;
+        assert!(reconciled(&client, "default", "gamma", true).await);
+        assert!(
+            !reconciled(&client, "elsewhere", "beta", false).await,
+            "a HostedCluster outside --namespace was reconciled"
+        );
+    });
+    for child in [&controller, &server] {
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let code = controller.wait().unwrap().code();
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut controller.stderr.take().unwrap(), &mut logs).unwrap();
+    assert_eq!(code, Some(0), "{logs}");
+    assert!(!logs.contains("elsewhere"), "{logs}");
+    assert_eq!(server.wait().unwrap().code(), Some(0));
 }
 
 #[test]

@@ -24,6 +24,7 @@ const CONCEPTS: &[(&str, &[&str])] = &[
     ("--plan", &["simulate", "analyze", "ingest"]),
     ("--kubeconfig", &["simulate", "run", "sim populate"]),
     ("--context", &["simulate", "run", "sim populate"]),
+    ("--namespace", &["run"]),
     ("--log-format", &["simulate", "run", "analyze", "ingest"]),
     ("--parquet-dir", &["simulate", "run", "ingest"]),
     ("--listen", &["simulate", "run", "ingest"]),

@@ -44,7 +44,7 @@ enum Command {
     Sim(sim::SimCommand),
     /// Run the reference controllers against a real cluster (kubeconfig or in-cluster).
     #[command(
-        after_help = "Examples:\n  shadow-reconciler run --kubeconfig ~/.kube/config --parquet-dir data\n  shadow-reconciler run --reconciler hostedcluster --no-flag-watch --mode shadow\n  shadow-reconciler run --mode enforce --enforce-group non-critical-syncs --ramp-percent 5\n  shadow-reconciler run --listen 0.0.0.0:8080 --log-format json    (in a pod)"
+        after_help = "Examples:\n  shadow-reconciler run --kubeconfig ~/.kube/config --parquet-dir data\n  shadow-reconciler run --reconciler hostedcluster --namespace clusters --no-flag-watch\n  shadow-reconciler run --mode enforce --enforce-group non-critical-syncs --ramp-percent 5\n  shadow-reconciler run --listen 0.0.0.0:8080 --log-format json    (in a pod)"
     )]
     Run(run::RunArgs),
     /// Judge the plan from recorded Parquet data: verdicts per operation, ordering dependencies,

@@ -63,6 +63,11 @@ pub(super) struct RunArgs {
     /// The kubeconfig's context to use (default: its current context).
     #[arg(long, value_name = "NAME")]
     context: Option<String>,
+    /// Reconcile the HostedClusters of this namespace only (default: every namespace). Add-ons
+    /// are cluster-scoped and always watched whole; the flag ConfigMap's namespace is
+    /// --flag-namespace.
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    namespace: Option<String>,
 }
 
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -175,9 +180,14 @@ async fn controllers(
     if hostedcluster {
         let plan = HostedClusterReconciler::plan();
         let on_synced = synced.remove(0);
+        let api = match &args.namespace {
+            Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
+            None => kube::Api::all(client.clone()),
+        };
         tasks.push(wiring.spawn(
             HostedClusterReconciler,
             plan,
+            api,
             until_stopped(stopped.clone()),
             on_synced,
         )?);
@@ -188,6 +198,7 @@ async fn controllers(
         tasks.push(wiring.spawn(
             AddOnReconciler,
             plan,
+            kube::Api::all(client.clone()),
             until_stopped(stopped.clone()),
             on_synced,
         )?);
@@ -259,6 +270,7 @@ impl Wiring<'_> {
         &self,
         reconciler: R,
         plan: Arc<ReconcilePlan>,
+        api: kube::Api<R::Object>,
         shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
         on_synced: impl FnOnce() + Send + 'static,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -283,7 +295,7 @@ impl Wiring<'_> {
         }
         Ok(tokio::spawn(shadow_reconciler::engine::controller::run(
             Arc::new(engine),
-            kube::Api::all(self.client.clone()),
+            api,
             shutdown,
             on_synced,
         )))

@@ -4,7 +4,7 @@
 // reconciles become the sidecar's metrics and Parquet data.
 //
 //	hostedcluster --kubeconfig FILE --plan deploy/plans/hostedcluster.yaml [--mode shadow]
-//	    [--enforce GROUP]... [--candidate GROUP]... [--ramp-percent 100]
+//	    [--enforce-group [PLAN/]GROUP]... [--candidate-group [PLAN/]GROUP]... [--ramp-percent 100]
 //	    [--flag-namespace NS --flag-name shadow-reconciler-flag] [--content-type protobuf|json]
 package main
 
@@ -62,8 +62,11 @@ func start() error {
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, shadow or enforce")
-	goflag.Var(&enforce, "enforce", "a rollout group the control enforces in mode enforce (repeatable)")
-	goflag.Var(&candidate, "candidate", "a rollout group the candidate evaluates (repeatable; none: every group)")
+	goflag.Var(&enforce, "enforce-group", "a rollout group the control enforces in mode enforce, GROUP or PLAN/GROUP (repeatable)")
+	goflag.Var(&candidate, "candidate-group", "a rollout group the candidate evaluates, GROUP or PLAN/GROUP (repeatable; none: every group)")
+	// The names of shadow-reconciler's own commands; the earlier spellings still work.
+	goflag.Var(&enforce, "enforce", "the earlier name of --enforce-group")
+	goflag.Var(&candidate, "candidate", "the earlier name of --candidate-group")
 	goflag.Float64Var(&ramp, "ramp-percent", 100, "the share of objects that get the mode (0 to 100)")
 	goflag.StringVar(&flagNamespace, "flag-namespace", "", "the namespace of the flag ConfigMap (empty: no ConfigMap)")
 	goflag.StringVar(&flagName, "flag-name", "shadow-reconciler-flag", "the name of the flag ConfigMap")
@@ -92,14 +95,14 @@ func start() error {
 	for _, g := range enforce {
 		ref, ok := flag.ParseGroupRef(g)
 		if !ok {
-			return fmt.Errorf("--enforce %q: expected GROUP or PLAN/GROUP", g)
+			return fmt.Errorf("--enforce-group %q: expected GROUP or PLAN/GROUP", g)
 		}
 		defaults.EnforcedGroups = append(defaults.EnforcedGroups, ref)
 	}
 	for _, g := range candidate {
 		ref, ok := flag.ParseGroupRef(g)
 		if !ok {
-			return fmt.Errorf("--candidate %q: expected GROUP or PLAN/GROUP", g)
+			return fmt.Errorf("--candidate-group %q: expected GROUP or PLAN/GROUP", g)
 		}
 		defaults.CandidateGroups = append(defaults.CandidateGroups, ref)
 	}
