@@ -11,6 +11,7 @@
 //! Each reconcile logs HyperShift's "successfully reconciled" or "reconciliation completed with
 //! errors" line with what the phased order would have unblocked; add the Parquet, metrics or
 //! trace sinks of `shadow-reconciler run` (see `src/cli/run.rs`) to record it for `analyze`.
+//! `tests/rust_example.rs` runs this controller on a real kube-apiserver.
 
 use std::sync::Arc;
 
@@ -61,11 +62,11 @@ fn free_form_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 const PLAN: &str = include_str!("widget-plan.yaml");
 
 /// The operations, by the plan's names.
-struct WidgetReconciler;
+pub struct WidgetReconciler;
 
 /// What the operations of one reconcile share (nothing, here).
 #[derive(Clone, Default)]
-struct State;
+pub struct State;
 
 const OPERATIONS: &[&str] = &["CredentialsCheck", "RenderConfigMap", "PublishStatus"];
 
@@ -119,6 +120,22 @@ impl Reconciler for WidgetReconciler {
     }
 }
 
+/// The engine for widgets, in shadow: the legacy order runs for real, the phased one is evaluated
+/// beside it. (`tests/rust_example.rs` runs it on a real kube-apiserver.)
+pub fn engine(client: kube::Client) -> anyhow::Result<Engine<WidgetReconciler>> {
+    let plan = Arc::new(ReconcilePlan::from_yaml("widget plan", PLAN)?);
+    let settings = EngineSettings {
+        mode: Mode::Shadow,
+        ..EngineSettings::default()
+    };
+    Ok(Engine::new(
+        Arc::new(WidgetReconciler),
+        plan,
+        client,
+        &settings,
+    )?)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     if std::env::args().any(|a| a == "--print-crd") {
@@ -128,15 +145,8 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .init();
-    let plan = Arc::new(ReconcilePlan::from_yaml("widget plan", PLAN)?);
     let client = kube::Client::try_default().await?;
-    // Shadow: the legacy order runs for real, the phased one is evaluated beside it.
-    let settings = EngineSettings {
-        mode: Mode::Shadow,
-        ..EngineSettings::default()
-    };
-    let engine = Engine::new(Arc::new(WidgetReconciler), plan, client.clone(), &settings)?
-        .with_sink(Arc::new(LogSink));
+    let engine = engine(client.clone())?.with_sink(Arc::new(LogSink));
     shadow_reconciler::engine::controller::run(
         Arc::new(engine),
         Api::<Widget>::all(client),

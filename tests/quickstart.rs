@@ -3,7 +3,9 @@
 //! `kubectl` and `shadow-reconciler` on `PATH` and `KUBECONFIG` naming the admin's kubeconfig, in a
 //! directory where `deploy/` is the repository's. Every command must succeed; then the data it
 //! left must be what the quickstart says: a run log, committed Parquet that `analyze` reads, the
-//! example HostedCluster reconciled.
+//! example HostedCluster reconciled. Then the rollout runbook's `kubectl patch` commands
+//! (docs/flag.md) run on the flag ConfigMap the quickstart applied, each leaving a flag that
+//! `run` accepts.
 
 mod common;
 
@@ -29,6 +31,69 @@ fn quickstart_block() -> String {
         .expect("the block is closed")
         .0
         .to_owned()
+}
+
+/// The `kubectl ... patch` commands of docs/flag.md's rollout runbook (inline code spans).
+fn runbook_patches() -> Vec<String> {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/flag.md"))
+        .expect("read docs/flag.md");
+    let runbook = doc
+        .split_once("## Rollout runbook")
+        .expect("docs/flag.md has the rollout runbook")
+        .1;
+    let runbook = runbook.split("\n## ").next().unwrap_or(runbook);
+    runbook
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| span.starts_with("kubectl ") && span.contains(" patch "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs each runbook patch on the cluster and checks the flag it leaves with `run`'s parser.
+fn runbook_patches_leave_valid_flags(plane: &ControlPlane, path: &str) {
+    use shadow_reconciler::flag::{FlagSpec, LiveFlag};
+    let patches = runbook_patches();
+    assert!(patches.len() >= 2, "{patches:?}");
+    let plans = vec![
+        common::shipped("hostedcluster"),
+        common::shipped("addon-install-progression"),
+    ];
+    let flag = LiveFlag::new(FlagSpec::default(), plans).expect("the defaults are valid");
+    for patch in patches {
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &patch])
+            .env("PATH", path)
+            .env("KUBECONFIG", plane.kubeconfig())
+            .output()
+            .expect("run bash");
+        assert!(
+            out.status.success(),
+            "{patch}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json = plane.kubectl(&[
+            "-n",
+            "shadow-reconciler",
+            "get",
+            "configmap",
+            "shadow-reconciler-flag",
+            "-o",
+            "json",
+        ]);
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_str(&json).expect("a ConfigMap");
+        let spec = flag
+            .parse(&cm)
+            .unwrap_or_else(|e| panic!("{patch}: the flag is refused: {e}"));
+        let mode = patch
+            .split("\"mode\":\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("each runbook patch sets a mode");
+        assert_eq!(spec.mode.to_string(), mode, "{patch}");
+    }
 }
 
 #[test]
@@ -64,7 +129,7 @@ fn the_quickstart_runs_as_written_on_a_real_cluster() {
     let out = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &block])
         .current_dir(&work)
-        .env("PATH", path)
+        .env("PATH", &path)
         .env("KUBECONFIG", plane.kubeconfig())
         .env("NO_COLOR", "1")
         .env_remove("POD_NAMESPACE")
@@ -90,4 +155,5 @@ fn the_quickstart_runs_as_written_on_a_real_cluster() {
         "two objects are too few for a verdict:\n{stdout}"
     );
     assert!(log.contains("controllers started"), "{log}");
+    runbook_patches_leave_valid_flags(&plane, &path);
 }
