@@ -56,11 +56,11 @@ fn runbook_patches_leave_valid_flags(plane: &ControlPlane, path: &str) {
     use shadow_reconciler::flag::{FlagSpec, LiveFlag};
     let patches = runbook_patches();
     assert!(patches.len() >= 2, "{patches:?}");
-    let plans = vec![
+    let shipped = vec![
         common::shipped("hostedcluster"),
         common::shipped("addon-install-progression"),
     ];
-    let flag = LiveFlag::new(FlagSpec::default(), plans).expect("the defaults are valid");
+    let flag = LiveFlag::new(FlagSpec::default(), shipped).expect("the defaults are valid");
     for patch in patches {
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", &patch])

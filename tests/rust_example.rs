@@ -30,10 +30,9 @@ fn widget(name: &str, secret: &str) -> example::Widget {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_rust_example_runs_in_shadow_on_a_real_cluster() {
-    let plane = ControlPlane::start();
-    let client = plane.client("rust-example-test").await;
+/// The Widget CRD, served; the secret `creds`; the widgets `broken` (its secret is missing) and
+/// `fine`, in `default`.
+async fn create_widgets(client: &kube::Client) -> Api<example::Widget> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &example::Widget::crd())
         .await
@@ -42,7 +41,7 @@ async fn the_rust_example_runs_in_shadow_on_a_real_cluster() {
     // The CRD is served once it is established: a bound for a broken server only.
     let mut served = false;
     for _ in 0..300 {
-        if widgets.list(&Default::default()).await.is_ok() {
+        if widgets.list(&kube::api::ListParams::default()).await.is_ok() {
             served = true;
             break;
         }
@@ -61,6 +60,15 @@ async fn the_rust_example_runs_in_shadow_on_a_real_cluster() {
             .await
             .expect("create a widget");
     }
+
+    widgets
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_example_runs_in_shadow_on_a_real_cluster() {
+    let plane = ControlPlane::start();
+    let client = plane.client("rust-example-test").await;
+    let widgets = create_widgets(&client).await;
 
     let sink = MemorySink::new();
     let engine = example::engine(client.clone())
