@@ -41,7 +41,11 @@ async fn create_widgets(client: &kube::Client) -> Api<example::Widget> {
     // The CRD is served once it is established: a bound for a broken server only.
     let mut served = false;
     for _ in 0..300 {
-        if widgets.list(&kube::api::ListParams::default()).await.is_ok() {
+        if widgets
+            .list(&kube::api::ListParams::default())
+            .await
+            .is_ok()
+        {
             served = true;
             break;
         }
