@@ -144,7 +144,7 @@ fn simulate_model_only_rejects_bad_input_with_exit_2() {
     let out = cli(&["simulate", "--model-only", "--candidate-group", "nope"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("has no rollout group \"nope\""),
+        text(&out.stderr).contains("no plan here has a rollout group \"nope\""),
         "{}",
         text(&out.stderr)
     );

@@ -161,7 +161,10 @@ fn retired_spellings_still_work_as_aliases() {
     );
     let (code, stderr) = run(&["simulate", "--model-only", "--enforce", "nope"]);
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("has no rollout group \"nope\""), "{stderr}");
+    assert!(
+        stderr.contains("no plan here has a rollout group \"nope\""),
+        "{stderr}"
+    );
     // simulate's old --enforce meant the candidate's groups, with --model-only only.
     let (code, stderr) = run(&["simulate", "--enforce", "hostedcluster/non-critical-syncs"]);
     assert_eq!(code, Some(2), "{stderr}");
@@ -240,12 +243,15 @@ fn options_that_do_nothing_are_errors_that_say_why() {
 /// takes one, checked and worded the same way.
 #[test]
 fn group_values_have_one_syntax_everywhere() {
-    let commands: [&[&str]; 3] = [
-        &["run"],
-        &["simulate"],
-        &["ingest", "--plan", "hostedcluster"],
+    let commands: [(&[&str], &str); 6] = [
+        (&["run"], "--candidate-group"),
+        (&["run", "--mode", "enforce"], "--enforce-group"),
+        (&["simulate"], "--candidate-group"),
+        (&["simulate", "--mode", "enforce"], "--enforce-group"),
+        (&["simulate", "--model-only"], "--candidate-group"),
+        (&["ingest", "--plan", "hostedcluster"], "--candidate-group"),
     ];
-    for command in commands {
+    for (command, option) in commands {
         for (value, says) in [
             (
                 "hostedcluster/nope",
@@ -255,11 +261,11 @@ fn group_values_have_one_syntax_everywhere() {
             ("a/b/c", "expected GROUP or PLAN/GROUP"),
         ] {
             let mut args = command.to_vec();
-            args.extend(["--candidate-group", value]);
+            args.extend([option, value]);
             let (code, stderr) = run(&args);
             assert_eq!(code, Some(2), "{args:?}: {stderr}");
             assert!(
-                stderr.contains(&format!("--candidate-group {value:?}: {says}")),
+                stderr.contains(&format!("{option} {value:?}: {says}")),
                 "{args:?}: {stderr}"
             );
         }

@@ -151,7 +151,7 @@ fn the_quickstart_runs_as_written_on_a_real_cluster() {
     );
     assert!(stdout.contains("readiness to enforce:"), "{stdout}");
     assert!(
-        stdout.contains("analyze: exit 3 (1 not ready, 3 inconclusive)"),
+        stdout.contains("analyze exit code 3 (0 ready, 1 not ready, 3 inconclusive)"),
         "two objects are too few for a verdict:\n{stdout}"
     );
     assert!(log.contains("controllers started"), "{log}");

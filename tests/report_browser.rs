@@ -80,8 +80,8 @@ fn the_default_runs_report_reads_in_a_browser() {
     check_in_browser(&report, &shots);
 }
 
-/// A healthy run: nothing fails, nothing is unblocked (the heatmap's empty state), every group
-/// inconclusive; the same checks hold.
+/// A small healthy run: few failures, so few or no unblocked operations (the heatmap's empty
+/// state when there are none) and no plan edit; the same checks hold.
 #[test]
 fn a_healthy_runs_report_reads_in_a_browser() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -96,5 +96,107 @@ fn a_healthy_runs_report_reads_in_a_browser() {
             "5",
         ],
     );
+    check_in_browser(&report, &dir.path().join("shots"));
+    // Each plan's heatmap, or the sentence saying there is nothing to show, as the data says.
+    let doc = common::analyze_json(&dir.path().join("shadow-data"));
+    let html = std::fs::read_to_string(&report).expect("the report");
+    let plans = doc["plans"].as_array().expect("plans");
+    let empty = plans
+        .iter()
+        .filter(|p| p["unblocked"].as_array().is_some_and(Vec::is_empty))
+        .count();
+    assert_eq!(
+        html.matches("the candidate ran no operation the control had skipped")
+            .count(),
+        empty,
+        "{doc}"
+    );
+    assert_eq!(
+        html.matches("<table class=\"heat\"").count(),
+        plans.len() - empty
+    );
+    assert_eq!(
+        html.contains("<pre class=\"diff\">"),
+        !doc["answer"]["plan_edits"]
+            .as_array()
+            .expect("edits")
+            .is_empty()
+    );
+}
+
+/// A plan unlike the shipped ones: 40 operations with names of 49 to 61 characters, six of them
+/// failing first in some objects, so the failure chart must cut names and the heatmap has many
+/// columns. Recorded by the real Parquet sink (no API server), rendered by `analyze --html`.
+#[test]
+fn a_report_of_many_long_operation_names_reads_in_a_browser() {
+    use std::fmt::Write as _;
+
+    use common::{Object, record_world};
+    use shadow_reconciler::util::Rng;
+
+    let names: Vec<&'static str> = (0..40)
+        .map(|i| {
+            let name = format!(
+                "ReconcileTheRatherLongOperationNumber{i:02}{}",
+                if i % 2 == 0 {
+                    "WithSuffix"
+                } else {
+                    "WithADescriptiveSuffix"
+                }
+            );
+            &*Box::leak(name.into_boxed_str())
+        })
+        .collect();
+    let mut yaml = String::from(
+        "apiVersion: shadow-reconciler.io/v1alpha1\nkind: ReconcilePlan\nmetadata:\n  name: long-names\nspec:\n  operations:\n",
+    );
+    for (i, name) in names.iter().enumerate() {
+        let _ = writeln!(
+            yaml,
+            "    - {{name: {name}, phase: {}, category: non-critical, shadow: dry-run}}",
+            1 + i / 5
+        );
+    }
+    let _ = writeln!(
+        yaml,
+        "  legacy:\n    order: [{}]\n  rollout:\n    groups:\n      - name: everything\n        operations: [{}]",
+        names.join(", "),
+        names.join(", ")
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plan_file = dir.path().join("long-names.yaml");
+    std::fs::write(&plan_file, &yaml).expect("write the plan");
+    let plan = common::plan(&yaml);
+    let failing_first = [0, 3, 7, 12, 20, 30].map(|i| names[i]);
+    let mut rng = Rng::new(7);
+    let objects: Vec<Object> = (0..120)
+        .map(|_| {
+            let faults: Vec<&'static str> = failing_first
+                .iter()
+                .copied()
+                .filter(|_| rng.next_f64() < 0.15)
+                .collect();
+            Object::new(&faults, 1 + rng.below(3))
+        })
+        .collect();
+    let data = dir.path().join("data");
+    record_world(&data, &plan, &objects, &[]);
+    let report = dir.path().join("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .arg("analyze")
+        .arg(&data)
+        .arg("--plan")
+        .arg(&plan_file)
+        .arg("--html")
+        .arg(&report)
+        .output()
+        .expect("run analyze");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&report).expect("the report");
+    assert!(html.contains('\u{2026}'), "long names are cut in the chart");
     check_in_browser(&report, &dir.path().join("shots"));
 }

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{FindingCode, PlanReport, Readiness};
+use super::{Finding, FindingCode, PlanReport, Readiness};
 
 /// The answer of an analysis.
 #[derive(Clone, Debug, Serialize)]
@@ -19,7 +19,7 @@ pub struct Answer {
     pub groups: Vec<GroupLine>,
     /// Per plan that has any: the plan edits that fix its not-ready groups.
     pub plan_edits: Vec<PlanEdits>,
-    /// What would make the inconclusive groups conclusive, each step once.
+    /// The next steps: the evidence still missing (for inconclusive findings), each step once.
     pub next_steps: Vec<NextStep>,
 }
 
@@ -95,6 +95,25 @@ fn why(summary: &str) -> String {
     rest.replace(super::readiness::SUGGEST_HINT, "")
 }
 
+/// The distinct findings of a plan (a finding of a group is repeated in `all`), each with the
+/// groups it concerns, in the order they first appear.
+#[must_use]
+pub fn distinct_findings(plan: &PlanReport) -> Vec<(&Finding, Vec<&str>)> {
+    let mut found: Vec<(&Finding, Vec<&str>)> = Vec::new();
+    for g in &plan.readiness {
+        for f in &g.findings {
+            match found
+                .iter_mut()
+                .find(|(x, _)| x.code == f.code && x.operations == f.operations)
+            {
+                Some((_, groups)) => groups.push(&g.group),
+                None => found.push((f, vec![&g.group])),
+            }
+        }
+    }
+    found
+}
+
 /// The answer of `plans` (whose worst readiness is `readiness`); diffs are added by
 /// [`Answer::set_diff`].
 #[must_use]
@@ -106,55 +125,56 @@ pub fn answer(plans: &[PlanReport], readiness: Readiness) -> Answer {
         next_steps: Vec::new(),
     };
     for plan in plans {
-        let mut changes: Vec<Change> = Vec::new();
-        let first_step = answer.next_steps.len();
-        for g in &plan.readiness {
-            answer.groups.push(GroupLine {
+        answer
+            .groups
+            .extend(plan.readiness.iter().map(|g| GroupLine {
                 plan: plan.plan.clone(),
                 group: g.group.clone(),
                 readiness: g.readiness,
                 why: why(&g.summary),
                 fixed_by_plan_edit: g.findings.iter().any(|f| f.fix.is_some()),
-            });
-            for f in &g.findings {
-                if let Some(fix) = &f.fix {
-                    match changes
-                        .iter_mut()
-                        .find(|c| c.code == f.code && c.operations == f.operations)
-                    {
-                        Some(c) => push_unique(&mut c.groups, &g.group),
-                        None => changes.push(Change {
-                            code: f.code,
-                            change: fix.clone(),
-                            operations: f.operations.clone(),
-                            evidence: f.evidence.clone(),
-                            groups: vec![g.group.clone()],
-                        }),
-                    }
-                }
-                if let Some(step) = &f.next_step {
-                    let found = answer.next_steps[first_step..]
-                        .iter()
-                        .position(|s| s.step == *step);
-                    let at = if let Some(i) = found {
-                        first_step + i
-                    } else {
-                        answer.next_steps.push(NextStep {
-                            plan: plan.plan.clone(),
-                            step: step.clone(),
-                            operations: Vec::new(),
-                            groups: Vec::new(),
-                        });
-                        answer.next_steps.len() - 1
-                    };
-                    let s = &mut answer.next_steps[at];
-                    for op in &f.operations {
-                        push_unique(&mut s.operations, op);
-                    }
-                    push_unique(&mut s.groups, &g.group);
-                }
+            }));
+        let findings = distinct_findings(plan);
+        let owned = |groups: &[&str]| groups.iter().map(|g| (*g).to_owned()).collect();
+        let changes: Vec<Change> = findings
+            .iter()
+            .filter_map(|(f, groups)| {
+                Some(Change {
+                    code: f.code,
+                    change: f.fix.clone()?,
+                    operations: f.operations.clone(),
+                    evidence: f.evidence.clone(),
+                    groups: owned(groups),
+                })
+            })
+            .collect();
+        let mut steps: Vec<NextStep> = Vec::new();
+        for (f, groups) in &findings {
+            let Some(step) = &f.next_step else { continue };
+            let at = if let Some(i) = steps.iter().position(|s| s.step == *step) {
+                i
+            } else {
+                steps.push(NextStep {
+                    plan: plan.plan.clone(),
+                    step: step.clone(),
+                    operations: Vec::new(),
+                    groups: Vec::new(),
+                });
+                steps.len() - 1
+            };
+            for op in &f.operations {
+                push_unique(&mut steps[at].operations, op);
+            }
+            for g in groups {
+                push_unique(&mut steps[at].groups, g);
             }
         }
+        // Groups in the plan's order, whatever finding named them first.
+        let order = |g: &String| plan.readiness.iter().position(|r| r.group == *g);
+        for s in &mut steps {
+            s.groups.sort_by_key(order);
+        }
+        answer.next_steps.extend(steps);
         if !changes.is_empty() {
             answer.plan_edits.push(PlanEdits {
                 plan: plan.plan.clone(),

@@ -4,7 +4,7 @@ pub mod html;
 
 use std::fmt::Write as _;
 
-use super::{Analysis, Finding, PlanReport};
+use super::{Analysis, PlanReport};
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -99,32 +99,6 @@ pub fn plan_line(plan: &PlanReport) -> String {
     )
 }
 
-/// A readiness finding in one line: its code, evidence, and the fix.
-#[must_use]
-pub fn finding_line(f: &Finding) -> String {
-    let code = serde_json::to_value(f.code)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let mut line = format!("[{code}] {}", f.evidence);
-    if let Some(fix) = &f.fix {
-        let _ = write!(line, ". Fix: {fix}");
-    }
-    line
-}
-
-/// The distinct next steps of a group's findings, in order.
-#[must_use]
-pub fn next_steps(g: &super::GroupReport) -> Vec<&str> {
-    let mut steps: Vec<&str> = Vec::new();
-    for step in g.findings.iter().filter_map(|f| f.next_step.as_deref()) {
-        if !steps.contains(&step) {
-            steps.push(step);
-        }
-    }
-    steps
-}
-
 /// Rows of cells as aligned columns.
 fn columns(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -216,24 +190,9 @@ pub fn colour_wanted(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool
 /// What the operation table's columns mean, printed under it in every format.
 pub const OPERATION_LEGEND: &str = "executions: real (control) and dry-run (candidate) runs; failed: failed executions; failed in (objects): objects where it failed at least once; first failure: reconciles whose control stopped there first; blocked/ran/ok: control runs in which its failure skipped later steps / of those, steps the candidate ran / of those, that succeeded; verdict: whether the data supports its category";
 
-/// The distinct findings of a plan (a finding of a group is repeated in `all`), each with the
-/// groups it concerns.
-pub(super) fn distinct_findings(plan: &PlanReport) -> Vec<(&Finding, Vec<&str>)> {
-    let mut found: Vec<(&Finding, Vec<&str>)> = Vec::new();
-    for g in &plan.readiness {
-        for f in &g.findings {
-            match found
-                .iter_mut()
-                .find(|(x, _)| x.code == f.code && x.operations == f.operations)
-            {
-                Some((_, groups)) => groups.push(&g.group),
-                None => found.push((f, vec![&g.group])),
-            }
-        }
-    }
-    found
-}
+pub(super) use super::answer::distinct_findings;
 
+/// A finding's code as the JSON spells it.
 pub(super) fn code_of(code: super::FindingCode) -> String {
     serde_json::to_value(code)
         .ok()
@@ -298,7 +257,7 @@ fn answer_text(out: &mut String, a: &Analysis, colour: bool) {
         for c in &edits.changes {
             let _ = writeln!(
                 out,
-                "  - {}: {} [{}]",
+                "  - {}: {} [stops: {}]",
                 c.change,
                 c.evidence,
                 c.groups.join(", ")
@@ -306,11 +265,11 @@ fn answer_text(out: &mut String, a: &Analysis, colour: bool) {
         }
     }
     if !answer.next_steps.is_empty() {
-        out.push_str("\nwhat would make the inconclusive groups conclusive:\n");
+        out.push_str("\nnext steps (the evidence still missing):\n");
         for s in &answer.next_steps {
             let _ = writeln!(
                 out,
-                "  - {} ({}: {}): {}",
+                "  - {} (groups: {}; operations: {}): {}",
                 s.plan,
                 s.groups.join(", "),
                 s.operations.join(", "),
@@ -380,7 +339,7 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
         for (f, groups) in distinct_findings(plan) {
             let _ = writeln!(
                 out,
-                "  - [{}] {} [{}]",
+                "  - [{}] {} [groups: {}]",
                 code_of(f.code),
                 f.evidence,
                 groups.join(", ")
@@ -423,8 +382,17 @@ fn short_evidence(a: &Analysis, edits: &super::answer::PlanEdits) -> String {
             continue;
         };
         let cell = format!(
-            "{} {}/{} ({}/{})",
-            d.later, d.after.failures, d.after.objects, d.baseline.failures, d.baseline.objects
+            "{} {}/{} ({}/{}){}",
+            d.later,
+            d.after.failures,
+            d.after.objects,
+            d.baseline.failures,
+            d.baseline.objects,
+            if d.concentrated {
+                ", all in one namespace: check it first"
+            } else {
+                ""
+            }
         );
         match by_first.iter_mut().find(|(f, _)| *f == d.failed) {
             Some((_, cells)) => cells.push(cell),
@@ -442,6 +410,43 @@ fn short_evidence(a: &Analysis, edits: &super::answer::PlanEdits) -> String {
         .collect();
     text.extend(other);
     text.join("; ")
+}
+
+/// The bytes of Markdown a PR comment shows before its first `<details>`, at most.
+const VISIBLE_BYTES: usize = 2048;
+
+/// The plan edits in Markdown: per plan, the diff and its evidence; with `fold`, the evidence of
+/// every plan in one `<details>` block after the diffs.
+fn edits_markdown(a: &Analysis, fold: bool) -> String {
+    let mut out = String::new();
+    if a.answer.plan_edits.is_empty() {
+        return out;
+    }
+    out.push_str("\n### The plan edits the data asks for\n");
+    let mut folded = String::new();
+    for edits in &a.answer.plan_edits {
+        let _ = writeln!(
+            out,
+            "\n`{}` (`analyze --suggest FILE` writes the plan):\n",
+            edits.plan
+        );
+        if let Some(diff) = &edits.diff {
+            let _ = writeln!(out, "```diff\n{diff}```");
+        }
+        let evidence = short_evidence(a, edits);
+        if fold {
+            let _ = writeln!(folded, "- `{}`: {evidence}.", edits.plan);
+        } else {
+            let _ = writeln!(out, "Evidence: {evidence}.");
+        }
+    }
+    if fold {
+        let _ = write!(
+            out,
+            "\n<details><summary>Evidence for the edits</summary>\n\n{folded}\n</details>\n"
+        );
+    }
+    out
 }
 
 /// The Markdown for a PR comment: the answer first (overall readiness, one row per rollout
@@ -473,28 +478,20 @@ pub fn markdown(a: &Analysis) -> String {
             ],
         );
     }
-    if !a.answer.plan_edits.is_empty() {
-        out.push_str("\n### The plan edits the data asks for\n");
-    }
-    for edits in &a.answer.plan_edits {
-        let _ = writeln!(
-            out,
-            "\n`{}` (`analyze --suggest FILE` writes the plan):\n",
-            edits.plan
-        );
-        if let Some(diff) = &edits.diff {
-            let _ = writeln!(out, "```diff\n{diff}```");
-        }
-        let _ = writeln!(out, "Evidence: {}.", short_evidence(a, edits));
+    // What a PR comment shows unfolded stays within 2 KB: when the evidence would push it over,
+    // the evidence is folded under the diffs instead of inline.
+    let inline = edits_markdown(a, false);
+    if out.len() + inline.len() <= VISIBLE_BYTES {
+        out.push_str(&inline);
+    } else {
+        out.push_str(&edits_markdown(a, true));
     }
     if !a.answer.next_steps.is_empty() {
-        out.push_str(
-            "\n<details><summary>What would make the inconclusive groups conclusive</summary>\n\n",
-        );
+        out.push_str("\n<details><summary>Next steps (the evidence still missing)</summary>\n\n");
         for s in &a.answer.next_steps {
             let _ = writeln!(
                 out,
-                "- `{}` {} ({}): {}",
+                "- `{}` (groups: {}; operations: {}): {}",
                 s.plan,
                 s.groups.join(", "),
                 s.operations.join(", "),

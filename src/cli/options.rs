@@ -353,8 +353,9 @@ const NO_CLUSTER_HINT: &str = "no cluster at hand? `shadow-reconciler simulate` 
 
 /// The `[PLAN/]GROUP` values of `--{option}` resolved against the loaded `plans`, as (plan, group)
 /// pairs: `GROUP` names the group in every plan that has it, `PLAN/GROUP` the group of one plan.
-/// The same syntax in every command that takes a group (`run`, `simulate`, `ingest`, `analyze
-/// --group`).
+/// The same syntax, checks and words in every command that takes a group (`run`, `simulate`
+/// with or without `--model-only`, `ingest`); `analyze --group` reads the same syntax against
+/// the plans that have data.
 pub(super) fn resolve_groups(
     option: &str,
     values: &[String],

@@ -308,28 +308,24 @@ pub fn flag_defaults(
     args: &RunArgs,
     plans: Vec<std::sync::Arc<ReconcilePlan>>,
 ) -> anyhow::Result<LiveFlag> {
-    let groups = |option: &str, names: &[String]| -> anyhow::Result<Vec<GroupRef>> {
-        names
-            .iter()
-            .map(|n| {
-                GroupRef::parse(n)
-                    .with_context(|| format!("--{option} {n:?}: expected GROUP or PLAN/GROUP"))
-            })
-            .collect()
-    };
     if let Some(note) =
         enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?
     {
         tracing::warn!("{note}");
     }
-    // The same check, and words, as every command that takes a group.
+    // Checked, and worded, as in every command that takes a group; each as the plan's own.
     let loaded: Vec<&ReconcilePlan> = plans.iter().map(AsRef::as_ref).collect();
-    super::options::resolve_groups("enforce-group", &args.enforce_groups, &loaded)?;
-    super::options::resolve_groups("candidate-group", &args.candidate_groups, &loaded)?;
+    let groups = |option: &str, values: &[String]| -> anyhow::Result<Vec<GroupRef>> {
+        Ok(super::options::resolve_groups(option, values, &loaded)?
+            .iter()
+            .map(|(plan, group)| GroupRef::qualified(plan, group))
+            .collect())
+    };
     let candidate = groups("candidate-group", &args.candidate_groups)?;
+    let enforced = groups("enforce-group", &args.enforce_groups)?;
     let spec = FlagSpec {
         mode: args.mode,
-        enforced_groups: groups("enforce-group", &args.enforce_groups)?,
+        enforced_groups: enforced,
         candidate_groups: (!candidate.is_empty()).then_some(candidate),
         ramp: args.flag.ramp_percent,
         allow_object_override: args.flag.allow_object_override,

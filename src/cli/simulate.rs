@@ -313,17 +313,16 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             more.len()
         ),
     };
-    let mut candidate_groups = Vec::new();
-    for group in args.candidate_groups.iter().chain(&args.retired_enforce) {
-        match group.split_once('/') {
-            None => candidate_groups.push(group.clone()),
-            Some((p, g)) if p == plan.name() => candidate_groups.push(g.to_owned()),
-            Some((p, _)) => anyhow::bail!(
-                "--candidate-group {group:?}: --model-only simulates plan {:?}, not {p:?}",
-                plan.name()
-            ),
-        }
-    }
+    let given: Vec<String> = args
+        .candidate_groups
+        .iter()
+        .chain(&args.retired_enforce)
+        .cloned()
+        .collect();
+    let candidate_groups: Vec<String> = resolve_groups("candidate-group", &given, &[&plan])?
+        .into_iter()
+        .map(|(_, group)| group)
+        .collect();
     let settings = montecarlo::Settings {
         reconciles: args.reconciles,
         failure_rate: args.failure_rate,

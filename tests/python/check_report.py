@@ -4,17 +4,19 @@ asserts on its DOM, and writes screenshots.
 Usage: check_report.py REPORT.html SCREENSHOT_DIR
 
 For each viewport (1366x768, 1920x1080) and colour scheme (light, dark) it checks:
-- the page makes no request besides its own file (every other request is recorded and aborted);
-- the answer comes first: the overall readiness and one summary card per rollout group are
-  within the first screen, before any chart;
+- the page makes no request besides its own file: every other request is recorded and aborted,
+  and the page's Content-Security-Policy refusing one counts as one too;
+- the answer comes first: the overall readiness and the first row of summary cards are within
+  the first screen, every card before any chart;
 - every chart (`figure.chart`) has a title (its `figcaption`, which the chart names with
   aria-labelledby), a legend with at least one entry, and, when it draws axes (an SVG), axis
-  titles; every bar has a Wilson whisker;
-- once every <details> is opened, no element reaches past the viewport's right edge and the
-  page does not scroll sideways; no SVG text falls outside its SVG;
+  titles; every row of bars has exactly one bar and one Wilson whisker;
+- once every <details> is opened, no element reaches past the viewport's right edge (a wide
+  table may scroll inside its own box) and the page does not scroll sideways; no SVG text falls
+  outside its SVG or overlaps another;
 - text reads at 100%: no visible text under 12 CSS px (SVG text measured as rendered);
-- body text contrasts with the background (WCAG ratio >= 4.5) in both schemes, and the
-  dark scheme is dark.
+- every HTML text contrasts with the background it sits on (WCAG ratio >= 4.5) in both
+  schemes, and the dark scheme is dark.
 
 Screenshots of the first screen (light) go to SCREENSHOT_DIR/report-WIDTHxHEIGHT.png, and of the
 dark scheme at 1366x768 to report-1366x768-dark.png. Prints one line per failed check and exits 1
@@ -52,7 +54,11 @@ CHECKS = r"""
     if (firstChart && (c.compareDocumentPosition(firstChart) & Node.DOCUMENT_POSITION_FOLLOWING) === 0)
       problems.push('a chart comes before the summary cards');
   }
-  if (cards.length && cards[0].getBoundingClientRect().top > H) problems.push('the first summary card is below the first screen');
+  if (cards.length) {
+    const row = cards.filter((c) => Math.abs(c.getBoundingClientRect().top - cards[0].getBoundingClientRect().top) < 1);
+    for (const c of row)
+      if (c.getBoundingClientRect().bottom > H) problems.push(`the first row of summary cards ends below the first screen (${Math.round(c.getBoundingClientRect().bottom)} px)`);
+  }
   // Charts: title, legend, axis titles, whiskers.
   const charts = [...document.querySelectorAll('figure.chart')];
   if (charts.length === 0) problems.push('no chart');
@@ -68,15 +74,30 @@ CHECKS = r"""
     const svg = f.querySelector('svg');
     if (svg) {
       if (svg.querySelectorAll('.axis-title').length < 2) problems.push(`${name}: fewer than two axis titles`);
-      const bars = svg.querySelectorAll('.bar').length, whiskers = svg.querySelectorAll('.whisker').length;
-      if (bars === 0) problems.push(`${name}: no bar`);
-      if (bars !== whiskers) problems.push(`${name}: ${bars} bars but ${whiskers} interval whiskers`);
+      const rows = [...svg.querySelectorAll('g.row')];
+      if (rows.length === 0) problems.push(`${name}: no bar`);
+      for (const g of rows) {
+        const bars = g.querySelectorAll('.bar').length, whiskers = g.querySelectorAll('.whisker').length;
+        if (bars !== 1 || whiskers !== 1) problems.push(`${name}: a row with ${bars} bars and ${whiskers} whiskers`);
+        for (const el of g.querySelectorAll('.bar, .whisker')) {
+          const r = el.getBBox();
+          if (![r.x, r.y, r.width, r.height].every(Number.isFinite)) problems.push(`${name}: a bar or whisker without finite coordinates`);
+        }
+      }
       const box = svg.getBoundingClientRect();
-      for (const t of svg.querySelectorAll('text')) {
-        const r = t.getBoundingClientRect();
+      const texts = [...svg.querySelectorAll('text')].map((t) => [t, t.getBoundingClientRect()]);
+      for (const [t, r] of texts) {
         if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
           problems.push(`${name}: text "${t.textContent}" falls outside its chart`);
       }
+      for (let i = 0; i < texts.length; i++)
+        for (let j = i + 1; j < texts.length; j++) {
+          const [a, ra] = texts[i], [b, rb] = texts[j];
+          if (a.contains(b) || b.contains(a)) continue;
+          const dx = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+          const dy = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+          if (dx > 1 && dy > 1) problems.push(`${name}: "${a.textContent}" overlaps "${b.textContent}"`);
+        }
     }
     const heat = f.querySelector('table.heat');
     if (heat && !f.querySelector('.legend .ramp')) problems.push(`${name}: a heatmap without a colour scale`);
@@ -84,8 +105,9 @@ CHECKS = r"""
   // No overflow once everything is open.
   for (const d of document.querySelectorAll('details')) d.open = true;
   if (document.scrollingElement.scrollWidth > W) problems.push(`the page scrolls sideways: ${document.scrollingElement.scrollWidth} px wide in ${W}`);
+  const scrolls = (el) => { for (let p = el.parentElement; p; p = p.parentElement) { const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
   for (const el of document.body.querySelectorAll('*')) {
-    if (!visible(el)) continue;
+    if (!visible(el) || scrolls(el)) continue;
     const r = el.getBoundingClientRect();
     if (r.right > W + 0.5) { problems.push(`<${el.tagName.toLowerCase()} class="${el.getAttribute('class') || ''}"> reaches ${Math.round(r.right)} px of ${W}`); break; }
   }
@@ -103,17 +125,29 @@ CHECKS = r"""
     if (px < smallest) { smallest = px; where = n.textContent.trim().slice(0, 40); }
   }
   if (smallest < 12) problems.push(`text at ${smallest.toFixed(1)} px ("${where}")`);
-  // Contrast.
-  const rgb = (s) => s.match(/[\d.]+/g).slice(0, 3).map(Number);
+  // Contrast of every HTML text against the first opaque background behind it.
+  const rgba = (s) => {
+    const n = s.match(/[\d.]+/g).map(Number);
+    if (s.startsWith('color(')) return [n[0] * 255, n[1] * 255, n[2] * 255, n.length > 3 ? n[3] : 1];
+    return [n[0], n[1], n[2], n.length > 3 ? n[3] : 1];
+  };
   const lum = ([r, g, b]) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const bs = getComputedStyle(document.body);
-  const bg = lum(rgb(bs.backgroundColor)), fg = lum(rgb(bs.color));
-  const ratio = (Math.max(bg, fg) + 0.05) / (Math.min(bg, fg) + 0.05);
-  if (ratio < 4.5) problems.push(`body text contrast ${ratio.toFixed(2)} < 4.5`);
+  const ratio = (x, y) => (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05);
+  const behind = (el) => { for (let p = el; p; p = p.parentElement) { const c = rgba(getComputedStyle(p).backgroundColor); if (c[3] > 0.99) return c; } return [255, 255, 255, 1]; };
+  let worst = 1e9, worstWhere = '';
+  const texts = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (texts.nextNode()) {
+    const n = texts.currentNode, el = n.parentElement;
+    if (!n.textContent.trim() || !visible(el) || el.closest('svg')) continue;
+    const r = ratio(lum(rgba(getComputedStyle(el).color)), lum(behind(el)));
+    if (r < worst) { worst = r; worstWhere = n.textContent.trim().slice(0, 40); }
+  }
+  if (worst < 4.5) problems.push(`text contrast ${worst.toFixed(2)} < 4.5 ("${worstWhere}")`);
+  const bg = lum(rgba(getComputedStyle(document.body).backgroundColor));
   // Self-contained: nothing that could load.
   if (document.querySelector('script')) problems.push('the page has a script');
   for (const el of document.querySelectorAll('[src],link[href],[href^=http]')) problems.push(`external reference: ${el.outerHTML.slice(0, 80)}`);
-  return {problems, smallest, background: bg, width: document.scrollingElement.scrollWidth};
+  return {problems, smallest, contrast: worst, background: bg, width: document.scrollingElement.scrollWidth};
 }
 """
 
@@ -147,6 +181,13 @@ def main() -> int:
                             r.continue_()
 
                     page.route("**/*", lambda r: route(r))
+                    refused: list[str] = []
+                    page.on(
+                        "console",
+                        lambda m, seen=refused: seen.append(m.text)
+                        if "Content Security Policy" in m.text or m.text.startswith("Refused to")
+                        else None,
+                    )
                     page.goto(report.as_uri(), wait_until="load")
                     if scheme == "light":
                         page.screenshot(path=str(shots / f"report-{width}x{height}.png"))
@@ -156,6 +197,7 @@ def main() -> int:
                     measured[where] = {k: v for k, v in result.items() if k != "problems"}
                     failures += [f"{where}: {p}" for p in result["problems"]]
                     failures += [f"{where}: a request to {u}" for u in requests]
+                    failures += [f"{where}: a load the page's policy refused: {m}" for m in refused]
                     if scheme == "dark" and result["background"] > 0.2:
                         failures.append(f"{where}: the dark scheme has a light background")
                     if scheme == "light" and result["background"] < 0.5:

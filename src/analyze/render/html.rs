@@ -50,7 +50,10 @@ fn badge(r: Readiness) -> String {
 
 fn pct(rate: f64) -> String {
     let p = rate * 100.0;
-    if p > 0.0 && p < 1.0 {
+    // Whole percents, except near 0 and 100, where rounding would claim none or all.
+    if p > 0.0 && p < 0.1 {
+        "<0.1%".to_owned()
+    } else if (p > 0.0 && p < 1.0) || (p > 99.0 && p < 100.0) {
         format!("{p:.1}%")
     } else {
         format!("{p:.0}%")
@@ -59,13 +62,13 @@ fn pct(rate: f64) -> String {
 
 const STYLE: &str = r#"
 :root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#57606a;--line:#d0d7de;--grid:#eaeef2;--card:#f6f8fa;
---ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--ok-bg:#dafbe1;--bad-bg:#ffebe9;--warn-bg:#fff8c5;
+--ok:#1a7f37;--bad:#cf222e;--warn:#7d5300;--ok-bg:#dafbe1;--bad-bg:#ffebe9;--warn-bg:#fff8c5;
 --bar-supported:#2da44e;--bar-contradicted:#cf222e;--bar-inconclusive:#bf8700;--whisker:#24292f;
---heat-lo:#f0f4f9;--heat-hi:#0b4f9c;--heat-text:#1f2328;--heat-hot-text:#fff;--add:#dafbe1;--del:#ffebe9;--code:#f6f8fa}
+--heat-lo:#f0f4f9;--heat-hi:#6f9fd8;--heat-text:#1f2328;--add:#dafbe1;--del:#ffebe9;--code:#f6f8fa}
 @media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;--line:#3d444d;--grid:#21262d;--card:#151b23;
 --ok:#3fb950;--bad:#ff7b72;--warn:#e3b341;--ok-bg:#12261e;--bad-bg:#2d1518;--warn-bg:#272115;
 --bar-supported:#3fb950;--bar-contradicted:#f85149;--bar-inconclusive:#d29922;--whisker:#e6edf3;
---heat-lo:#161b22;--heat-hi:#79c0ff;--heat-text:#e6edf3;--heat-hot-text:#0d1117;--add:#12261e;--del:#2d1518;--code:#151b23}}
+--heat-lo:#161b22;--heat-hi:#1158c7;--heat-text:#e6edf3;--add:#12261e;--del:#2d1518;--code:#151b23}}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
 main{max-width:1200px;margin:0 auto;padding:24px 32px 48px}
@@ -102,9 +105,9 @@ table{border-collapse:collapse;margin:8px 0;font-size:14px;width:100%}
 th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:var(--card)}td.num{text-align:right;white-space:nowrap}
 table.heat th{overflow-wrap:normal}table.heat td.cell{text-align:center;white-space:nowrap;color:var(--heat-text);background:color-mix(in srgb,var(--heat-hi) calc(var(--v)*100%),var(--heat-lo))}
-table.heat td.cell.hot{color:var(--heat-hot-text)}table.heat td.cell small{font-size:12px}
+table.heat td.cell small{font-size:12px}
 .verdict-supported{color:var(--ok)}.verdict-contradicted{color:var(--bad);font-weight:600}.verdict-inconclusive{color:var(--warn)}
-details{margin:10px 0}summary{cursor:pointer;font-weight:600}
+details{margin:10px 0}.scroll{overflow-x:auto}summary{cursor:pointer;font-weight:600}
 "#;
 
 /// The x position (in chart units) of `rate` on an axis of `max` from `x0` to `x1`.
@@ -140,6 +143,22 @@ fn legend_verdicts(out: &mut String, confidence: f64) {
         "<span class=\"key\" role=\"listitem\"><span class=\"swatch whisker\"></span>{:.0}% Wilson interval</span><span class=\"key\" role=\"listitem\">&#9670; no failure observed</span></div>",
         confidence * 100.0
     );
+}
+
+/// The width of a character of the charts' 14-unit text, generously (the `DejaVu Sans` font averages less).
+const CHAR_W: f64 = 8.6;
+
+/// `name`, cut with an ellipsis to fit `width` chart units.
+fn fit(name: &str, width: f64) -> String {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let room = ((width - 16.0) / CHAR_W).max(4.0) as usize;
+    if name.chars().count() <= room {
+        name.to_owned()
+    } else {
+        let mut cut: String = name.chars().take(room - 1).collect();
+        cut.push('\u{2026}');
+        cut
+    }
 }
 
 /// Where the failure chart draws.
@@ -187,7 +206,7 @@ fn failure_row(
         "<g class=\"row\"><title>{}</title><text x=\"0\" y=\"{:.1}\">{}</text><text class=\"muted\" x=\"{name_w}\" y=\"{:.1}\">{}, {}</text>",
         escape(&tip),
         mid + 5.0,
-        escape(&o.operation),
+        escape(&fit(&o.operation, name_w)),
         mid + 5.0,
         o.phase,
         o.category
@@ -245,11 +264,13 @@ fn failure_chart(out: &mut String, plan: &PlanReport, confidence: f64, id: &str)
         .map(|(o, ..)| o.operation.chars().count())
         .max()
         .unwrap_or(8);
+    // The name column fits the longest name (about 8.6 units a character at 14 units), up to a
+    // third of the width; longer names are cut with an ellipsis (whole in the row's tooltip).
     #[allow(clippy::cast_precision_loss)]
-    let name_w = (longest as f64).mul_add(8.2, 16.0).max(120.0);
+    let name_w = (longest as f64).mul_add(CHAR_W, 16.0).clamp(120.0, 330.0);
     let (width, row_h, top) = (1000.0_f64, 30.0_f64, 34.0_f64);
     let x0 = name_w + 150.0;
-    let x1 = width - 170.0;
+    let x1 = width - 190.0;
     let max = axis_max(rows.iter().map(|(.., i)| i.high).fold(0.0, f64::max));
     #[allow(clippy::cast_precision_loss)]
     let plot_h = row_h * rows.len() as f64;
@@ -345,7 +366,7 @@ fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
     );
     let _ = write!(
         out,
-        "<table class=\"heat\" aria-labelledby=\"{id}-t\"><thead><tr><th scope=\"col\">ran by the candidate \u{2193}<br>first failure in the control \u{2192}</th>"
+        "<div class=\"scroll\"><table class=\"heat\" aria-labelledby=\"{id}-t\"><thead><tr><th scope=\"col\">ran by the candidate \u{2193}<br>first failure in the control \u{2192}</th>"
     );
     for c in &cols {
         let _ = write!(out, "<th scope=\"col\">{}</th>", breakable(c));
@@ -364,8 +385,7 @@ fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
                     let v = u.unblocked as f64 / most as f64;
                     let _ = write!(
                         out,
-                        "<td class=\"cell{}\" style=\"--v:{v:.3}\" title=\"{} ran in {} reconciles after {} failed first; {} dry runs succeeded\">{} <small>({} ok)</small></td>",
-                        if v >= 0.5 { " hot" } else { "" },
+                        "<td class=\"cell\" style=\"--v:{v:.3}\" title=\"{} ran in {} reconciles after {} failed first; {} dry runs succeeded\">{} <small>({} ok)</small></td>",
                         escape(r),
                         u.unblocked,
                         escape(c),
@@ -379,7 +399,7 @@ fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</tbody></table></figure>\n");
+    out.push_str("</tbody></table></div></figure>\n");
 }
 
 fn answer_section(out: &mut String, answer: &Answer) {
@@ -405,7 +425,7 @@ fn answer_section(out: &mut String, answer: &Answer) {
             badge(g.readiness),
             escape(&g.why),
             if g.fixed_by_plan_edit {
-                "; the plan edit below fixes this"
+                "; see the plan edit below"
             } else {
                 ""
             }
@@ -417,7 +437,7 @@ fn answer_section(out: &mut String, answer: &Answer) {
     for edits in &answer.plan_edits {
         let _ = writeln!(
             out,
-            "<h3>The plan edit that fixes {}</h3><p class=\"note\"><code>shadow-reconciler analyze DIR --plan FILE --suggest NEW</code> writes the whole plan with these lines and the evidence as comments.</p>",
+            "<h3>The plan edit the data asks for: {}</h3><p class=\"note\"><code>shadow-reconciler analyze DIR --plan FILE --suggest NEW</code> writes the whole plan with these lines and the evidence as comments.</p>",
             escape(&edits.plan)
         );
         if let Some(diff) = &edits.diff {
@@ -446,11 +466,11 @@ fn answer_section(out: &mut String, answer: &Answer) {
         out.push_str("</ul>\n");
     }
     if !answer.next_steps.is_empty() {
-        out.push_str("<h3>What would make the inconclusive groups conclusive</h3><ul>");
+        out.push_str("<h3>Next steps: the evidence still missing</h3><ul>");
         for s in &answer.next_steps {
             let _ = write!(
                 out,
-                "<li><b>{}</b> <span class=\"groups\">({}: {})</span>: {}</li>",
+                "<li><b>{}</b> <span class=\"groups\">(groups: {}; operations: {})</span>: {}</li>",
                 escape(&s.plan),
                 escape(&s.groups.join(", ")),
                 escape(&s.operations.join(", ")),
