@@ -23,6 +23,7 @@ install_debian openssl openssl       # the real control plane's certificates and
 install_debian gcc gcc               # go test -race (cgo) for the Go package
 install_debian chromium chromium     # renders the HTML report for tests/report_browser.rs
 install_debian curl curl             # deploy/README.md's quickstart uses it (tests/quickstart.rs)
+install_debian openjdk-17-jre-headless java # pyspark runs exporters/sql/spark (tests/exporters.rs)
 # ...with a font that has the report's symbols (a package without a command: asked of dpkg).
 if ! dpkg-query -W -f='${Status}' fonts-dejavu-core 2>/dev/null | grep -q "ok installed"; then
   [ "$(id -u)" -eq 0 ] || { echo "scripts/test.sh: install Debian's package fonts-dejavu-core (as root: apt-get install fonts-dejavu-core)" >&2; exit 1; }

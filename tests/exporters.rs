@@ -1,5 +1,6 @@
-//! `exporters/`: the DuckDB SQL gives the analyzer's numbers on a `simulate` run, and the
-//! OpenTelemetry Collector configuration wires every pipeline to defined components.
+//! `exporters/`: the DuckDB and Spark SQL give the analyzer's numbers on `simulate` runs (one
+//! cluster's data with halves of rotations, and a fleet of two clusters), and the OpenTelemetry
+//! Collector configuration wires every pipeline to defined components.
 
 mod common;
 
@@ -62,19 +63,7 @@ fn the_duckdb_sql_gives_the_analyzers_numbers() {
     assert_eq!(skipped, 2, "analyze skips the two halves");
     let analysis = dir.path().join("analysis.json");
     std::fs::write(&analysis, &json).unwrap();
-    let out = Command::new(common::python())
-        .arg(root().join("tests/python/check_sql.py"))
-        .arg(&data)
-        .arg(&analysis)
-        .output()
-        .unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "check_sql.py:\n{report}");
-    eprintln!("{report}");
+    let report = check_sql(&data, &analysis, "duckdb");
     let rounds: u32 = report
         .split("pair rounds: hostedcluster ")
         .nth(1)
@@ -85,6 +74,128 @@ fn the_duckdb_sql_gives_the_analyzers_numbers() {
         rounds > 1,
         "the fixpoint took {rounds} round(s); the test needs a chain:\n{report}"
     );
+    let spark = check_sql(&data, &analysis, "spark");
+    assert!(
+        spark.contains(&format!("pair rounds: hostedcluster {rounds}")),
+        "{spark}"
+    );
+}
+
+/// Runs `tests/python/check_sql.py` with `engine` (duckdb or spark) on `data` against the
+/// analysis `analysis`; returns its report, failing the test on any difference.
+fn check_sql(data: &Path, analysis: &Path, engine: &str) -> String {
+    let out = Command::new(common::python())
+        .arg(root().join("tests/python/check_sql.py"))
+        .arg(data)
+        .arg(analysis)
+        .args(["--engine", engine])
+        .output()
+        .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "check_sql.py --engine {engine}:\n{report}"
+    );
+    // The summary line (Spark's log lines before it are noise here).
+    let summary = report
+        .lines()
+        .find(|l| l.starts_with("check_sql: "))
+        .unwrap_or_else(|| panic!("no summary line:\n{report}"))
+        .to_owned();
+    eprintln!("{summary}");
+    summary
+}
+
+/// A fleet: two clusters' data in one dataset. The same object names in both clusters are two
+/// objects each; `analyze` reports each cluster's readiness (equal to that cluster analysed
+/// alone) beside the fleet's, `--cluster` reads one cluster's data only, and both engines' SQL
+/// give the fleet analysis' numbers.
+#[test]
+fn a_fleet_of_two_clusters_is_one_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_shadow-reconciler");
+    let fleet = dir.path().join("fleet");
+    for (cluster, seed, hosted) in [("east", "2", "60"), ("west", "3", "80")] {
+        let own = dir.path().join(cluster);
+        run(Command::new(bin)
+            .args(["simulate", "--quiet", "--seed", seed, "--cluster", cluster])
+            .args(["--hosted-clusters", hosted, "--addons", "20"])
+            .arg("--parquet-dir")
+            .arg(&own));
+        copy_tree(&own, &fleet);
+    }
+    let analyse = |dir: &Path, extra: &[&str]| -> Value {
+        serde_json::from_str(&run(Command::new(bin)
+            .arg("analyze")
+            .arg(dir)
+            .args(["--format", "json"])
+            .args(extra)))
+        .unwrap()
+    };
+    let whole = analyse(&fleet, &[]);
+    let clusters: Vec<&str> = whole["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["east", "west"]);
+    for (i, cluster) in ["east", "west"].into_iter().enumerate() {
+        let alone = analyse(&dir.path().join(cluster), &[]);
+        let filtered = analyse(&fleet, &["--cluster", cluster]);
+        // --cluster reads that cluster's data only: the same analysis as its own dataset.
+        assert_eq!(filtered["plans"], alone["plans"], "{cluster}");
+        let mine = &whole["clusters"][i];
+        assert_eq!(mine["readiness"], alone["readiness"], "{cluster}");
+        let objects: u64 = alone["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["objects"].as_u64().unwrap())
+            .sum();
+        assert_eq!(mine["objects"].as_u64(), Some(objects), "{cluster}");
+    }
+    // Both clusters name their objects alike (clusters-0, ...): the fleet counts them apart.
+    let objects = |doc: &Value| doc["plans"][0]["objects"].as_u64().unwrap();
+    assert_eq!(
+        objects(&whole),
+        objects(&analyse(&dir.path().join("east"), &[]))
+            + objects(&analyse(&dir.path().join("west"), &[]))
+    );
+    let unknown = Command::new(bin)
+        .arg("analyze")
+        .arg(&fleet)
+        .args(["--cluster", "north"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert_eq!(unknown.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--cluster north") && stderr.contains("east, west"),
+        "{stderr}"
+    );
+    let analysis = dir.path().join("fleet.json");
+    std::fs::write(&analysis, serde_json::to_string(&whole).unwrap()).unwrap();
+    check_sql(&fleet, &analysis, "duckdb");
+    check_sql(&fleet, &analysis, "spark");
+}
+
+/// Copies the files under `from` into `to`, keeping their relative paths.
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 fn names(section: &Value) -> BTreeSet<String> {

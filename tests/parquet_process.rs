@@ -77,7 +77,7 @@ fn pyarrow_and_duckdb_read_what_simulate_wrote_and_agree_with_analyze() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("readiness to enforce:"), "{stdout}");
-    let report = data.join("report.html");
+    let report = dir.path().join("shadow-data-report.html");
     assert!(
         stdout.contains(&format!("HTML report: {}", report.display())),
         "{stdout}"

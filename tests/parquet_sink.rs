@@ -125,16 +125,17 @@ fn records_land_in_hive_partitions_whole_and_redacted() {
         .to_owned();
     let parts: Vec<&str> = relative.split('/').collect();
     assert_eq!(parts[0], "table=steps");
+    assert_eq!(parts[1], "cluster=default", "the cluster when none is set");
     assert!(
-        parts[1].starts_with("date=") && parts[1].len() == "date=2026-11-29".len(),
+        parts[2].starts_with("date=") && parts[2].len() == "date=2026-11-29".len(),
         "{relative}"
     );
     assert!(
-        parts[2].starts_with("hour=") && parts[2].len() == "hour=18".len(),
+        parts[3].starts_with("hour=") && parts[3].len() == "hour=18".len(),
         "{relative}"
     );
     assert!(
-        parts[3].starts_with("part-") && parts[3].ends_with(".parquet"),
+        parts[4].starts_with("part-") && parts[4].ends_with(".parquet"),
         "{relative}"
     );
     // No secret value left the process; the message says what was wrong.
@@ -294,7 +295,7 @@ fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
         // A writer's temporary file is not a committed file: never read.
         std::fs::write(partition.join(".part-x.parquet.tmp"), b"partial").unwrap();
     }
-    let scanned = shadow_reconciler::analyze::scan::scan(dir.path(), &[plan], 2).unwrap();
+    let scanned = shadow_reconciler::analyze::scan::scan(dir.path(), &[plan], 2, &[]).unwrap();
     let skipped: Vec<String> = scanned
         .skipped
         .iter()
@@ -426,9 +427,10 @@ fn half_rotations_are_reported_never_counted_and_repaired_by_the_next_writer() {
     let reconciles = reader::files(dir.path(), Table::Reconciles).unwrap();
     assert!(reconciles.len() >= 2, "{reconciles:?}");
     let plan = shadow_reconciler::plan::embedded::load("hostedcluster").unwrap();
-    let before = shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2)
-        .unwrap()
-        .other_versions[0];
+    let before =
+        shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2, &[])
+            .unwrap()
+            .other_versions[0];
 
     // A crash after the steps rename, with the reconciles file prepared whole: hide it back
     // under its temporary name.
@@ -441,7 +443,8 @@ fn half_rotations_are_reported_never_counted_and_repaired_by_the_next_writer() {
     std::fs::remove_file(second).unwrap();
 
     let scanned =
-        shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2).unwrap();
+        shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2, &[])
+            .unwrap();
     assert_eq!(scanned.skipped.len(), 2, "{:?}", scanned.skipped);
     assert!(
         scanned

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-/// Runs `simulate` in `dir` as a user would (its data in `./shadow-data`, the path the report
+/// Runs `simulate` in `dir` as a user would (its data in `./shadow-data`, its report in `./shadow-data-report.html`, the paths the report
 /// shows), returns the report's path.
 fn simulate(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
     let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
@@ -26,7 +26,7 @@ fn simulate(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
         "simulate {extra:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    dir.join("shadow-data/report.html")
+    dir.join("shadow-data-report.html")
 }
 
 /// A PNG's width and height, from its IHDR chunk.

@@ -26,11 +26,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 class Dialect:
     def __init__(self, name, create, view, ref, steps_source, file_column, agg, drop_note, header,
-                 values="(VALUES {rows})", time_column='"time"'):
+                 values="(VALUES {rows})", time_column='"time"', small=()):
         self.name = name
         self.time_column = time_column
         self.values = values
         self._create = create
+        self.small = small
         self._view = view
         self._ref = ref
         self.steps_source = steps_source
@@ -41,6 +42,8 @@ class Dialect:
 
     def create(self, table):
         """Starts a statement that (re)creates `table` from the query that follows."""
+        if table in self.small:
+            return self.view(table)
         return self._create.format(ref=self.ref(table))
 
     def view(self, name):
@@ -73,18 +76,25 @@ DUCKDB = Dialect(
 
 SPARK = Dialect(
     "spark",
-    create="DROP TABLE IF EXISTS {ref};\nCREATE TABLE {ref} USING parquet AS",
+    # A cached temporary view: computed once, in memory, gone with the session (no warehouse
+    # directory is left behind, so the script runs again in a new session).
+    create="DROP VIEW IF EXISTS {ref};\nCACHE TABLE {ref} AS",
     view="CREATE OR REPLACE TEMPORARY VIEW {ref} AS",
     ref="{table}",
     steps_source="shadow_steps",
-    file_column="_metadata.file_path",
+    file_column="file",
     agg="array_join(array_sort(collect_list({col})), ',')",
     values="VALUES {rows}",
     time_column="`time`",
-    drop_note="The intermediate tables (sr_*) are written to the current database; drop them when done.",
-    header="""-- UNTESTED translation of exporters/sql/duckdb/pairs.sql (which is tested against the analyzer),
--- generated with it by exporters/sql/generate_pairs.py, for Spark SQL 3.4 or later: reads the table
--- `shadow_steps` declared by exporters/sql/spark/tables.sql. Run it as a script (spark-sql -f).""",
+    drop_note="The intermediate results (sr_*) are temporary views of the session, cached but for the few rows\n-- of the plan's operations, dependencies and constants.",
+    # A few rows each: a plain view costs no job of its own.
+    small=("sr_plan_operations", "sr_declared", "sr_z", "sr_plan_namespaces"),
+    header="""-- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode on simulate's data
+-- and compares every number with `analyze --format json`. For Spark 4.1 or later (Databricks
+-- Runtime 16.3 or later): the fixpoint is a SQL script (BEGIN ... END) that stops at convergence.
+-- Reads the view `shadow_steps` declared by exporters/sql/spark/tables.sql. Run it statement by
+-- statement (the BEGIN ... END block is one statement), e.g. with spark.sql() in pyspark; see
+-- exporters/sql/spark/README.md.""",
 )
 
 TRINO = Dialect(
@@ -121,7 +131,7 @@ COMMON_HEADER = """-- The ordering pairs (X, Y) of one plan version: `plans[].pa
 -- the detected dependencies included, by the analyzer's fixpoint:
 --   A run is the control's or the candidate's steps of one reconcile (one reconcile_id within one
 --   file) in `seq` order, reduced to the steps that executed (real or dry-run) or failed.
---   The unit is the object (kind/namespace/name): each object counts once on each side of a
+--   The unit is the object (cluster/kind/namespace/name: a name in two clusters is two objects): each object counts once on each side of a
 --   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first;
 --   of two observations of the same run, a reconcile recorded twice, the failed one).
 --   Y's baseline: per object, the first run in which Y executed with no failed step before it.
@@ -168,12 +178,9 @@ def wilson(prefix, runs, failures, indent):
     ])
 
 
-def base(d):
+def setup(d):
+    """The statements that read the steps once: every table the rounds read."""
     t = d.ref
-    closure = [f"c0 AS (SELECT src, dst FROM edges UNION SELECT operation, operation FROM {t('sr_plan_operations')})"]
-    for k in range(1, SQUARINGS + 1):
-        closure.append(f"c{k} AS (SELECT DISTINCT a.src, b.dst FROM c{k - 1} a JOIN c{k - 1} b ON b.src = a.dst)")
-    closure = ",\n".join(closure)
     return f"""-- The plan's operations and declared dependencies (src -> dst: dst depends on src).
 {d.create('sr_plan_operations')}
 SELECT operation, depends_on FROM {d.values.format(rows='{plan_operations}')} AS t(operation, depends_on);
@@ -183,15 +190,15 @@ SELECT DISTINCT depends_on AS src, operation AS dst
 FROM {t('sr_plan_operations')}
 WHERE depends_on <> '';
 
--- The step rows of this plan version, with their object (kind/namespace/name).
+-- The step rows of this plan version, with their object (cluster/kind/namespace/name: a name in two clusters is two objects).
 {d.create('sr_rows')}
 SELECT {d.file_column} AS file, reconcile_id, {d.time_column} AS t,
        coalesce(policy = 'control', false) AS control,
        seq, operation,
        execution IN ('real', 'dry-run') AS executed,
        outcome = 'failed' AS failed,
-       kind || '/' || coalesce(namespace, '') || '/' || name AS object,
-       coalesce(namespace, '') AS namespace
+       cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object,
+       CASE WHEN namespace IS NULL THEN '' ELSE cluster || '/' || namespace END AS namespace
 FROM {d.steps_source}
 WHERE plan = '{{plan}}' AND plan_hash = '{{plan_hash}}'
   AND operation IN (SELECT operation FROM {t('sr_plan_operations')});
@@ -265,36 +272,17 @@ JOIN {t('sr_failed_before')} b ON b.file = o.file AND b.reconcile_id = o.reconci
                           AND b.control = o.control AND b.seq = o.seq
 JOIN {t('sr_failed_before')} w ON w.file = o.file AND w.reconcile_id = o.reconcile_id
                           AND w.control = o.control AND w.seq = o.seq AND w.failed <> b.failed;
+"""
 
--- The dependencies the previous round detected: none before round 0.
-{d.create('sr_detected')}
-SELECT src, dst FROM {t('sr_declared')} WHERE 1 = 0;
 
--- explains(src, dst): dst depends on src, transitively, through the declared dependencies and
--- those the previous round detected (paths of up to 2^{SQUARINGS} edges).
-{d.view('sr_closure')}
-WITH edges AS (
-    SELECT src, dst FROM {t('sr_declared')}
-    UNION
-    SELECT src, dst FROM {t('sr_detected')}
-),
-{closure}
-SELECT src, dst FROM c{SQUARINGS} WHERE src <> dst;
-
--- Before any detection, the closure is the plan's own: what `declared` means.
-{d.create('sr_declared_closure')}
-SELECT src, dst FROM {t('sr_closure')};
-
-{d.create('sr_explains')}
-SELECT src, dst FROM {t('sr_closure')};
-
--- The pairs under sr_explains: per object, the first observation of Y after X where every other
--- failure before Y is explained.
-{d.view('sr_judged')}
-WITH unexplained AS (
+def judged(d, explains, declared_closure):
+    """The query of a round's pairs under the relation `explains` (src, dst): per object, the first
+    observation of Y after X where every other failure before Y is explained."""
+    t = d.ref
+    return f"""WITH unexplained AS (
     SELECT DISTINCT o.failed, o.failures_before
     FROM {t('sr_pattern_others')} o
-    LEFT JOIN {t('sr_explains')} e ON e.src = o.failed AND e.dst = o.other
+    LEFT JOIN {explains} e ON e.src = o.failed AND e.dst = o.other
     WHERE e.src IS NULL
 ),
 firsts AS (
@@ -328,13 +316,48 @@ intervals AS (
     CROSS JOIN {t('sr_z')} z
     CROSS JOIN {t('sr_plan_namespaces')} ns
     LEFT JOIN {t('sr_baseline')} b ON b.later = a.later
-    LEFT JOIN {t('sr_declared_closure')} d ON d.src = a.failed AND d.dst = a.later
+    LEFT JOIN {declared_closure} d ON d.src = a.failed AND d.dst = a.later
 )
 SELECT i.*,
        after_low > baseline_high AS separated,
        after_low > baseline_high AND NOT declared
          AND after_objects >= {{min_samples}} AND baseline_objects >= {{min_samples}} AS dependency
-FROM intervals i;
+FROM intervals i"""
+
+
+def base(d):
+    t = d.ref
+    closure = [f"c0 AS (SELECT src, dst FROM edges UNION SELECT operation, operation FROM {t('sr_plan_operations')})"]
+    for k in range(1, SQUARINGS + 1):
+        closure.append(f"c{k} AS (SELECT DISTINCT a.src, b.dst FROM c{k - 1} a JOIN c{k - 1} b ON b.src = a.dst)")
+    closure = ",\n".join(closure)
+    return setup(d) + f"""
+-- The dependencies the previous round detected: none before round 0.
+{d.create('sr_detected')}
+SELECT src, dst FROM {t('sr_declared')} WHERE 1 = 0;
+
+-- explains(src, dst): dst depends on src, transitively, through the declared dependencies and
+-- those the previous round detected (paths of up to 2^{SQUARINGS} edges).
+{d.view('sr_closure')}
+WITH edges AS (
+    SELECT src, dst FROM {t('sr_declared')}
+    UNION
+    SELECT src, dst FROM {t('sr_detected')}
+),
+{closure}
+SELECT src, dst FROM c{SQUARINGS} WHERE src <> dst;
+
+-- Before any detection, the closure is the plan's own: what `declared` means.
+{d.create('sr_declared_closure')}
+SELECT src, dst FROM {t('sr_closure')};
+
+{d.create('sr_explains')}
+SELECT src, dst FROM {t('sr_closure')};
+
+-- The pairs under sr_explains: per object, the first observation of Y after X where every other
+-- failure before Y is explained.
+{d.view('sr_judged')}
+{judged(d, t('sr_explains'), t('sr_declared_closure'))};
 
 -- Every round's pairs, and how many dependencies each round added or dropped.
 {d.create('sr_pairs')}
@@ -381,7 +404,89 @@ ORDER BY p.failed, p.later;
 """
 
 
+STRUCT_PAIRS = "ARRAY<STRUCT<src: STRING, dst: STRING>>"
+NO_NAMES = "CAST(array() AS ARRAY<STRING>)"
+
+
+def spark_closure(edges):
+    """Spark: (src, dst) where dst depends on src transitively through `edges` (a query of src, dst),
+    without self-joins: each operation's reachable set grows by one step per iteration of
+    `aggregate`, over the adjacency map of all edges (plans of up to 64 operations)."""
+    return f"""WITH edges AS (
+    {edges}
+),
+adjacent AS (
+    SELECT map_from_entries(collect_list(struct(src, dsts))) AS next
+    FROM (SELECT src, collect_set(dst) AS dsts FROM edges GROUP BY src) a
+),
+operations AS (SELECT DISTINCT operation FROM sr_plan_operations)
+SELECT o.operation AS src, reached.dst
+FROM operations o CROSS JOIN adjacent g
+LATERAL VIEW explode(aggregate(
+    sequence(1, 64),
+    coalesce(try_element_at(g.next, o.operation), {NO_NAMES}),
+    (acc, i) -> array_distinct(concat(acc, flatten(transform(
+        acc, x -> coalesce(try_element_at(g.next, x), {NO_NAMES}))))))) reached AS dst
+WHERE reached.dst <> o.operation"""
+
+
+def render_spark():
+    """Spark's pairs.sql: the shared statements as cached views, then the fixpoint as one SQL script
+    that runs rounds until one detects exactly the set it was given, as the analyzer does."""
+    d = SPARK
+    header = COMMON_HEADER.replace("ROUNDS_N", str(ROUNDS)).replace("SQUARINGS_N", str(SQUARINGS))
+    header = header.replace(
+        "-- The rounds are unrolled: this script runs " + str(ROUNDS) + " of them (each repeats the views sr_closure and\n"
+        "-- sr_judged over the tables sr_detected and sr_explains) and returns the last, with\n",
+        "-- Here the rounds are a loop of a SQL script that stops at the first round that changes nothing\n"
+        "-- (at most " + str(ROUNDS) + "), the dependencies detected so far held in a variable; it returns that round with\n")
+    header = header.replace(
+        "-- Plans of up to 64 operations (the closure squares the dependency relation " + str(SQUARINGS) + " times).\n",
+        "-- Plans of up to 64 operations (the closure extends each operation's reach 64 times).\n")
+    inline_explains = "(SELECT inline(explains))"
+    return header + d.header + "\n-- " + d.drop_note + "\n" + setup(d) + f"""
+-- Before any detection, the closure is the plan's own: what `declared` means.
+{d.create('sr_declared_closure')}
+{spark_closure("SELECT src, dst FROM sr_declared")};
+
+-- The fixpoint: round r counts the pairs under the closure of the declared dependencies and
+-- those round r - 1 detected, until a round detects exactly the set it was given.
+BEGIN
+  DECLARE round_no INT DEFAULT 0;
+  DECLARE converged BOOLEAN DEFAULT false;
+  DECLARE detected {STRUCT_PAIRS} DEFAULT CAST(array() AS {STRUCT_PAIRS});
+  DECLARE found {STRUCT_PAIRS} DEFAULT CAST(array() AS {STRUCT_PAIRS});
+  DECLARE explains {STRUCT_PAIRS} DEFAULT CAST(array() AS {STRUCT_PAIRS});
+  fixpoint: WHILE round_no < {ROUNDS} DO
+    SET explains = (
+      SELECT collect_list(named_struct('src', src, 'dst', dst))
+      FROM ({spark_closure("SELECT src, dst FROM sr_declared UNION SELECT src, dst FROM (SELECT inline(detected))")}) c);
+    SET found = (
+      SELECT array_sort(collect_list(named_struct('src', failed, 'dst', later)))
+      FROM ({judged(d, inline_explains, 'sr_declared_closure')}) j
+      WHERE dependency);
+    IF found = detected THEN
+      SET converged = true;
+      LEAVE fixpoint;
+    END IF;
+    SET detected = found;
+    SET round_no = round_no + 1;
+  END WHILE fixpoint;
+  -- The pairs of the last round: the analyzer's when converged.
+  SELECT '{{plan}}' AS plan, p.failed, p.later,
+         p.after_objects, p.after_failures, p.after_rate, p.after_low, p.after_high,
+         p.baseline_objects, p.baseline_failures, p.baseline_rate, p.baseline_low, p.baseline_high,
+         p.separated, p.declared, p.dependency, p.after_failed_namespaces, p.concentrated,
+         CASE WHEN converged THEN round_no + 1 END AS rounds, converged
+  FROM ({judged(d, inline_explains, 'sr_declared_closure')}) p
+  ORDER BY p.failed, p.later;
+END;
+"""
+
+
 def render(d):
+    if d is SPARK:
+        return render_spark()
     header = COMMON_HEADER.replace("ROUNDS_N", str(ROUNDS)).replace("SQUARINGS_N", str(SQUARINGS))
     parts = [header + d.header + "\n-- " + d.drop_note + "\n", base(d)]
     parts += [round_sql(d, r) for r in range(ROUNDS)]

@@ -8,6 +8,7 @@
 //! a module of its layer or above.
 
 pub mod answer;
+pub mod clusters;
 pub mod counts;
 mod judge;
 pub mod pairs;
@@ -38,6 +39,8 @@ pub struct Settings {
     pub confidence: f64,
     /// Threads reading files.
     pub threads: usize,
+    /// Only these clusters' data (empty: every cluster's).
+    pub clusters: Vec<String>,
 }
 
 impl Default for Settings {
@@ -48,6 +51,7 @@ impl Default for Settings {
             min_samples: 30,
             confidence: 0.99,
             threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            clusters: Vec::new(),
         }
     }
 }
@@ -69,6 +73,16 @@ pub enum AnalyzeError {
         /// Why it matches nothing.
         why: String,
         /// `PLAN/GROUP` of every group analysed.
+        known: String,
+    },
+    /// `--cluster` names a cluster the dataset does not hold.
+    #[error("--cluster {cluster}: {dir} holds no data of this cluster; it holds: {known}")]
+    UnknownCluster {
+        /// What was asked for.
+        cluster: String,
+        /// The dataset.
+        dir: PathBuf,
+        /// The clusters it holds.
         known: String,
     },
     /// Nothing to analyse: no rows of any given plan.
@@ -414,6 +428,10 @@ pub struct Analysis {
     pub plans: Vec<PlanReport>,
     /// The worst readiness over every plan and group considered.
     pub readiness: Readiness,
+    /// Per cluster whose data was read (one entry when the data is one cluster's: the whole),
+    /// its readiness judged on its own data. The fleet's verdicts (`plans`) count an object of
+    /// one cluster apart from a namesake in another.
+    pub clusters: Vec<clusters::ClusterReport>,
 }
 
 impl Analysis {
@@ -470,7 +488,21 @@ pub fn analyze(
     if !dir.is_dir() {
         return Err(AnalyzeError::NoDirectory(dir.to_owned()));
     }
-    let counts = scan::scan(dir, plans, settings.threads)?;
+    if !settings.clusters.is_empty() {
+        let known = scan::clusters(dir)?;
+        if let Some(missing) = settings.clusters.iter().find(|c| !known.contains(c)) {
+            return Err(AnalyzeError::UnknownCluster {
+                cluster: missing.clone(),
+                dir: dir.to_owned(),
+                known: if known.is_empty() {
+                    "no data".to_owned()
+                } else {
+                    known.join(", ")
+                },
+            });
+        }
+    }
+    let mut counts = scan::scan(dir, plans, settings.threads, &settings.clusters)?;
     for s in &counts.skipped {
         tracing::warn!(path = %s.path.display(), error = %s.error, "skipped a Parquet file that cannot be read");
     }
@@ -516,6 +548,13 @@ pub fn analyze(
         .flat_map(|p| p.readiness.iter().map(|g| g.readiness))
         .max()
         .unwrap_or(Readiness::Inconclusive);
+    let clusters = clusters::reports(
+        std::mem::take(&mut counts.clusters),
+        &reports,
+        plans,
+        settings.min_samples,
+        z,
+    );
     Ok(Analysis {
         schema: SCHEMA,
         answer: answer::answer(&reports, readiness),
@@ -528,5 +567,6 @@ pub fn analyze(
         confidence: settings.confidence,
         plans: reports,
         readiness,
+        clusters,
     })
 }

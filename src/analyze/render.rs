@@ -203,6 +203,41 @@ pub(super) fn code_of(code: super::FindingCode) -> String {
         .unwrap_or_default()
 }
 
+/// With data of several clusters, each one's readiness judged on its own data, in one line
+/// (`None` for one cluster's data: the answer is that cluster's).
+pub(super) fn clusters_line(a: &Analysis) -> Option<String> {
+    if a.clusters.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = a
+        .clusters
+        .iter()
+        .map(|c| {
+            let stopped: Vec<String> = c
+                .groups
+                .iter()
+                .filter(|g| g.readiness == super::Readiness::NotReady)
+                .map(|g| format!("{}/{}", g.plan, g.group))
+                .collect();
+            format!(
+                "{} {} ({} objects{})",
+                c.cluster,
+                c.readiness.as_str(),
+                c.objects,
+                if stopped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not ready: {}", stopped.join(", "))
+                }
+            )
+        })
+        .collect();
+    Some(format!(
+        "per cluster, each judged on its own data: {}",
+        each.join("; ")
+    ))
+}
+
 /// The answer as text: every group's readiness, the plan edits with their evidence, the next
 /// steps.
 fn answer_text(out: &mut String, a: &Analysis, colour: bool) {
@@ -244,6 +279,9 @@ fn answer_text(out: &mut String, a: &Analysis, colour: bool) {
             _ => line.to_owned(),
         };
         let _ = writeln!(out, "  {line}");
+    }
+    if let Some(line) = clusters_line(a) {
+        let _ = writeln!(out, "{line}");
     }
     for edits in &answer.plan_edits {
         let _ = writeln!(

@@ -65,6 +65,9 @@ pub struct Counts {
     pub skipped: Vec<Skipped>,
     /// Rows read (both tables).
     pub rows: u64,
+    /// The clusters whose parts were read, sorted; with each, its own counts per plan when there
+    /// are several (empty otherwise: the whole is the one cluster's).
+    pub clusters: Vec<(String, Option<Vec<PlanCounts>>)>,
 }
 
 impl Counts {
@@ -76,6 +79,7 @@ impl Counts {
             files_read: 0,
             skipped: Vec::new(),
             rows: 0,
+            clusters: Vec::new(),
         }
     }
 
@@ -95,7 +99,32 @@ impl Counts {
     }
 }
 
-/// Counts every file of `dir` against `plans` on `threads` threads.
+/// The cluster of a part: its `cluster=NAME` partition directory, or the default cluster for a
+/// dataset written before clusters were recorded.
+#[must_use]
+pub fn cluster_of(path: &Path) -> &str {
+    path.components()
+        .rev()
+        .filter_map(|c| c.as_os_str().to_str())
+        .find_map(|c| c.strip_prefix("cluster="))
+        .unwrap_or(crate::dataset::encode::DEFAULT_CLUSTER)
+}
+
+/// The clusters a dataset holds, sorted, from its parts' paths.
+pub fn clusters(dir: &Path) -> Result<Vec<String>, reader::ReadError> {
+    let mut found: Vec<String> = reader::parts(dir)?
+        .pairs
+        .iter()
+        .map(|(r, _)| cluster_of(r).to_owned())
+        .collect();
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+/// Counts every file of `dir` against `plans` on `threads` threads: every cluster's, or those of
+/// `only` when it is not empty. With several clusters, an object is one of a cluster (the same
+/// name in two clusters is two objects), and each cluster is also counted on its own.
 ///
 /// # Panics
 /// If a counting thread panicked (a bug), rather than return partial counts.
@@ -103,16 +132,32 @@ pub fn scan(
     dir: &Path,
     plans: &[ReconcilePlan],
     threads: usize,
+    only: &[String],
 ) -> Result<Counts, reader::ReadError> {
     // Only whole parts: a file whose sibling in the other table is missing (a writer died
     // between its two renames) is reported as skipped, never counted. A part counts whole or
     // not at all: when one of its files cannot be read, its sibling is skipped too, so that no
     // reconcile is counted without its steps (or steps without their reconcile).
     let parts = reader::parts(dir)?;
-    let pairs = parts.pairs;
+    let pairs: Vec<(PathBuf, PathBuf)> = parts
+        .pairs
+        .into_iter()
+        .filter(|(r, _)| only.is_empty() || only.iter().any(|c| c == cluster_of(r)))
+        .collect();
+    let mut names: Vec<String> = pairs
+        .iter()
+        .map(|(r, _)| cluster_of(r).to_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    let several = names.len() > 1;
     let threads = threads.clamp(1, pairs.len().max(1));
     let hashes: Vec<String> = plans.iter().map(|p| p.hash().to_hex()).collect();
-    let ctx = Ctx { plans, hashes };
+    let ctx = Ctx {
+        plans,
+        hashes,
+        several,
+    };
     let mut total = Counts::new(plans);
     total.skipped.extend(parts.orphans.into_iter().map(|o| Skipped {
         error: format!(
@@ -122,6 +167,8 @@ pub fn scan(
         ),
         path: o.path,
     }));
+    let mut by_cluster: std::collections::BTreeMap<String, Vec<PlanCounts>> =
+        std::collections::BTreeMap::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -129,26 +176,62 @@ pub fn scan(
                 let ctx = &ctx;
                 scope.spawn(move || {
                     let mut mine = Counts::new(ctx.plans);
+                    let mut clusters = std::collections::BTreeMap::new();
                     for (reconciles, steps) in pairs.iter().skip(t).step_by(threads) {
-                        count_part(reconciles, steps, ctx, &mut mine);
+                        count_part(reconciles, steps, ctx, &mut mine, &mut clusters);
                     }
-                    mine
+                    (mine, clusters)
                 })
             })
             .collect();
         for handle in handles {
             // A panic in a counting thread is a bug; surface it rather than hide data.
-            total.merge(handle.join().expect("a counting thread panicked"));
+            let (mine, clusters) = handle.join().expect("a counting thread panicked");
+            total.merge(mine);
+            for (name, plans) in clusters {
+                merge_plans(&mut by_cluster, name, plans);
+            }
         }
     });
     total.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    total.clusters = names
+        .into_iter()
+        .map(|name| {
+            let own = by_cluster.remove(&name);
+            (name, own)
+        })
+        .collect();
     Ok(total)
+}
+
+fn merge_plans(
+    into: &mut std::collections::BTreeMap<String, Vec<PlanCounts>>,
+    cluster: String,
+    plans: Vec<PlanCounts>,
+) {
+    match into.entry(cluster) {
+        std::collections::btree_map::Entry::Vacant(v) => {
+            v.insert(plans);
+        }
+        std::collections::btree_map::Entry::Occupied(mut o) => {
+            for (a, b) in o.get_mut().iter_mut().zip(plans) {
+                a.merge(b);
+            }
+        }
+    }
 }
 
 /// Counts one whole part into `into`: both files, or neither (each unreadable file skipped
 /// with its error, a readable sibling with the reason it is not counted).
-fn count_part(reconciles: &Path, steps: &Path, ctx: &Ctx, into: &mut Counts) {
+fn count_part(
+    reconciles: &Path,
+    steps: &Path,
+    ctx: &Ctx,
+    into: &mut Counts,
+    clusters: &mut std::collections::BTreeMap<String, Vec<PlanCounts>>,
+) {
     let mut counts = Counts::new(ctx.plans);
+    let cluster = ctx.several.then(|| cluster_of(reconciles));
     let results = [
         (
             Table::Reconciles,
@@ -160,11 +243,14 @@ fn count_part(reconciles: &Path, steps: &Path, ctx: &Ctx, into: &mut Counts) {
         (
             Table::Steps,
             steps,
-            reader::guarded(steps, || count_steps(steps, ctx, &mut counts)),
+            reader::guarded(steps, || count_steps(steps, ctx, cluster, &mut counts)),
         ),
     ];
     if results.iter().all(|(_, _, r)| r.is_ok()) {
         counts.files_read = 2;
+        if let Some(cluster) = cluster {
+            merge_plans(clusters, cluster.to_owned(), counts.plans.clone());
+        }
         into.merge(counts);
         return;
     }
@@ -187,6 +273,8 @@ fn count_part(reconciles: &Path, steps: &Path, ctx: &Ctx, into: &mut Counts) {
 struct Ctx<'a> {
     plans: &'a [ReconcilePlan],
     hashes: Vec<String>,
+    /// Several clusters: objects and namespaces are named with their cluster.
+    several: bool,
 }
 
 impl Ctx<'_> {
@@ -426,7 +514,13 @@ impl<'a> StepBatch<'a> {
     }
 }
 
-fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader::ReadError> {
+/// Counts a steps file; with `cluster`, objects and namespaces are named `CLUSTER/...`.
+fn count_steps(
+    path: &Path,
+    ctx: &Ctx,
+    cluster: Option<&str>,
+    counts: &mut Counts,
+) -> Result<(), reader::ReadError> {
     let mut pending: Option<Pending> = None;
     let classes: HashMap<&str, usize> = ErrorClass::ALL
         .iter()
@@ -469,7 +563,11 @@ fn count_steps(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader
             match b.row(i, &ctx.plans[p], &classes) {
                 Ok(row) => pending
                     .get_or_insert_with(|| {
-                        let (object, namespace) = b.object(i);
+                        let (mut object, mut namespace) = b.object(i);
+                        if let Some(cluster) = cluster {
+                            object = format!("{cluster}/{object}");
+                            namespace = namespace.map(|n| format!("{cluster}/{n}"));
+                        }
                         Pending {
                             id: b.id.value(i).to_owned(),
                             plan: p,

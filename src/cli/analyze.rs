@@ -38,6 +38,10 @@ pub struct AnalyzeArgs {
     /// repeatable): the exit code is their worst readiness instead of every group's.
     #[arg(long = "group", value_name = "PLAN/GROUP")]
     pub groups: Vec<String>,
+    /// Only this cluster's data (repeatable; default: every cluster in the dataset). With several
+    /// clusters, each one's readiness is also reported beside the fleet's.
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
     /// Confidence of the Wilson intervals (0.5 to 0.9999).
     #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
     pub confidence: f64,
@@ -65,6 +69,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let settings = analyze::Settings {
         min_samples: args.min_samples,
         confidence: args.confidence,
+        clusters: args.clusters.clone(),
         ..analyze::Settings::default()
     };
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
@@ -170,18 +175,18 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The HTML report's name in the dataset directory.
-pub const REPORT: &str = "report.html";
-
-/// `simulate`'s ending: the analysis table on stdout, the HTML report next to the data.
-pub fn analyze_simulated(dir: &Path, plans: &[LoadedPlan]) -> anyhow::Result<analyze::Readiness> {
+/// `simulate`'s ending: the analysis table on stdout, the HTML report at `html`.
+pub fn analyze_simulated(
+    dir: &Path,
+    html: &Path,
+    plans: &[LoadedPlan],
+) -> anyhow::Result<analyze::Readiness> {
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
     let mut analysis = analyze::analyze(dir, &only, &analyze::Settings::default())?;
     attach_diffs(&mut analysis, plans);
     out("\n");
     out(analyze::render::table_styled(&analysis, colour()));
-    let report = dir.join(REPORT);
-    write(&report, &analyze::render::render(&analysis, Format::Html))?;
-    out(format_args!("HTML report: {}\n", report.display()));
+    write(html, &analyze::render::render(&analysis, Format::Html))?;
+    out(format_args!("HTML report: {}\n", html.display()));
     Ok(analysis.readiness)
 }

@@ -144,6 +144,15 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
 #[allow(clippy::struct_field_names)]
 #[derive(Args, Clone)]
 pub struct ParquetArgs {
+    /// The cluster the records come from (the management cluster's name): a column of every row
+    /// and the partition directory cluster=NAME, so one bucket can hold a fleet's data.
+    #[arg(
+        long,
+        env = "SHADOW_RECONCILER_CLUSTER",
+        default_value = shadow_reconciler::dataset::encode::DEFAULT_CLUSTER,
+        value_parser = cluster_name
+    )]
+    pub cluster: String,
     /// Records per row group are counted in step rows; a file closes at this many step rows.
     #[arg(long, default_value_t = 262_144, value_parser = at_least_one)]
     pub parquet_max_rows: usize,
@@ -159,6 +168,10 @@ pub struct ParquetArgs {
     /// How long a shutdown waits for the writer to flush, in seconds.
     #[arg(long, default_value_t = 10)]
     pub parquet_grace: u64,
+}
+
+fn cluster_name(text: &str) -> Result<String, String> {
+    shadow_reconciler::dataset::encode::check_cluster(text).map(|()| text.to_owned())
 }
 
 /// A count that must be at least 1 (`--parquet-max-rows 0` would write a file per record).
@@ -190,6 +203,7 @@ impl ParquetArgs {
 
     fn start_unchecked(&self, dir: &Path, health: Option<HealthCounters>) -> ParquetSink {
         let mut config = SinkConfig::new(dir);
+        config.writer.cluster = self.cluster.as_str().into();
         config.capacity = self.parquet_capacity;
         config.writer.max_file_rows = self.parquet_max_rows;
         config.writer.row_group_rows = config

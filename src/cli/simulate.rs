@@ -107,6 +107,11 @@ pub(super) struct SimulateArgs {
         conflicts_with = "model_only"
     )]
     parquet_dir: PathBuf,
+    /// Where the HTML report of the analysis is written [default: next to the dataset directory,
+    /// named after it: shadow-data-report.html]. Never inside the dataset directory, so that
+    /// readers of the whole dataset (Spark reading its root) see Parquet files only.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model_only", "no_parquet"])]
+    html: Option<PathBuf>,
     /// Exit with the analysis' code (1 not ready, 3 inconclusive, as `analyze`) when the overall
     /// readiness is this or worse: not-ready, or inconclusive (which fails on both) [default:
     /// exit 0 whatever the verdict].
@@ -215,9 +220,10 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             Some(parquet) => {
                 let (parquet, grace) = (parquet.clone(), args.parquet.grace());
                 let dir = args.parquet_dir.clone();
+                let html = args.html.clone().unwrap_or_else(|| report_beside(&dir));
                 let analysed = tokio::task::spawn_blocking(move || {
                     finish(&parquet, grace)?;
-                    super::analyze::analyze_simulated(&dir, &plans)
+                    super::analyze::analyze_simulated(&dir, &html, &plans)
                 });
                 Some(
                     analysed
@@ -334,8 +340,21 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes an earlier simulation's tables (and report) from `dir`, so the analysis that follows
-/// covers this run alone.
+/// The default report path: `NAME-report.html` beside the dataset directory `.../NAME`.
+fn report_beside(dir: &Path) -> PathBuf {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let name = absolute.file_name().map_or_else(
+        || "shadow-data".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    absolute
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{name}-report.html"))
+}
+
+/// Removes an earlier simulation's tables from `dir` (and the report earlier versions wrote
+/// there), so the analysis that follows covers this run alone.
 pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
     for table in shadow_reconciler::dataset::Table::ALL {
         let path = dir.join(format!("table={}", table.as_str()));
@@ -344,7 +363,7 @@ pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot remove the earlier data in {}", path.display()))?;
         }
     }
-    let report = dir.join(super::analyze::REPORT);
+    let report = dir.join("report.html");
     if report.exists() {
         std::fs::remove_file(&report)
             .with_context(|| format!("cannot remove {}", report.display()))?;
@@ -354,7 +373,7 @@ pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{FailOn, conclude};
+    use super::{FailOn, conclude, report_beside};
     use shadow_reconciler::analyze::Readiness;
     use shadow_reconciler::scenario::Summary;
     use std::process::ExitCode;
@@ -400,5 +419,18 @@ mod tests {
             ..Summary::default()
         };
         assert!(conclude(&wrote, None, Some(Readiness::Ready)).is_err());
+    }
+
+    #[test]
+    fn the_default_report_is_beside_the_dataset_directory() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            report_beside(std::path::Path::new("shadow-data")),
+            cwd.join("shadow-data-report.html")
+        );
+        assert_eq!(
+            report_beside(std::path::Path::new("/srv/data/fleet/")),
+            std::path::Path::new("/srv/data/fleet-report.html")
+        );
     }
 }

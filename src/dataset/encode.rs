@@ -5,13 +5,36 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use arrow_array::builder::{
-    Int64Builder, ListBuilder, StringBuilder, TimestampMicrosecondBuilder, UInt32Builder,
+    ArrayBuilder as _, Int64Builder, ListBuilder, StringBuilder, TimestampMicrosecondBuilder,
+    UInt32Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::ArrowError;
 
 use super::schema::{Table, policy};
 use crate::engine::{ReconcileRecord, StepRecord};
+
+/// The cluster of rows written without one being set ([`ReconcileRows::with_cluster`]).
+pub const DEFAULT_CLUSTER: &str = "default";
+
+/// Checks a cluster name: it names a hive partition directory (`cluster=NAME`) and an object
+/// key's segment, so 1 to 128 letters, digits, `.`, `_` or `-`, starting and ending with a letter
+/// or digit.
+pub fn check_cluster(name: &str) -> Result<(), String> {
+    let ok = (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a cluster name: 1 to 128 letters, digits, '.', '_' or '-', starting and ending with a letter or digit (it names the partition directory cluster=NAME)"
+        ))
+    }
+}
 
 /// The longest error message kept, in bytes; longer ones are cut at a character boundary.
 pub const MAX_MESSAGE_BYTES: usize = 512;
@@ -109,6 +132,8 @@ pub fn time_micros(record: &ReconcileRecord) -> i64 {
 /// The columns both tables start with (`trace_id` only in `reconciles`: in `steps` the
 /// reconcile id, which is the trace id whenever there is one, joins them).
 struct Common {
+    /// The writer's cluster: the same on every row (written once per batch).
+    cluster: Arc<str>,
     time: TimestampMicrosecondBuilder,
     reconcile_id: StringBuilder,
     trace_id: Option<StringBuilder>,
@@ -123,6 +148,7 @@ struct Common {
 impl Common {
     fn new(with_trace_id: bool, rows: usize) -> Self {
         Self {
+            cluster: DEFAULT_CLUSTER.into(),
             time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
             reconcile_id: strings(rows, 32),
             trace_id: with_trace_id.then(|| strings(rows, 32)),
@@ -157,8 +183,13 @@ impl Common {
         if let Some(trace_id) = &mut self.trace_id {
             columns.push(Arc::new(trace_id.finish()));
         }
+        let rows = self.plan.len();
         columns.extend([
-            Arc::new(self.plan.finish()) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                &*self.cluster,
+                rows,
+            ))) as ArrayRef,
+            Arc::new(self.plan.finish()),
             Arc::new(self.plan_hash.finish()),
             Arc::new(self.mode.finish()),
             Arc::new(self.kind.finish()),
@@ -222,6 +253,14 @@ impl ReconcileRows {
             dry_run_requests: UInt32Builder::with_capacity(rows),
             rows: 0,
         }
+    }
+
+    /// The rows' cluster (default [`DEFAULT_CLUSTER`]); the name is assumed checked
+    /// ([`check_cluster`]).
+    #[must_use]
+    pub fn with_cluster(mut self, cluster: Arc<str>) -> Self {
+        self.common.cluster = cluster;
+        self
     }
 
     /// Appends the record's row; `id` is its reconcile id.
@@ -317,6 +356,14 @@ impl StepRows {
             conflict_resolution: strings(rows, 1),
             rows: 0,
         }
+    }
+
+    /// The rows' cluster (default [`DEFAULT_CLUSTER`]); the name is assumed checked
+    /// ([`check_cluster`]).
+    #[must_use]
+    pub fn with_cluster(mut self, cluster: Arc<str>) -> Self {
+        self.common.cluster = cluster;
+        self
     }
 
     /// Appends one row per control and candidate step of the record.

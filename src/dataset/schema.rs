@@ -79,6 +79,7 @@ fn common(table: Table) -> Vec<Field> {
         fields.push(Field::new("trace_id", DataType::Utf8, true));
     }
     fields.extend([
+        Field::new("cluster", DataType::Utf8, false),
         Field::new("plan", DataType::Utf8, false),
         Field::new("plan_hash", DataType::Utf8, false),
         Field::new("mode", DataType::Utf8, false),

@@ -4,6 +4,7 @@
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
@@ -21,6 +22,10 @@ use crate::engine::ReconcileRecord;
 pub struct WriterConfig {
     /// The dataset's root directory (it holds `table=reconciles/` and `table=steps/`).
     pub dir: PathBuf,
+    /// Where the records come from (the management cluster's name, checked by
+    /// [`check_cluster`](super::encode::check_cluster)): a column of both tables and the first
+    /// partition level (`cluster=NAME/`), so one bucket holds a fleet.
+    pub cluster: Arc<str>,
     /// Rows per row group (counted in step rows, the larger table).
     pub row_group_rows: usize,
     /// A file is closed once it holds this many step rows...
@@ -32,12 +37,13 @@ pub struct WriterConfig {
 }
 
 impl WriterConfig {
-    /// Defaults for `dir`: row groups of 65,536 step rows, files of at most 262,144 step rows,
+    /// Defaults for `dir` (cluster `default`): row groups of 65,536 step rows, files of at most 262,144 step rows,
     /// 64 MiB of Arrow data or 60 s.
     #[must_use]
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
+            cluster: super::encode::DEFAULT_CLUSTER.into(),
             row_group_rows: 65_536,
             max_file_rows: 262_144,
             max_file_bytes: 64 << 20,
@@ -89,15 +95,15 @@ struct Part {
 }
 
 impl Part {
-    fn new(partition: String, rows: usize) -> Self {
+    fn new(partition: String, rows: usize, cluster: &Arc<str>) -> Self {
         Self {
             partition,
             opened: Instant::now(),
             opened_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            reconciles: ReconcileRows::with_capacity(rows / 32),
-            steps: StepRows::with_capacity(rows),
+            reconciles: ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
+            steps: StepRows::with_capacity(rows).with_cluster(cluster.clone()),
             batches: [Vec::new(), Vec::new()],
             committed: [false; 2],
             step_rows: 0,
@@ -106,18 +112,21 @@ impl Part {
         }
     }
 
-    fn seal_batch(&mut self, rows: usize) -> Result<(), WriteError> {
+    fn seal_batch(&mut self, rows: usize, cluster: &Arc<str>) -> Result<(), WriteError> {
         if self.reconciles.rows() > 0 {
             let mut full = std::mem::replace(
                 &mut self.reconciles,
-                ReconcileRows::with_capacity(rows / 32),
+                ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
             );
             let batch = full.finish()?;
             self.bytes += batch.get_array_memory_size();
             self.batches[0].push(batch);
         }
         if self.steps.rows() > 0 {
-            let mut full = std::mem::replace(&mut self.steps, StepRows::with_capacity(rows));
+            let mut full = std::mem::replace(
+                &mut self.steps,
+                StepRows::with_capacity(rows).with_cluster(cluster.clone()),
+            );
             let batch = full.finish()?;
             self.bytes += batch.get_array_memory_size();
             self.batches[1].push(batch);
@@ -231,6 +240,7 @@ impl DatasetWriter {
             Part::new(
                 partition_of(time_micros(record)),
                 self.config.row_group_rows,
+                &self.config.cluster,
             )
         });
         part.reconciles.append(record, id);
@@ -247,7 +257,7 @@ impl DatasetWriter {
             return Ok(());
         };
         if part.steps.rows() >= self.config.row_group_rows {
-            part.seal_batch(self.config.row_group_rows)?;
+            part.seal_batch(self.config.row_group_rows, &self.config.cluster)?;
         }
         if part.step_rows >= self.config.max_file_rows || part.bytes >= self.config.max_file_bytes {
             self.rotate()?;
@@ -273,7 +283,7 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        part.seal_batch(self.config.row_group_rows)?;
+        part.seal_batch(self.config.row_group_rows, &self.config.cluster)?;
         if part.records == 0 {
             self.part = None;
             return Ok(());
@@ -297,6 +307,7 @@ impl DatasetWriter {
                 .config
                 .dir
                 .join(format!("table={}", table.as_str()))
+                .join(format!("cluster={}", self.config.cluster))
                 .join(&part.partition);
             let tmp = prepare_file(&dir, &name, &part.batches[i], &self.properties[i], table)?;
             prepared.push((i, dir, tmp));

@@ -55,6 +55,7 @@ non-zero listing every failure as `render: source file: Kind namespace/name: fie
 
 import argparse
 import copy
+import fcntl
 import glob
 import importlib.resources
 import ipaddress
@@ -350,12 +351,19 @@ class MonitoringSchemas:
                 fail(f"{tool} is not installed; ServiceMonitor and PrometheusRule are validated "
                      f"with the npm package {NPM_PACKAGE}@{NPM_VERSION} under node. Install "
                      "Node.js and npm and run again.")
+        os.makedirs(self.npm_dir, exist_ok=True)
+        # Several checks run at once (the test harness runs tests in parallel): one installs
+        # while the others wait for it, never two npm installs into the same directory.
+        with open(os.path.join(self.npm_dir, ".install.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.install_locked()
+
+    def install_locked(self):
         installed = os.path.join(self.package_dir, "package.json")
         if os.path.exists(installed):
             with open(installed) as f:
                 if json.load(f).get("version") == NPM_VERSION:
                     return
-        os.makedirs(self.npm_dir, exist_ok=True)
         result = subprocess.run(
             ["npm", "install", "--prefix", self.npm_dir, "--no-audit", "--no-fund",
              "--no-save", "--loglevel=error", f"{NPM_PACKAGE}@{NPM_VERSION}"],
@@ -368,11 +376,17 @@ class MonitoringSchemas:
         if not docs:
             return
         self.ensure_installed()
-        script = os.path.join(self.npm_dir, "validate-monitoring.mjs")
-        with open(script, "w") as f:
+        # A script of this run's own (node resolves the package next to it), so that parallel
+        # checks never read a file another one is writing.
+        with tempfile.NamedTemporaryFile("w", dir=self.npm_dir, prefix="validate-monitoring-",
+                                         suffix=".mjs", delete=False) as f:
             f.write(NODE_SCRIPT % {"package": NPM_PACKAGE})
-        result = subprocess.run(["node", script], input=json.dumps([d.data for d in docs]),
-                                capture_output=True, text=True, cwd=self.npm_dir)
+            script = f.name
+        try:
+            result = subprocess.run(["node", script], input=json.dumps([d.data for d in docs]),
+                                    capture_output=True, text=True, cwd=self.npm_dir)
+        finally:
+            os.remove(script)
         if result.returncode != 0:
             fail(f"node could not run the {NPM_PACKAGE} validators:\n{result.stderr.strip()}")
         for doc, errors in zip(docs, json.loads(result.stdout)):

@@ -1,14 +1,16 @@
-"""Checks the DuckDB queries of exporters/sql/duckdb/ against the analyzer's JSON.
+"""Checks the SQL of exporters/sql/ (DuckDB's or Spark's) against the analyzer's JSON.
 
-Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--plan FILE]...
+Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--engine duckdb|spark] [--plan FILE]...
 
 ANALYSIS_JSON is `shadow-reconciler analyze DATASET_DIR --format json` of the same directory. For
-each plan in it, runs every exporters/sql/duckdb/*.sql file with its placeholders replaced ({dir},
+each plan in it, runs every query file of exporters/sql/ENGINE/ (default duckdb) with its
+placeholders replaced ({dir},
 {plan}, {plan_hash}, {plan_operations} from the plan file, {confidence}, {min_samples} from the
 JSON) and compares every number the query returns with the JSON's: per operation, failures by
 class, the unblocked matrix, the ordering pairs (counts exactly, rates and Wilson bounds within
 1e-9, the separated/declared/dependency flags) and the plan's counts. Plan files: each --plan
-FILE, else the shipped plan of that name in deploy/plans/.
+FILE, else the shipped plan of that name in deploy/plans/. Spark runs in pyspark's local mode
+(one session for every file, the tables declared by spark/tables.sql, UTC session time zone).
 
 Prints one summary line with the number of values compared; exits 1 with the list of differences
 on any mismatch, and when nothing was compared.
@@ -19,8 +21,8 @@ import json
 import math
 import os
 import sys
+import time
 
-import duckdb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SQL_DIR = os.path.join(ROOT, "exporters", "sql")
@@ -113,18 +115,105 @@ def values_list(operations):
     return ", ".join(rows)
 
 
-def run(path, substitutions):
+def substitute(path, substitutions):
     with open(path) as f:
         text = f.read()
     for key, value in substitutions.items():
         text = text.replace("{" + key + "}", value)
-    con = duckdb.connect()
-    try:
-        cursor = con.execute(text)
-        columns = [d[0] for d in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
-    finally:
-        con.close()
+    return text
+
+
+def statements(text):
+    """The statements of a script: split at a `;` that ends a line, a `BEGIN` ... `END;` block (a
+    SQL script) kept whole."""
+    out, current, depth = [], [], 0
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith("--") and not current:
+            continue
+        current.append(line)
+        if stripped == "BEGIN":
+            depth += 1
+        elif stripped == "END;" and depth:
+            depth -= 1
+        if stripped.endswith(";") and depth == 0:
+            statement = "\n".join(current).strip().rstrip(";")
+            if statement:
+                out.append(statement)
+            current = []
+    if "\n".join(current).strip():
+        out.append("\n".join(current).strip())
+    return out
+
+
+class DuckDB:
+    name = "DuckDB"
+
+    def __init__(self, root):
+        import duckdb
+        self.duckdb = duckdb
+
+    def run(self, path, substitutions):
+        con = self.duckdb.connect()
+        try:
+            cursor = con.execute(substitute(path, substitutions))
+            columns = [d[0] for d in cursor.description]
+            return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        finally:
+            con.close()
+
+    def close(self):
+        pass
+
+
+class Spark:
+    """pyspark in local mode, its tables declared once by spark/tables.sql over the dataset."""
+    name = "Spark"
+
+    def __init__(self, root):
+        import tempfile
+        from pyspark.sql import SparkSession
+        self.scratch = tempfile.mkdtemp(prefix="check-sql-spark-")
+        self.session = (SparkSession.builder.master("local[2]")
+                        .appName("check_sql")
+                        .config("spark.ui.enabled", "false")
+                        .config("spark.ui.showConsoleProgress", "false")
+                        .config("spark.sql.session.timeZone", "UTC")
+                        .config("spark.sql.shuffle.partitions", "4")
+                        .config("spark.sql.warehouse.dir", os.path.join(self.scratch, "warehouse"))
+                        .config("spark.driver.extraJavaOptions",
+                                f"-Dderby.system.home={self.scratch}")
+                        .getOrCreate())
+        self.session.sparkContext.setLogLevel("ERROR")
+        tables = os.path.join(SQL_DIR, "spark", "tables.sql")
+        for statement in statements(substitute(tables, {"dir": "file://" + root})):
+            self.session.sql(statement).collect()
+        self.problems = []
+        # tables.sql types the partition columns as Spark's own inference does, and the dataset's
+        # root reads as Parquet (nothing else lies in the tree).
+        for table in ("steps", "reconciles"):
+            declared = {f.name: f.dataType.simpleString()
+                        for f in self.session.table(f"shadow_{table}_files").schema.fields}
+            inferred = {f.name: f.dataType.simpleString()
+                        for f in self.session.read.parquet(f"file://{root}/table={table}").schema.fields}
+            if declared != inferred:
+                self.problems.append(f"spark/tables.sql: shadow_{table}_files is typed {declared}, "
+                                     f"spark.read.parquet infers {inferred}")
+        whole = self.session.read.parquet("file://" + root)
+        tables = {r[0] for r in whole.select("table").distinct().collect()}
+        if tables != {"steps", "reconciles"}:
+            self.problems.append(f"spark.read.parquet of the dataset's root: tables {tables}")
+
+    def run(self, path, substitutions):
+        rows = []
+        for statement in statements(substitute(path, substitutions)):
+            rows = self.session.sql(statement).collect()
+        return [row.asDict() for row in rows]
+
+    def close(self):
+        import shutil
+        self.session.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class Comparison:
@@ -133,6 +222,7 @@ class Comparison:
         self.by_plan = {}
         self.mismatches = []
         self.rounds = {}
+        self.seconds = {}
 
     def value(self, plan, where, sql, expected):
         self.compared += 1
@@ -161,7 +251,7 @@ class Comparison:
                 self.value(plan, f"{label}.{field}", sql_rows[key][field], json_rows[key][field])
 
 
-def check_plan(cmp, root, analysis, report, plans, files):
+def check_plan(cmp, engine, root, analysis, report, plans, files):
     plan, plan_hash = report["plan"], report["plan_hash"]
     if plan not in plans:
         raise SystemExit(f"no plan file for plan {plan}: pass --plan FILE")
@@ -181,7 +271,9 @@ def check_plan(cmp, root, analysis, report, plans, files):
     done = set()
     for path in files:
         name = os.path.basename(path)
-        rows = run(path, subs)
+        started = time.monotonic()
+        rows = engine.run(path, subs)
+        cmp.seconds[name] = cmp.seconds.get(name, 0.0) + time.monotonic() - started
         done.add(name)
         if name == "operations.sql":
             fields = ["executions", "executions_real", "executions_dry_run", "failures",
@@ -248,6 +340,13 @@ def check_plan(cmp, root, analysis, report, plans, files):
 def main(argv):
     args = argv[1:]
     extra = []
+    engine_name = "duckdb"
+    if "--engine" in args:
+        i = args.index("--engine")
+        engine_name = args[i + 1]
+        del args[i:i + 2]
+        if engine_name not in ("duckdb", "spark"):
+            raise SystemExit(f"--engine {engine_name}: not duckdb or spark")
     while "--plan" in args:
         i = args.index("--plan")
         extra.append(args[i + 1])
@@ -258,9 +357,10 @@ def main(argv):
     with open(analysis_path) as f:
         analysis = json.load(f)
     plans = plan_files(extra)
-    files = sorted(glob.glob(os.path.join(SQL_DIR, "duckdb", "*.sql")))
+    files = sorted(f for f in glob.glob(os.path.join(SQL_DIR, engine_name, "*.sql"))
+                   if os.path.basename(f) != "tables.sql")
     if not files:
-        raise SystemExit(f"no SQL files in {SQL_DIR}/duckdb")
+        raise SystemExit(f"no SQL files in {SQL_DIR}/{engine_name}")
     cmp = Comparison()
     # The generated pairs.sql files must be what the generator writes today.
     sys.path.insert(0, SQL_DIR)
@@ -272,8 +372,15 @@ def main(argv):
         cmp.mismatches.append("pairs.sql not as generated (run exporters/sql/generate_pairs.py) for: "
                               + ", ".join(stale))
     ran = set()
-    for report in analysis["plans"]:
-        ran |= check_plan(cmp, root, analysis, report, plans, files)
+    started = time.monotonic()
+    engine = (Spark if engine_name == "spark" else DuckDB)(root)
+    try:
+        cmp.mismatches.extend(getattr(engine, "problems", []))
+        for report in analysis["plans"]:
+            ran |= check_plan(cmp, engine, root, analysis, report, plans, files)
+    finally:
+        engine.close()
+    seconds = time.monotonic() - started
     if not analysis["plans"]:
         cmp.mismatches.append("the analysis has no plans")
     if cmp.compared == 0:
@@ -282,12 +389,14 @@ def main(argv):
     rounds = ", ".join(f"{p} {n}" for p, n in cmp.rounds.items())
     if cmp.mismatches:
         print(f"check_sql: {root}: {len(cmp.mismatches)} of {cmp.compared} values differ "
-              f"({len(ran)} DuckDB files, per plan: {per_plan})", file=sys.stderr)
+              f"({len(ran)} {engine.name} files, per plan: {per_plan})", file=sys.stderr)
         for m in cmp.mismatches:
             print(f"  {m}", file=sys.stderr)
         return 1
+    timing = ", ".join(f"{n} {s:.1f}" for n, s in sorted(cmp.seconds.items()))
     print(f"check_sql: {root}: {cmp.compared} values equal to {analysis_path} "
-          f"({len(ran)} DuckDB files, per plan: {per_plan}; pair rounds: {rounds})")
+          f"({len(ran)} {engine.name} files in {seconds:.1f} s, per plan: {per_plan}; "
+          f"pair rounds: {rounds}; seconds per file: {timing})")
     return 0
 
 

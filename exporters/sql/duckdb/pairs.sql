@@ -17,7 +17,7 @@
 -- the detected dependencies included, by the analyzer's fixpoint:
 --   A run is the control's or the candidate's steps of one reconcile (one reconcile_id within one
 --   file) in `seq` order, reduced to the steps that executed (real or dry-run) or failed.
---   The unit is the object (kind/namespace/name): each object counts once on each side of a
+--   The unit is the object (cluster/kind/namespace/name: a name in two clusters is two objects): each object counts once on each side of a
 --   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first;
 --   of two observations of the same run, a reconcile recorded twice, the failed one).
 --   Y's baseline: per object, the first run in which Y executed with no failed step before it.
@@ -62,15 +62,15 @@ SELECT DISTINCT depends_on AS src, operation AS dst
 FROM sr_plan_operations
 WHERE depends_on <> '';
 
--- The step rows of this plan version, with their object (kind/namespace/name).
+-- The step rows of this plan version, with their object (cluster/kind/namespace/name: a name in two clusters is two objects).
 CREATE OR REPLACE TEMP TABLE sr_rows AS
 SELECT filename AS file, reconcile_id, "time" AS t,
        coalesce(policy = 'control', false) AS control,
        seq, operation,
        execution IN ('real', 'dry-run') AS executed,
        outcome = 'failed' AS failed,
-       kind || '/' || coalesce(namespace, '') || '/' || name AS object,
-       coalesce(namespace, '') AS namespace
+       cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object,
+       CASE WHEN namespace IS NULL THEN '' ELSE cluster || '/' || namespace END AS namespace
 FROM (SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
           -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
           WHERE replace(filename, '/table=steps/', '/table=reconciles/')

@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/operations.sql (which is tested against the analyzer)
--- to Spark SQL 3.4 or later: reads the tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/spark/tables.sql; the file of a row is _metadata.file_path. Placeholders as
--- there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode (Spark 4.3) on
+-- simulate's data and compares every number with `analyze --format json`; the Spark SQL of
+-- exporters/sql/duckdb/operations.sql, for Spark 3.4 or later. Reads the views shadow_steps and
+-- shadow_reconciles (whole parts only) declared by exporters/sql/spark/tables.sql, whose `file` is
+-- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- Per operation of one plan version: the numbers of `analyze --format json` under
 -- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`).
@@ -35,7 +36,7 @@
 --                        those, unblocked_succeeded / unblocked_failed are dry runs that
 --                        succeeded / failed, unblocked_not_simulated the 'not-simulated' ones
 --   failures_real / failures_dry_run       failures among the real / dry-run executions
---   failed_objects       distinct objects (kind/namespace/name) with a step 'failed' 
+--   failed_objects       distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) with a step 'failed' 
 WITH plan_operations AS (
     SELECT * FROM VALUES {plan_operations} AS t(operation, depends_on)
 ),
@@ -43,13 +44,13 @@ operations AS (
     SELECT DISTINCT operation FROM plan_operations
 ),
 steps AS (
-    SELECT _metadata.file_path AS file, reconcile_id,
+    SELECT file, reconcile_id,
            coalesce(policy = 'control', false) AS control,
            seq, operation, execution, outcome, blocked_by,
            execution IN ('real', 'dry-run') AS executed,
            outcome = 'failed' AS failed,
            outcome IN ('blocked', 'skipped') AS blocked,
-           kind || '/' || coalesce(namespace, '') || '/' || name AS object
+           cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM shadow_steps
     WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
       AND operation IN (SELECT operation FROM operations)

@@ -17,7 +17,7 @@
 -- the detected dependencies included, by the analyzer's fixpoint:
 --   A run is the control's or the candidate's steps of one reconcile (one reconcile_id within one
 --   file) in `seq` order, reduced to the steps that executed (real or dry-run) or failed.
---   The unit is the object (kind/namespace/name): each object counts once on each side of a
+--   The unit is the object (cluster/kind/namespace/name: a name in two clusters is two objects): each object counts once on each side of a
 --   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first;
 --   of two observations of the same run, a reconcile recorded twice, the failed one).
 --   Y's baseline: per object, the first run in which Y executed with no failed step before it.
@@ -33,8 +33,8 @@
 --   and detects its own set; a dependency no longer detected leaves the explanation. The
 --   analyzer stops at the first round that detects exactly the set it was given (the fixpoint)
 --   and reports that round's pairs.
--- The rounds are unrolled: this script runs 32 of them (each repeats the views sr_closure and
--- sr_judged over the tables sr_detected and sr_explains) and returns the last, with
+-- Here the rounds are a loop of a SQL script that stops at the first round that changes nothing
+-- (at most 32), the dependencies detected so far held in a variable; it returns that round with
 --   rounds     the rounds the analyzer runs (1 + the first round that changed nothing), and
 --   converged  true when a round changed nothing, i.e. the returned pairs are the analyzer's
 --              (every later round repeats it). When false, the rounds cycled or need more than
@@ -43,46 +43,46 @@
 --              which this script does not reproduce.
 -- The Wilson interval uses the analyzer's normal quantile (Abramowitz-Stegun 26.2.23) and formula
 -- (src/analyze/stats.rs), in double precision.
--- Plans of up to 64 operations (the closure squares the dependency relation 6 times).
+-- Plans of up to 64 operations (the closure extends each operation's reach 64 times).
 --
--- UNTESTED translation of exporters/sql/duckdb/pairs.sql (which is tested against the analyzer),
--- generated with it by exporters/sql/generate_pairs.py, for Spark SQL 3.4 or later: reads the table
--- `shadow_steps` declared by exporters/sql/spark/tables.sql. Run it as a script (spark-sql -f).
--- The intermediate tables (sr_*) are written to the current database; drop them when done.
-
+-- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode on simulate's data
+-- and compares every number with `analyze --format json`. For Spark 4.1 or later (Databricks
+-- Runtime 16.3 or later): the fixpoint is a SQL script (BEGIN ... END) that stops at convergence.
+-- Reads the view `shadow_steps` declared by exporters/sql/spark/tables.sql. Run it statement by
+-- statement (the BEGIN ... END block is one statement), e.g. with spark.sql() in pyspark; see
+-- exporters/sql/spark/README.md.
+-- The intermediate results (sr_*) are temporary views of the session, cached but for the few rows
+-- of the plan's operations, dependencies and constants.
 -- The plan's operations and declared dependencies (src -> dst: dst depends on src).
-DROP TABLE IF EXISTS sr_plan_operations;
-CREATE TABLE sr_plan_operations USING parquet AS
+CREATE OR REPLACE TEMPORARY VIEW sr_plan_operations AS
 SELECT operation, depends_on FROM VALUES {plan_operations} AS t(operation, depends_on);
 
-DROP TABLE IF EXISTS sr_declared;
-CREATE TABLE sr_declared USING parquet AS
+CREATE OR REPLACE TEMPORARY VIEW sr_declared AS
 SELECT DISTINCT depends_on AS src, operation AS dst
 FROM sr_plan_operations
 WHERE depends_on <> '';
 
--- The step rows of this plan version, with their object (kind/namespace/name).
-DROP TABLE IF EXISTS sr_rows;
-CREATE TABLE sr_rows USING parquet AS
-SELECT _metadata.file_path AS file, reconcile_id, `time` AS t,
+-- The step rows of this plan version, with their object (cluster/kind/namespace/name: a name in two clusters is two objects).
+DROP VIEW IF EXISTS sr_rows;
+CACHE TABLE sr_rows AS
+SELECT file AS file, reconcile_id, `time` AS t,
        coalesce(policy = 'control', false) AS control,
        seq, operation,
        execution IN ('real', 'dry-run') AS executed,
        outcome = 'failed' AS failed,
-       kind || '/' || coalesce(namespace, '') || '/' || name AS object,
-       coalesce(namespace, '') AS namespace
+       cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object,
+       CASE WHEN namespace IS NULL THEN '' ELSE cluster || '/' || namespace END AS namespace
 FROM shadow_steps
 WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
   AND operation IN (SELECT operation FROM sr_plan_operations);
 
 -- Namespaces the plan's objects span (for `concentrated`).
-DROP TABLE IF EXISTS sr_plan_namespaces;
-CREATE TABLE sr_plan_namespaces USING parquet AS
+CREATE OR REPLACE TEMPORARY VIEW sr_plan_namespaces AS
 SELECT count(DISTINCT namespace) AS namespaces FROM sr_rows;
 
 -- The runs' steps that executed or failed, with the number of failed steps before each.
-DROP TABLE IF EXISTS sr_steps;
-CREATE TABLE sr_steps USING parquet AS
+DROP VIEW IF EXISTS sr_steps;
+CACHE TABLE sr_steps AS
 SELECT file, reconcile_id, t, control, seq, operation, executed, failed, object, namespace,
        coalesce(sum(CASE WHEN failed THEN 1 ELSE 0 END) OVER (
            PARTITION BY file, reconcile_id, control ORDER BY seq
@@ -91,8 +91,7 @@ FROM sr_rows
 WHERE executed OR failed;
 
 -- The normal quantile for the confidence, as src/analyze/stats.rs z_for computes it.
-DROP TABLE IF EXISTS sr_z;
-CREATE TABLE sr_z USING parquet AS
+CREATE OR REPLACE TEMPORARY VIEW sr_z AS
 SELECT t - (CAST(2.515517 AS DOUBLE) + CAST(0.802853 AS DOUBLE) * t + CAST(0.010328 AS DOUBLE) * t * t)
          / (CAST(1.0 AS DOUBLE) + CAST(1.432788 AS DOUBLE) * t + CAST(0.189269 AS DOUBLE) * t * t
             + CAST(0.001308 AS DOUBLE) * t * t * t) AS z
@@ -102,8 +101,8 @@ FROM (SELECT sqrt(CAST(-2.0 AS DOUBLE) * ln(p)) AS t
 
 -- Baselines: per object, the first run in which Y executed with nothing failed before it; with
 -- their Wilson intervals.
-DROP TABLE IF EXISTS sr_baseline;
-CREATE TABLE sr_baseline USING parquet AS
+DROP VIEW IF EXISTS sr_baseline;
+CACHE TABLE sr_baseline AS
 SELECT b.later, b.objects, b.failures,
        coalesce((CAST(b.failures AS DOUBLE) / CAST(NULLIF(b.objects, 0) AS DOUBLE)), 0.0) AS baseline_rate,
        coalesce(greatest((((CAST(b.failures AS DOUBLE) / CAST(NULLIF(b.objects, 0) AS DOUBLE)) + (z.z * z.z) / (2.0 * CAST(NULLIF(b.objects, 0) AS DOUBLE))) / (1.0 + (z.z * z.z) / CAST(NULLIF(b.objects, 0) AS DOUBLE))) - (z.z / (1.0 + (z.z * z.z) / CAST(NULLIF(b.objects, 0) AS DOUBLE)) * sqrt((CAST(b.failures AS DOUBLE) / CAST(NULLIF(b.objects, 0) AS DOUBLE)) * (1.0 - (CAST(b.failures AS DOUBLE) / CAST(NULLIF(b.objects, 0) AS DOUBLE))) / CAST(NULLIF(b.objects, 0) AS DOUBLE) + (z.z * z.z) / (4.0 * CAST(NULLIF(b.objects, 0) AS DOUBLE) * CAST(NULLIF(b.objects, 0) AS DOUBLE)))), 0.0), 0.0) AS baseline_low,
@@ -119,8 +118,8 @@ FROM (SELECT later, count(*) AS objects, sum(CASE WHEN failed THEN 1 ELSE 0 END)
 CROSS JOIN sr_z z;
 
 -- Each executed step Y after a failure, with each failed step X before it.
-DROP TABLE IF EXISTS sr_failed_before;
-CREATE TABLE sr_failed_before USING parquet AS
+DROP VIEW IF EXISTS sr_failed_before;
+CACHE TABLE sr_failed_before AS
 SELECT o.file, o.reconcile_id, o.t, o.control, o.seq, o.object, o.namespace,
        o.operation AS later, o.failed AS later_failed, f.operation AS failed
 FROM sr_steps o
@@ -129,16 +128,16 @@ JOIN sr_steps f ON f.file = o.file AND f.reconcile_id = o.reconcile_id
 WHERE o.executed AND o.failures_before > 0;
 
 -- The set of failed operations before each such Y, as a key (sorted names).
-DROP TABLE IF EXISTS sr_observations;
-CREATE TABLE sr_observations USING parquet AS
+DROP VIEW IF EXISTS sr_observations;
+CACHE TABLE sr_observations AS
 SELECT file, reconcile_id, t, control, seq, object, namespace, later, later_failed,
        array_join(array_sort(collect_list(failed)), ',') AS failures_before
 FROM sr_failed_before
 GROUP BY file, reconcile_id, t, control, seq, object, namespace, later, later_failed;
 
 -- Each observation seen from each X failed before it.
-DROP TABLE IF EXISTS sr_observed_after;
-CREATE TABLE sr_observed_after USING parquet AS
+DROP VIEW IF EXISTS sr_observed_after;
+CACHE TABLE sr_observed_after AS
 SELECT b.failed, o.later, o.later_failed, o.failures_before, o.object, o.namespace,
        o.t, o.reconcile_id, o.control
 FROM sr_observations o
@@ -146,8 +145,8 @@ JOIN sr_failed_before b ON b.file = o.file AND b.reconcile_id = o.reconcile_id
                           AND b.control = o.control AND b.seq = o.seq;
 
 -- For each (X, failures before Y): the other failures, each of which X must explain.
-DROP TABLE IF EXISTS sr_pattern_others;
-CREATE TABLE sr_pattern_others USING parquet AS
+DROP VIEW IF EXISTS sr_pattern_others;
+CACHE TABLE sr_pattern_others AS
 SELECT DISTINCT b.failed, o.failures_before, w.failed AS other
 FROM sr_observations o
 JOIN sr_failed_before b ON b.file = o.file AND b.reconcile_id = o.reconcile_id
@@ -155,44 +154,59 @@ JOIN sr_failed_before b ON b.file = o.file AND b.reconcile_id = o.reconcile_id
 JOIN sr_failed_before w ON w.file = o.file AND w.reconcile_id = o.reconcile_id
                           AND w.control = o.control AND w.seq = o.seq AND w.failed <> b.failed;
 
--- The dependencies the previous round detected: none before round 0.
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT src, dst FROM sr_declared WHERE 1 = 0;
-
--- explains(src, dst): dst depends on src, transitively, through the declared dependencies and
--- those the previous round detected (paths of up to 2^6 edges).
-CREATE OR REPLACE TEMPORARY VIEW sr_closure AS
+-- Before any detection, the closure is the plan's own: what `declared` means.
+DROP VIEW IF EXISTS sr_declared_closure;
+CACHE TABLE sr_declared_closure AS
 WITH edges AS (
     SELECT src, dst FROM sr_declared
-    UNION
-    SELECT src, dst FROM sr_detected
 ),
-c0 AS (SELECT src, dst FROM edges UNION SELECT operation, operation FROM sr_plan_operations),
-c1 AS (SELECT DISTINCT a.src, b.dst FROM c0 a JOIN c0 b ON b.src = a.dst),
-c2 AS (SELECT DISTINCT a.src, b.dst FROM c1 a JOIN c1 b ON b.src = a.dst),
-c3 AS (SELECT DISTINCT a.src, b.dst FROM c2 a JOIN c2 b ON b.src = a.dst),
-c4 AS (SELECT DISTINCT a.src, b.dst FROM c3 a JOIN c3 b ON b.src = a.dst),
-c5 AS (SELECT DISTINCT a.src, b.dst FROM c4 a JOIN c4 b ON b.src = a.dst),
-c6 AS (SELECT DISTINCT a.src, b.dst FROM c5 a JOIN c5 b ON b.src = a.dst)
-SELECT src, dst FROM c6 WHERE src <> dst;
+adjacent AS (
+    SELECT map_from_entries(collect_list(struct(src, dsts))) AS next
+    FROM (SELECT src, collect_set(dst) AS dsts FROM edges GROUP BY src) a
+),
+operations AS (SELECT DISTINCT operation FROM sr_plan_operations)
+SELECT o.operation AS src, reached.dst
+FROM operations o CROSS JOIN adjacent g
+LATERAL VIEW explode(aggregate(
+    sequence(1, 64),
+    coalesce(try_element_at(g.next, o.operation), CAST(array() AS ARRAY<STRING>)),
+    (acc, i) -> array_distinct(concat(acc, flatten(transform(
+        acc, x -> coalesce(try_element_at(g.next, x), CAST(array() AS ARRAY<STRING>)))))))) reached AS dst
+WHERE reached.dst <> o.operation;
 
--- Before any detection, the closure is the plan's own: what `declared` means.
-DROP TABLE IF EXISTS sr_declared_closure;
-CREATE TABLE sr_declared_closure USING parquet AS
-SELECT src, dst FROM sr_closure;
-
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-
--- The pairs under sr_explains: per object, the first observation of Y after X where every other
--- failure before Y is explained.
-CREATE OR REPLACE TEMPORARY VIEW sr_judged AS
-WITH unexplained AS (
+-- The fixpoint: round r counts the pairs under the closure of the declared dependencies and
+-- those round r - 1 detected, until a round detects exactly the set it was given.
+BEGIN
+  DECLARE round_no INT DEFAULT 0;
+  DECLARE converged BOOLEAN DEFAULT false;
+  DECLARE detected ARRAY<STRUCT<src: STRING, dst: STRING>> DEFAULT CAST(array() AS ARRAY<STRUCT<src: STRING, dst: STRING>>);
+  DECLARE found ARRAY<STRUCT<src: STRING, dst: STRING>> DEFAULT CAST(array() AS ARRAY<STRUCT<src: STRING, dst: STRING>>);
+  DECLARE explains ARRAY<STRUCT<src: STRING, dst: STRING>> DEFAULT CAST(array() AS ARRAY<STRUCT<src: STRING, dst: STRING>>);
+  fixpoint: WHILE round_no < 32 DO
+    SET explains = (
+      SELECT collect_list(named_struct('src', src, 'dst', dst))
+      FROM (WITH edges AS (
+    SELECT src, dst FROM sr_declared UNION SELECT src, dst FROM (SELECT inline(detected))
+),
+adjacent AS (
+    SELECT map_from_entries(collect_list(struct(src, dsts))) AS next
+    FROM (SELECT src, collect_set(dst) AS dsts FROM edges GROUP BY src) a
+),
+operations AS (SELECT DISTINCT operation FROM sr_plan_operations)
+SELECT o.operation AS src, reached.dst
+FROM operations o CROSS JOIN adjacent g
+LATERAL VIEW explode(aggregate(
+    sequence(1, 64),
+    coalesce(try_element_at(g.next, o.operation), CAST(array() AS ARRAY<STRING>)),
+    (acc, i) -> array_distinct(concat(acc, flatten(transform(
+        acc, x -> coalesce(try_element_at(g.next, x), CAST(array() AS ARRAY<STRING>)))))))) reached AS dst
+WHERE reached.dst <> o.operation) c);
+    SET found = (
+      SELECT array_sort(collect_list(named_struct('src', failed, 'dst', later)))
+      FROM (WITH unexplained AS (
     SELECT DISTINCT o.failed, o.failures_before
     FROM sr_pattern_others o
-    LEFT JOIN sr_explains e ON e.src = o.failed AND e.dst = o.other
+    LEFT JOIN (SELECT inline(explains)) e ON e.src = o.failed AND e.dst = o.other
     WHERE e.src IS NULL
 ),
 firsts AS (
@@ -234,476 +248,66 @@ SELECT i.*,
        after_low > baseline_high AS separated,
        after_low > baseline_high AND NOT declared
          AND after_objects >= {min_samples} AND baseline_objects >= {min_samples} AS dependency
-FROM intervals i;
-
--- Every round's pairs, and how many dependencies each round added or dropped.
-DROP TABLE IF EXISTS sr_pairs;
-CREATE TABLE sr_pairs USING parquet AS
-SELECT -1 AS round_no, j.* FROM sr_judged j WHERE 1 = 0;
-
-DROP TABLE IF EXISTS sr_rounds;
-CREATE TABLE sr_rounds USING parquet AS
-SELECT round_no, changed
-FROM (SELECT -1 AS round_no, count(*) AS changed FROM sr_pairs) r
-WHERE 1 = 0;
-
--- Round 0.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 0 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 0, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 0 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 0 AND dependency;
-
--- Round 1.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 1 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 1, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 1 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 1 AND dependency;
-
--- Round 2.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 2 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 2, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 2 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 2 AND dependency;
-
--- Round 3.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 3 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 3, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 3 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 3 AND dependency;
-
--- Round 4.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 4 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 4, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 4 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 4 AND dependency;
-
--- Round 5.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 5 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 5, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 5 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 5 AND dependency;
-
--- Round 6.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 6 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 6, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 6 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 6 AND dependency;
-
--- Round 7.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 7 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 7, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 7 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 7 AND dependency;
-
--- Round 8.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 8 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 8, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 8 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 8 AND dependency;
-
--- Round 9.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 9 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 9, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 9 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 9 AND dependency;
-
--- Round 10.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 10 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 10, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 10 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 10 AND dependency;
-
--- Round 11.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 11 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 11, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 11 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 11 AND dependency;
-
--- Round 12.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 12 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 12, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 12 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 12 AND dependency;
-
--- Round 13.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 13 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 13, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 13 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 13 AND dependency;
-
--- Round 14.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 14 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 14, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 14 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 14 AND dependency;
-
--- Round 15.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 15 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 15, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 15 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 15 AND dependency;
-
--- Round 16.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 16 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 16, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 16 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 16 AND dependency;
-
--- Round 17.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 17 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 17, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 17 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 17 AND dependency;
-
--- Round 18.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 18 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 18, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 18 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 18 AND dependency;
-
--- Round 19.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 19 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 19, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 19 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 19 AND dependency;
-
--- Round 20.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 20 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 20, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 20 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 20 AND dependency;
-
--- Round 21.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 21 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 21, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 21 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 21 AND dependency;
-
--- Round 22.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 22 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 22, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 22 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 22 AND dependency;
-
--- Round 23.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 23 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 23, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 23 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 23 AND dependency;
-
--- Round 24.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 24 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 24, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 24 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 24 AND dependency;
-
--- Round 25.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 25 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 25, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 25 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 25 AND dependency;
-
--- Round 26.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 26 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 26, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 26 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 26 AND dependency;
-
--- Round 27.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 27 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 27, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 27 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 27 AND dependency;
-
--- Round 28.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 28 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 28, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 28 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 28 AND dependency;
-
--- Round 29.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 29 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 29, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 29 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 29 AND dependency;
-
--- Round 30.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 30 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 30, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 30 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 30 AND dependency;
-
--- Round 31.
-DROP TABLE IF EXISTS sr_explains;
-CREATE TABLE sr_explains USING parquet AS
-SELECT src, dst FROM sr_closure;
-INSERT INTO sr_pairs SELECT 31 AS round_no, j.* FROM sr_judged j;
-INSERT INTO sr_rounds
-SELECT 31, count(*)
-FROM (SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 31 AND dependency) n
-FULL OUTER JOIN sr_detected e ON e.src = n.src AND e.dst = n.dst
-WHERE n.src IS NULL OR e.src IS NULL;
-DROP TABLE IF EXISTS sr_detected;
-CREATE TABLE sr_detected USING parquet AS
-SELECT failed AS src, later AS dst FROM sr_pairs WHERE round_no = 31 AND dependency;
-
--- The pairs of the last round: the analyzer's when converged.
-SELECT '{plan}' AS plan, p.failed, p.later,
-       p.after_objects, p.after_failures, p.after_rate, p.after_low, p.after_high,
-       p.baseline_objects, p.baseline_failures, p.baseline_rate, p.baseline_low, p.baseline_high,
-       p.separated, p.declared, p.dependency, p.after_failed_namespaces, p.concentrated,
-       f.rounds, f.converged
-FROM sr_pairs p
-CROSS JOIN (SELECT min(CASE WHEN changed = 0 THEN round_no END) + 1 AS rounds,
-                   count(CASE WHEN changed = 0 THEN 1 END) > 0 AS converged
-            FROM sr_rounds) f
-WHERE p.round_no = 31
-ORDER BY p.failed, p.later;
+FROM intervals i) j
+      WHERE dependency);
+    IF found = detected THEN
+      SET converged = true;
+      LEAVE fixpoint;
+    END IF;
+    SET detected = found;
+    SET round_no = round_no + 1;
+  END WHILE fixpoint;
+  -- The pairs of the last round: the analyzer's when converged.
+  SELECT '{plan}' AS plan, p.failed, p.later,
+         p.after_objects, p.after_failures, p.after_rate, p.after_low, p.after_high,
+         p.baseline_objects, p.baseline_failures, p.baseline_rate, p.baseline_low, p.baseline_high,
+         p.separated, p.declared, p.dependency, p.after_failed_namespaces, p.concentrated,
+         CASE WHEN converged THEN round_no + 1 END AS rounds, converged
+  FROM (WITH unexplained AS (
+    SELECT DISTINCT o.failed, o.failures_before
+    FROM sr_pattern_others o
+    LEFT JOIN (SELECT inline(explains)) e ON e.src = o.failed AND e.dst = o.other
+    WHERE e.src IS NULL
+),
+firsts AS (
+    SELECT p.failed, p.later, p.later_failed, p.namespace,
+           row_number() OVER (PARTITION BY p.failed, p.later, p.object
+                              ORDER BY p.t, p.reconcile_id, p.control DESC, p.later_failed DESC) AS n
+    FROM sr_observed_after p
+    LEFT JOIN unexplained u ON u.failed = p.failed AND u.failures_before = p.failures_before
+    WHERE u.failed IS NULL
+),
+after AS (
+    SELECT failed, later, count(*) AS objects,
+           sum(CASE WHEN later_failed THEN 1 ELSE 0 END) AS failures,
+           count(DISTINCT CASE WHEN later_failed THEN namespace END) AS failed_namespaces
+    FROM firsts
+    WHERE n = 1
+    GROUP BY failed, later
+),
+intervals AS (
+    SELECT a.failed, a.later,
+           a.objects AS after_objects, a.failures AS after_failures,
+           coalesce((CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE)), 0.0) AS after_rate,
+           coalesce(greatest((((CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE)) + (z.z * z.z) / (2.0 * CAST(NULLIF(a.objects, 0) AS DOUBLE))) / (1.0 + (z.z * z.z) / CAST(NULLIF(a.objects, 0) AS DOUBLE))) - (z.z / (1.0 + (z.z * z.z) / CAST(NULLIF(a.objects, 0) AS DOUBLE)) * sqrt((CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE)) * (1.0 - (CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE))) / CAST(NULLIF(a.objects, 0) AS DOUBLE) + (z.z * z.z) / (4.0 * CAST(NULLIF(a.objects, 0) AS DOUBLE) * CAST(NULLIF(a.objects, 0) AS DOUBLE)))), 0.0), 0.0) AS after_low,
+           coalesce(least((((CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE)) + (z.z * z.z) / (2.0 * CAST(NULLIF(a.objects, 0) AS DOUBLE))) / (1.0 + (z.z * z.z) / CAST(NULLIF(a.objects, 0) AS DOUBLE))) + (z.z / (1.0 + (z.z * z.z) / CAST(NULLIF(a.objects, 0) AS DOUBLE)) * sqrt((CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE)) * (1.0 - (CAST(a.failures AS DOUBLE) / CAST(NULLIF(a.objects, 0) AS DOUBLE))) / CAST(NULLIF(a.objects, 0) AS DOUBLE) + (z.z * z.z) / (4.0 * CAST(NULLIF(a.objects, 0) AS DOUBLE) * CAST(NULLIF(a.objects, 0) AS DOUBLE)))), 1.0), 1.0) AS after_high,
+           coalesce(b.objects, 0) AS baseline_objects, coalesce(b.failures, 0) AS baseline_failures,
+           coalesce(b.baseline_rate, 0.0) AS baseline_rate,
+           coalesce(b.baseline_low, 0.0) AS baseline_low,
+           coalesce(b.baseline_high, 1.0) AS baseline_high,
+           d.src IS NOT NULL AS declared,
+           a.failed_namespaces AS after_failed_namespaces,
+           a.failures > 1 AND a.failed_namespaces = 1 AND ns.namespaces > 1 AS concentrated
+    FROM after a
+    CROSS JOIN sr_z z
+    CROSS JOIN sr_plan_namespaces ns
+    LEFT JOIN sr_baseline b ON b.later = a.later
+    LEFT JOIN sr_declared_closure d ON d.src = a.failed AND d.dst = a.later
+)
+SELECT i.*,
+       after_low > baseline_high AS separated,
+       after_low > baseline_high AND NOT declared
+         AND after_objects >= {min_samples} AND baseline_objects >= {min_samples} AS dependency
+FROM intervals i) p
+  ORDER BY p.failed, p.later;
+END;

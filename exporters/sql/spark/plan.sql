@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/plan.sql (which is tested against the analyzer)
--- to Spark SQL 3.4 or later: reads the tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/spark/tables.sql; the file of a row is _metadata.file_path. Placeholders as
--- there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode (Spark 4.3) on
+-- simulate's data and compares every number with `analyze --format json`; the Spark SQL of
+-- exporters/sql/duckdb/plan.sql, for Spark 3.4 or later. Reads the views shadow_steps and
+-- shadow_reconciles (whole parts only) declared by exporters/sql/spark/tables.sql, whose `file` is
+-- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
 -- `analyze --format json`.
@@ -11,7 +12,7 @@
 --   reconciles          the larger of the `reconciles` rows of this version and the reconciles
 --                       seen in `steps` (distinct reconcile_id per file, among step rows of
 --                       operations the plan has), as in the analyzer
---   objects             distinct objects (kind/namespace/name) among those step rows
+--   objects             distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) among those step rows
 --   guard_refusals      sum of `reconciles.guard_refusals` of this version
 --   other_version_rows  rows of both tables with this plan name and another plan_hash
 WITH plan_operations AS (
@@ -23,8 +24,8 @@ reconciles AS (
     WHERE plan = '{plan}'
 ),
 steps AS (
-    SELECT _metadata.file_path AS file, reconcile_id, plan_hash, operation,
-           kind || '/' || coalesce(namespace, '') || '/' || name AS object
+    SELECT file, reconcile_id, plan_hash, operation,
+           cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM shadow_steps
     WHERE plan = '{plan}'
 ),

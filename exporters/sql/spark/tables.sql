@@ -1,20 +1,26 @@
--- UNTESTED: declares the two tables of a shadow-reconciler Parquet dataset (docs/parquet.md) for the
--- Spark SQL queries of this directory (Spark 3.4 or later), which are translations of the tested
--- DuckDB files in exporters/sql/duckdb/.
+-- Tested: tests/python/check_sql.py --engine spark declares the tables with this file in pyspark's
+-- local mode (Spark 4.3) and runs every query of this directory on simulate's data. Declares the
+-- two tables of a shadow-reconciler Parquet dataset (docs/parquet.md) for the Spark SQL queries of
+-- this directory, and the views of their whole parts that the queries read.
 --
 -- Placeholder: {dir}, the dataset directory as Spark addresses it (s3a://bucket/shadow, hdfs://...,
--- file:///data/shadow). The layout is hive-style: {dir}/table=steps/date=YYYY-MM-DD/hour=HH/*.parquet;
+-- file:///data/shadow). The layout is hive-style:
+-- {dir}/table=steps/cluster=NAME/date=YYYY-MM-DD/hour=HH/*.parquet (`cluster` is also a column of the files);
 -- writers' temporary files are hidden (.part-*.tmp) and Spark skips them.
 --
--- uint32 columns (seq, phase, conflicts, guard_refusals, dry_run_requests) are read as BIGINT.
+-- Types: uint32 columns (seq, phase, conflicts, guard_refusals, dry_run_requests) are read as
+-- BIGINT; the partition columns are typed as Spark's own partition inference types them when it
+-- reads a directory (spark.read.parquet): `date` DATE, `hour` INT.
+-- Time: `time` is an instant (UTC in the files); Spark shows it in the session time zone, and the
+-- date/hour partitions are UTC: set spark.sql.session.timeZone=UTC to compare them.
 -- New date/hour partitions are seen after `MSCK REPAIR TABLE` (or ALTER TABLE ... RECOVER PARTITIONS).
--- Alternative without a catalog: replace `shadow_steps` in the queries by
--- parquet.`{dir}/table=steps` (partition discovery is automatic there), or on Databricks by
--- read_files('{dir}/table=steps', format => 'parquet').
+-- Running the file again (in the same or a new session) is safe: the tables are external (their
+-- data stays where it is) and declared only if missing; the views are replaced.
 
-CREATE TABLE IF NOT EXISTS shadow_steps (
+CREATE TABLE IF NOT EXISTS shadow_steps_files (
     `time` TIMESTAMP,
     reconcile_id STRING,
+    cluster STRING,
     plan STRING,
     plan_hash STRING,
     mode STRING,
@@ -35,19 +41,20 @@ CREATE TABLE IF NOT EXISTS shadow_steps (
     duration_us BIGINT,
     conflicts BIGINT,
     conflict_resolution STRING,
-    `date` STRING,
-    `hour` STRING
+    `date` DATE,
+    `hour` INT
 )
 USING parquet
-PARTITIONED BY (`date`, `hour`)
+PARTITIONED BY (cluster, `date`, `hour`)
 LOCATION '{dir}/table=steps';
 
-MSCK REPAIR TABLE shadow_steps;
+MSCK REPAIR TABLE shadow_steps_files;
 
-CREATE TABLE IF NOT EXISTS shadow_reconciles (
+CREATE TABLE IF NOT EXISTS shadow_reconciles_files (
     `time` TIMESTAMP,
     reconcile_id STRING,
     trace_id STRING,
+    cluster STRING,
     plan STRING,
     plan_hash STRING,
     mode STRING,
@@ -64,11 +71,26 @@ CREATE TABLE IF NOT EXISTS shadow_reconciles (
     changed ARRAY<STRING>,
     guard_refusals BIGINT,
     dry_run_requests BIGINT,
-    `date` STRING,
-    `hour` STRING
+    `date` DATE,
+    `hour` INT
 )
 USING parquet
-PARTITIONED BY (`date`, `hour`)
+PARTITIONED BY (cluster, `date`, `hour`)
 LOCATION '{dir}/table=reconciles';
 
-MSCK REPAIR TABLE shadow_reconciles;
+MSCK REPAIR TABLE shadow_reconciles_files;
+
+-- The whole parts (docs/parquet.md): a file counts only when its sibling of the same name in the
+-- other table exists, so that no reader sees half of a rotation (a writer that stopped between
+-- committing the two files). `file` is the row's file, which the queries group by.
+CREATE OR REPLACE TEMPORARY VIEW shadow_steps AS
+SELECT s.*, s._metadata.file_path AS file
+FROM shadow_steps_files s
+WHERE replace(s._metadata.file_path, '/table=steps/', '/table=reconciles/')
+      IN (SELECT DISTINCT _metadata.file_path FROM shadow_reconciles_files);
+
+CREATE OR REPLACE TEMPORARY VIEW shadow_reconciles AS
+SELECT r.*, r._metadata.file_path AS file
+FROM shadow_reconciles_files r
+WHERE replace(r._metadata.file_path, '/table=reconciles/', '/table=steps/')
+      IN (SELECT DISTINCT _metadata.file_path FROM shadow_steps_files);

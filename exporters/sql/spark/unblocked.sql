@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/unblocked.sql (which is tested against the analyzer)
--- to Spark SQL 3.4 or later: reads the tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/spark/tables.sql; the file of a row is _metadata.file_path. Placeholders as
--- there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode (Spark 4.3) on
+-- simulate's data and compares every number with `analyze --format json`; the Spark SQL of
+-- exporters/sql/duckdb/unblocked.sql, for Spark 3.4 or later. Reads the views shadow_steps and
+-- shadow_reconciles (whole parts only) declared by exporters/sql/spark/tables.sql, whose `file` is
+-- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- The unblocked matrix of one plan version: `plans[].unblocked[]` of `analyze --format json`.
 -- In reconciles where the control failed (first at `first_failure`), each candidate step executed
@@ -15,7 +16,7 @@ WITH plan_operations AS (
     SELECT * FROM VALUES {plan_operations} AS t(operation, depends_on)
 ),
 steps AS (
-    SELECT _metadata.file_path AS file, reconcile_id,
+    SELECT file, reconcile_id,
            coalesce(policy = 'control', false) AS control,
            seq, operation, execution, outcome,
            execution IN ('real', 'dry-run') AS executed,

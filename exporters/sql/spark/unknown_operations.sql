@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/unknown_operations.sql (which is tested against the analyzer)
--- to Spark SQL 3.4 or later: reads the tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/spark/tables.sql; the file of a row is _metadata.file_path. Placeholders as
--- there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode (Spark 4.3) on
+-- simulate's data and compares every number with `analyze --format json`; the Spark SQL of
+-- exporters/sql/duckdb/unknown_operations.sql, for Spark 3.4 or later. Reads the views shadow_steps and
+-- shadow_reconciles (whole parts only) declared by exporters/sql/spark/tables.sql, whose `file` is
+-- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- Step rows of one plan version naming an operation the plan does not have:
 -- `plans[].unknown_operations` of `analyze --format json` (such rows count nowhere else).

@@ -35,7 +35,7 @@
 --                        those, unblocked_succeeded / unblocked_failed are dry runs that
 --                        succeeded / failed, unblocked_not_simulated the 'not-simulated' ones
 --   failures_real / failures_dry_run       failures among the real / dry-run executions
---   failed_objects       distinct objects (kind/namespace/name) with a step 'failed' 
+--   failed_objects       distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) with a step 'failed' 
 WITH plan_operations AS (
     SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
 ),
@@ -49,7 +49,7 @@ steps AS (
            execution IN ('real', 'dry-run') AS executed,
            outcome = 'failed' AS failed,
            outcome IN ('blocked', 'skipped') AS blocked,
-           kind || '/' || coalesce(namespace, '') || '/' || name AS object
+           cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM shadow_steps
     WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
       AND operation IN (SELECT operation FROM operations)

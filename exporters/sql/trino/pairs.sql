@@ -17,7 +17,7 @@
 -- the detected dependencies included, by the analyzer's fixpoint:
 --   A run is the control's or the candidate's steps of one reconcile (one reconcile_id within one
 --   file) in `seq` order, reduced to the steps that executed (real or dry-run) or failed.
---   The unit is the object (kind/namespace/name): each object counts once on each side of a
+--   The unit is the object (cluster/kind/namespace/name: a name in two clusters is two objects): each object counts once on each side of a
 --   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first;
 --   of two observations of the same run, a reconcile recorded twice, the failed one).
 --   Y's baseline: per object, the first run in which Y executed with no failed step before it.
@@ -64,7 +64,7 @@ SELECT DISTINCT depends_on AS src, operation AS dst
 FROM {scratch}.sr_plan_operations
 WHERE depends_on <> '';
 
--- The step rows of this plan version, with their object (kind/namespace/name).
+-- The step rows of this plan version, with their object (cluster/kind/namespace/name: a name in two clusters is two objects).
 DROP TABLE IF EXISTS {scratch}.sr_rows;
 CREATE TABLE {scratch}.sr_rows AS
 SELECT "$path" AS file, reconcile_id, "time" AS t,
@@ -72,8 +72,8 @@ SELECT "$path" AS file, reconcile_id, "time" AS t,
        seq, operation,
        execution IN ('real', 'dry-run') AS executed,
        outcome = 'failed' AS failed,
-       kind || '/' || coalesce(namespace, '') || '/' || name AS object,
-       coalesce(namespace, '') AS namespace
+       cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object,
+       CASE WHEN namespace IS NULL THEN '' ELSE cluster || '/' || namespace END AS namespace
 FROM shadow_steps
 WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
   AND operation IN (SELECT operation FROM {scratch}.sr_plan_operations);

@@ -11,7 +11,7 @@
 --   reconciles          the larger of the `reconciles` rows of this version and the reconciles
 --                       seen in `steps` (distinct reconcile_id per file, among step rows of
 --                       operations the plan has), as in the analyzer
---   objects             distinct objects (kind/namespace/name) among those step rows
+--   objects             distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) among those step rows
 --   guard_refusals      sum of `reconciles.guard_refusals` of this version
 --   other_version_rows  rows of both tables with this plan name and another plan_hash
 WITH plan_operations AS (
@@ -24,7 +24,7 @@ reconciles AS (
 ),
 steps AS (
     SELECT "$path" AS file, reconcile_id, plan_hash, operation,
-           kind || '/' || coalesce(namespace, '') || '/' || name AS object
+           cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object
     FROM shadow_steps
     WHERE plan = '{plan}'
 ),

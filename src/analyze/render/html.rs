@@ -3,10 +3,8 @@
 //! two charts (failures per operation with Wilson intervals, and what the candidate would have
 //! unblocked) and the tables behind them.
 //!
-//! One file, no script, no external resource (a Content-Security-Policy forbids them), inline
-//! SVG and CSS whose colours follow the reader's light or dark preference. The page is checked
-//! in headless Chromium by `tests/report_browser.rs` (every chart has a title, axis titles where
-//! it has axes, and a legend; nothing overflows at 1366 px; no request).
+//! One file, no script, no external resource (CSP forbids them), inline SVG and CSS following the
+//! reader's light or dark preference; checked in headless Chromium by `tests/report_browser.rs`.
 
 use std::fmt::Write as _;
 
@@ -590,6 +588,9 @@ pub fn render(a: &Analysis) -> String {
         a.min_samples
     );
     answer_section(&mut out, &a.answer);
+    if let Some(line) = super::clusters_line(a) {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&line));
+    }
     for (i, plan) in a.plans.iter().enumerate() {
         plan_section(&mut out, plan, a.confidence, i);
     }

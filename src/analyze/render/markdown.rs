@@ -133,6 +133,9 @@ pub fn markdown(a: &Analysis) -> String {
             ],
         );
     }
+    if let Some(line) = super::clusters_line(a) {
+        let _ = writeln!(out, "\n{line}");
+    }
     // What a PR comment shows unfolded stays within 2 KB: when the evidence would push it over,
     // the evidence is folded under the diffs instead of inline.
     let inline = edits_markdown(a, false);
