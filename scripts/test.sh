@@ -36,6 +36,10 @@ fi
 command -v go >/dev/null || { echo "scripts/test.sh: the Go toolchain (go >= 1.26) is needed to build kube-apiserver for the tests; install it and rerun" >&2; exit 1; }
 SHADOW_RECONCILER_KUBE_BIN_DIR=$(bash scripts/kube-apiserver.sh)
 export SHADOW_RECONCILER_KUBE_BIN_DIR
+# A real OpenTelemetry Collector (tools/otelcol: the components of the shipped configuration),
+# built from the Go module proxy once per machine; tests/collector.rs runs it.
+SHADOW_RECONCILER_OTELCOL=$(bash scripts/otelcol.sh)
+export SHADOW_RECONCILER_OTELCOL
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
 # pinned versions of scripts/requirements.txt, rebuilt only when that file changes.
@@ -55,5 +59,6 @@ cargo test --locked --all-targets
 for mod in sdk/go; do
   (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done
+(cd tools/otelcol && go vet ./...)  # the Collector's main: no tests of its own, run by tests/collector.rs
 cargo test --locked --doc
 cargo run --locked --quiet -- plan check deploy/plans/*.yaml
