@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::dataset::Location;
 use crate::plan::ReconcilePlan;
 use scan::Skipped;
 use stats::Interval;
@@ -479,17 +480,30 @@ impl Analysis {
     }
 }
 
-/// Analyses `dir` against `plans`.
+/// Analyses the local directory `dir` against `plans`.
 pub fn analyze(
     dir: &Path,
     plans: &[ReconcilePlan],
     settings: &Settings,
 ) -> Result<Analysis, AnalyzeError> {
-    if !dir.is_dir() {
-        return Err(AnalyzeError::NoDirectory(dir.to_owned()));
+    analyze_at(&Location::Local(dir.to_owned()), plans, settings)
+}
+
+/// Analyses the dataset at `location` (a local directory or an object store's prefix) against
+/// `plans`.
+pub fn analyze_at(
+    location: &Location,
+    plans: &[ReconcilePlan],
+    settings: &Settings,
+) -> Result<Analysis, AnalyzeError> {
+    if let Location::Local(dir) = location
+        && !dir.is_dir()
+    {
+        return Err(AnalyzeError::NoDirectory(dir.clone()));
     }
+    let dir = &location.root();
     if !settings.clusters.is_empty() {
-        let known = scan::clusters(dir)?;
+        let known = scan::clusters(location)?;
         if let Some(missing) = settings.clusters.iter().find(|c| !known.contains(c)) {
             return Err(AnalyzeError::UnknownCluster {
                 cluster: missing.clone(),
@@ -502,7 +516,7 @@ pub fn analyze(
             });
         }
     }
-    let mut counts = scan::scan(dir, plans, settings.threads, &settings.clusters)?;
+    let mut counts = scan::scan_at(location, plans, settings.threads, &settings.clusters)?;
     for s in &counts.skipped {
         tracing::warn!(path = %s.path.display(), error = %s.error, "skipped a Parquet file that cannot be read");
     }

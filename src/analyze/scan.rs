@@ -16,7 +16,7 @@ use super::counts::{
     EXECUTED_FAILED, EXECUTED_OK, First, ObjectCounts, OpCounts, PlanCounts, REUSED_FAILED, RunKey,
     Signature, flag,
 };
-use crate::dataset::{Table, reader};
+use crate::dataset::{Location, Table, reader};
 use crate::plan::ReconcilePlan;
 use crate::vocab::ErrorClass;
 
@@ -111,8 +111,8 @@ pub fn cluster_of(path: &Path) -> &str {
 }
 
 /// The clusters a dataset holds, sorted, from its parts' paths.
-pub fn clusters(dir: &Path) -> Result<Vec<String>, reader::ReadError> {
-    let mut found: Vec<String> = reader::parts(dir)?
+pub fn clusters(location: &Location) -> Result<Vec<String>, reader::ReadError> {
+    let mut found: Vec<String> = reader::parts_at(location)?
         .pairs
         .iter()
         .map(|(r, _)| cluster_of(r).to_owned())
@@ -122,14 +122,24 @@ pub fn clusters(dir: &Path) -> Result<Vec<String>, reader::ReadError> {
     Ok(found)
 }
 
-/// Counts every file of `dir` against `plans` on `threads` threads: every cluster's, or those of
-/// `only` when it is not empty. With several clusters, an object is one of a cluster (the same
+/// [`scan_at`] of a local directory.
+pub fn scan(
+    dir: &Path,
+    plans: &[ReconcilePlan],
+    threads: usize,
+    only: &[String],
+) -> Result<Counts, reader::ReadError> {
+    scan_at(&Location::Local(dir.to_owned()), plans, threads, only)
+}
+
+/// Counts every file of the dataset at `location` against `plans` on `threads` threads: every
+/// cluster's, or those of `only` when it is not empty. With several clusters, an object is one of a cluster (the same
 /// name in two clusters is two objects), and each cluster is also counted on its own.
 ///
 /// # Panics
 /// If a counting thread panicked (a bug), rather than return partial counts.
-pub fn scan(
-    dir: &Path,
+pub fn scan_at(
+    location: &Location,
     plans: &[ReconcilePlan],
     threads: usize,
     only: &[String],
@@ -138,7 +148,7 @@ pub fn scan(
     // between its two renames) is reported as skipped, never counted. A part counts whole or
     // not at all: when one of its files cannot be read, its sibling is skipped too, so that no
     // reconcile is counted without its steps (or steps without their reconcile).
-    let parts = reader::parts(dir)?;
+    let parts = reader::parts_at(location)?;
     let pairs: Vec<(PathBuf, PathBuf)> = parts
         .pairs
         .into_iter()
@@ -154,6 +164,7 @@ pub fn scan(
     let threads = threads.clamp(1, pairs.len().max(1));
     let hashes: Vec<String> = plans.iter().map(|p| p.hash().to_hex()).collect();
     let ctx = Ctx {
+        location,
         plans,
         hashes,
         several,
@@ -271,6 +282,7 @@ fn count_part(
 }
 
 struct Ctx<'a> {
+    location: &'a Location,
     plans: &'a [ReconcilePlan],
     hashes: Vec<String>,
     /// Several clusters: objects and namespaces are named with their cluster.
@@ -303,7 +315,7 @@ fn invalid(path: &Path, message: String) -> reader::ReadError {
 }
 
 fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader::ReadError> {
-    for batch in reader::open(path, &RECONCILE_COLUMNS)? {
+    for batch in reader::open_at(ctx.location, path, &RECONCILE_COLUMNS)? {
         let batch = batch?;
         let plan = string_column(path, &batch, "plan")?;
         let hash = string_column(path, &batch, "plan_hash")?;
@@ -527,7 +539,7 @@ fn count_steps(
         .enumerate()
         .map(|(i, c)| (c.as_str(), i))
         .collect();
-    for batch in reader::open(path, &STEP_COLUMNS)? {
+    for batch in reader::open_at(ctx.location, path, &STEP_COLUMNS)? {
         let batch = batch?;
         counts.rows += batch.num_rows() as u64;
         let b = StepBatch::new(path, &batch)?;

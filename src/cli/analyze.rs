@@ -15,8 +15,11 @@ use super::out;
 /// Options of `analyze`.
 #[derive(Args)]
 pub struct AnalyzeArgs {
-    /// The dataset directory (it holds table=reconciles/ and table=steps/).
-    pub dir: PathBuf,
+    #[allow(clippy::doc_markdown)] // clap help text: the URLs are shown as written
+    /// The dataset: a directory (it holds table=reconciles/ and table=steps/), or an object
+    /// store's prefix: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (credentials
+    /// from the cloud's standard environment).
+    pub dir: String,
     /// A plan to judge (repeatable); the shipped plans are used for plans not given.
     #[arg(long = "plan", value_name = "FILE")]
     pub plans: Vec<PathBuf>,
@@ -73,7 +76,8 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         ..analyze::Settings::default()
     };
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
-    let mut analysis = analyze::analyze(&args.dir, &only, &settings)?;
+    let location = shadow_reconciler::dataset::Location::parse(&args.dir)?;
+    let mut analysis = analyze::analyze_at(&location, &only, &settings)?;
     attach_diffs(&mut analysis, &plans);
     // Resolve --group before printing: a misspelt group is a usage error, not a verdict.
     let mut gated = Vec::new();

@@ -1,7 +1,6 @@
 //! The `ingest` command (binary only): OTLP receivers, the endpoints, the sinks.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,9 +52,12 @@ pub struct IngestArgs {
     /// Largest request accepted, in bytes (after gzip inflation for HTTP).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
-    /// Write every record as Parquet under this directory.
-    #[arg(long, value_name = "DIR")]
-    pub parquet_dir: Option<PathBuf>,
+    #[allow(clippy::doc_markdown)] // clap help text: the URLs are shown as written
+    /// Write every record as Parquet to this dataset: a directory, or an object store's prefix
+    /// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX; credentials from the
+    /// cloud's standard environment), written through a local spool (--parquet-spool).
+    #[arg(long, value_name = "DIR|URL")]
+    pub parquet_dir: Option<String>,
     #[command(flatten)]
     pub parquet: super::options::ParquetArgs,
     /// Log lines: auto, human or json.
@@ -99,10 +101,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         }
         let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(metrics)];
         let parquet = match &args.parquet_dir {
-            Some(dir) => {
-                let health = telemetry.metrics().sink_health("parquet").into();
-                Some(args.parquet.start(dir, Some(health), &telemetry)?)
-            }
+            Some(dir) => Some(args.parquet.start_at(dir, &telemetry)?),
             None => None,
         };
         if let Some(parquet) = &parquet {

@@ -165,9 +165,18 @@ pub struct ParquetArgs {
     /// Records in flight between the engine and the writer before new ones are dropped.
     #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
     pub parquet_capacity: usize,
-    /// How long a shutdown waits for the writer to flush, in seconds.
+    /// How long a shutdown waits for the writer to flush (and, to an object store, the uploads
+    /// to finish), in seconds.
     #[arg(long, default_value_t = 10)]
     pub parquet_grace: u64,
+    /// With --parquet-dir URL: the local directory parts wait in until they are uploaded (kept
+    /// across restarts: a later start uploads what is left) [default: shadow-spool].
+    #[arg(long, value_name = "DIR")]
+    pub parquet_spool: Option<PathBuf>,
+    /// With --parquet-dir URL: past this many MiB in the spool (the store is down), new records
+    /// are dropped and counted [default: 1024].
+    #[arg(long, value_name = "MIB", value_parser = at_least_one)]
+    pub parquet_spool_max_mib: Option<usize>,
 }
 
 fn cluster_name(text: &str) -> Result<String, String> {
@@ -194,14 +203,58 @@ impl ParquetArgs {
         health: Option<HealthCounters>,
         telemetry: &shadow_reconciler::telemetry::http::Telemetry,
     ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
+        if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() {
+            anyhow::bail!(
+                "--parquet-spool and --parquet-spool-max-mib apply to an object store (--parquet-dir s3://..., gs://..., az://...); {} is a local directory, written directly",
+                dir.display()
+            );
+        }
         writable_dir(dir)?;
-        let sink = std::sync::Arc::new(self.start_unchecked(dir, health));
+        let sink = std::sync::Arc::new(ParquetSink::start(self.config(dir), health));
         let watched = std::sync::Arc::downgrade(&sink);
         telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
         Ok(sink)
     }
 
-    fn start_unchecked(&self, dir: &Path, health: Option<HealthCounters>) -> ParquetSink {
+    /// [`start`](Self::start) at `location`: a local directory, or an object store's prefix
+    /// (`s3://`, `gs://`, `az://`), written through the local spool (`--parquet-spool`) and
+    /// uploaded part by part. `/readyz` is not ready while writes or uploads fail.
+    pub fn start_at(
+        &self,
+        location: &str,
+        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
+        let health = telemetry.metrics().sink_health("parquet").into();
+        let remote = match shadow_reconciler::dataset::Location::parse(location)
+            .with_context(|| format!("--parquet-dir {location}"))?
+        {
+            shadow_reconciler::dataset::Location::Local(dir) => {
+                return self.start(&dir, Some(health), telemetry);
+            }
+            shadow_reconciler::dataset::Location::Remote(remote) => remote,
+        };
+        let spool = self
+            .parquet_spool
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("shadow-spool"));
+        writable_dir(&spool).with_context(|| format!("--parquet-spool {}", spool.display()))?;
+        let mut config = self.config(&spool);
+        config.upload = Some(shadow_reconciler::dataset::upload::UploadConfig {
+            remote,
+            max_spool_bytes: (self.parquet_spool_max_mib.unwrap_or(1024) as u64) << 20,
+        });
+        let upload = telemetry.metrics().upload_health("parquet");
+        let sink = std::sync::Arc::new(ParquetSink::start_with_upload(
+            config,
+            Some(health),
+            Some(upload),
+        ));
+        let watched = std::sync::Arc::downgrade(&sink);
+        telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
+        Ok(sink)
+    }
+
+    fn config(&self, dir: &Path) -> SinkConfig {
         let mut config = SinkConfig::new(dir);
         config.writer.cluster = self.cluster.as_str().into();
         config.capacity = self.parquet_capacity;
@@ -212,7 +265,7 @@ impl ParquetArgs {
             .min(config.writer.max_file_rows);
         config.writer.max_file_bytes = self.parquet_max_mib << 20;
         config.writer.max_file_age = Duration::from_secs(self.parquet_max_age);
-        ParquetSink::start(config, health)
+        config
     }
 
     /// The shutdown grace.
@@ -241,6 +294,22 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
     );
     if let Some(error) = sink.last_error() {
         eprintln!("parquet: the last write error: {error}");
+    }
+    if let Some(upload) = sink.upload_stats() {
+        eprintln!(
+            "parquet: {} records uploaded in {} files ({} upload errors); {} parts ({} bytes) left in the spool {}{}",
+            upload.records,
+            upload.files,
+            upload.errors,
+            upload.spool_parts,
+            upload.spool_bytes,
+            sink.dir().display(),
+            if upload.spool_parts > 0 {
+                ": the next start with this spool uploads them"
+            } else {
+                ""
+            }
+        );
     }
     if stats.lost > 0 {
         anyhow::bail!(

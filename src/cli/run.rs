@@ -49,9 +49,12 @@ pub(super) struct RunArgs {
     /// Log lines: auto (human on a terminal, JSON otherwise), human or json.
     #[arg(long, default_value = "auto")]
     log_format: shadow_reconciler::telemetry::logging::LogFormat,
-    /// Write every record as Parquet under this directory (hive-style partitions).
-    #[arg(long, value_name = "DIR")]
-    parquet_dir: Option<PathBuf>,
+    #[allow(clippy::doc_markdown)] // clap help text: the URLs are shown as written
+    /// Write every record as Parquet to this dataset: a directory, or an object store's prefix
+    /// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX; credentials from the
+    /// cloud's standard environment), written through a local spool (--parquet-spool).
+    #[arg(long, value_name = "DIR|URL")]
+    parquet_dir: Option<String>,
     #[command(flatten)]
     parquet: ParquetArgs,
     #[command(flatten)]
@@ -122,10 +125,7 @@ async fn controllers(
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
     let parquet = match &args.parquet_dir {
-        Some(dir) => {
-            let health = telemetry.metrics().sink_health("parquet").into();
-            Some(args.parquet.start(dir, Some(health), &telemetry)?)
-        }
+        Some(dir) => Some(args.parquet.start_at(dir, &telemetry)?),
         None => None,
     };
     let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())

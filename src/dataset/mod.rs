@@ -10,8 +10,11 @@ pub mod encode;
 pub mod reader;
 pub mod schema;
 pub mod sink;
+pub mod store;
+pub mod upload;
 pub mod writer;
 
 pub use schema::Table;
 pub use sink::{HealthCounters, ParquetSink, ShutdownError, SinkConfig, SinkStats};
+pub use store::Location;
 pub use writer::{DatasetWriter, WriteError, WriterConfig};

@@ -9,6 +9,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::schema::Table;
+use super::store::Location;
 
 /// Rows per batch read.
 pub const BATCH_ROWS: usize = 65_536;
@@ -93,19 +94,51 @@ pub struct Parts {
 
 /// The parts of the dataset under `dir`.
 pub fn parts(dir: &Path) -> Result<Parts, ReadError> {
-    // Each table's files by their path under `table=...`: a part's two files share it.
-    let by_key = |table: Table| -> Result<std::collections::BTreeMap<PathBuf, PathBuf>, ReadError> {
-        let root = dir.join(format!("table={}", table.as_str()));
-        Ok(files(dir, table)?
-            .into_iter()
-            .map(|path| {
-                let key = path
-                    .strip_prefix(&root)
-                    .map_or_else(|_| path.clone(), Path::to_path_buf);
-                (key, path)
-            })
-            .collect())
-    };
+    pair(dir, |table| files(dir, table))
+}
+
+/// The parts of the dataset at `location`, a local directory or an object store's prefix.
+pub fn parts_at(location: &Location) -> Result<Parts, ReadError> {
+    match location {
+        Location::Local(dir) => parts(dir),
+        Location::Remote(remote) => pair(&location.root(), |table| {
+            let under = format!("table={}", table.as_str());
+            let objects = remote.list(&under).map_err(|e| ReadError::Invalid {
+                path: PathBuf::from(format!("{}/{under}", remote.url())),
+                message: format!("cannot list: {e}"),
+            })?;
+            Ok(objects
+                .into_iter()
+                .map(|o| o.path)
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.ends_with(".parquet") && !n.starts_with(['.', '_']))
+                })
+                .collect())
+        }),
+    }
+}
+
+/// Pairs each table's files under `dir` by their path under `table=...` (a part's two files
+/// share it).
+fn pair(
+    dir: &Path,
+    mut files: impl FnMut(Table) -> Result<Vec<PathBuf>, ReadError>,
+) -> Result<Parts, ReadError> {
+    let mut by_key =
+        |table: Table| -> Result<std::collections::BTreeMap<PathBuf, PathBuf>, ReadError> {
+            let root = dir.join(format!("table={}", table.as_str()));
+            Ok(files(table)?
+                .into_iter()
+                .map(|path| {
+                    let key = path
+                        .strip_prefix(&root)
+                        .map_or_else(|_| path.clone(), Path::to_path_buf);
+                    (key, path)
+                })
+                .collect())
+        };
     let reconciles = by_key(Table::Reconciles)?;
     let mut steps = by_key(Table::Steps)?;
     let mut parts = Parts::default();
@@ -198,14 +231,63 @@ pub fn open(
     path: &Path,
     columns: &[&str],
 ) -> Result<impl Iterator<Item = Result<RecordBatch, ReadError>> + use<>, ReadError> {
-    let invalid = |message: String| ReadError::Invalid {
-        path: path.to_owned(),
-        message,
-    };
     let file = File::open(path).map_err(|source| ReadError::Io {
         path: path.to_owned(),
         source,
     })?;
+    Ok(named(path, batches(path, file, columns, |_| Ok(()))?))
+}
+
+/// A reader's batches, a corrupt page an error naming the file.
+fn named(
+    path: &Path,
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+) -> impl Iterator<Item = Result<RecordBatch, ReadError>> + use<> {
+    let path = path.to_owned();
+    reader.map(move |batch| {
+        batch.map_err(|e| ReadError::Invalid {
+            path: path.clone(),
+            message: format!("corrupt data: {e}"),
+        })
+    })
+}
+
+/// [`open`] for a file of the dataset at `location`: a remote file's projected column chunks are
+/// fetched at once, with concurrent range requests, before they are decoded.
+pub fn open_at(
+    location: &Location,
+    path: &Path,
+    columns: &[&str],
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, ReadError>>>, ReadError> {
+    match location {
+        Location::Local(_) => Ok(Box::new(open(path, columns)?)),
+        Location::Remote(remote) => {
+            let fetch = |e: object_store::Error| ReadError::Invalid {
+                path: path.to_owned(),
+                message: format!("cannot read: {e}"),
+            };
+            let file = remote.open(path).map_err(fetch)?;
+            let prefetch = file.clone();
+            let reader = batches(path, file, columns, |ranges| {
+                prefetch.prefetch(ranges).map_err(fetch)
+            })?;
+            Ok(Box::new(named(path, reader)))
+        }
+    }
+}
+
+/// The batches of `columns` of the Parquet `file` (named `path`); `fetch` is given every byte
+/// range the read will need, before it starts.
+fn batches<T: parquet::file::reader::ChunkReader + 'static>(
+    path: &Path,
+    file: T,
+    columns: &[&str],
+    fetch: impl FnOnce(Vec<std::ops::Range<u64>>) -> Result<(), ReadError>,
+) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, ReadError> {
+    let invalid = |message: String| ReadError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| invalid(format!("not a readable Parquet file: {e}")))?;
     let schema = builder.schema().clone();
@@ -215,18 +297,29 @@ pub fn open(
         }
     }
     let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+    let wanted: Vec<usize> = builder
+        .parquet_schema()
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| columns.contains(&c.path().parts()[0].as_str()))
+        .map(|(i, _)| i)
+        .collect();
+    fetch(
+        builder
+            .metadata()
+            .row_groups()
+            .iter()
+            .flat_map(|rg| wanted.iter().map(move |&i| rg.column(i).byte_range()))
+            .map(|(start, length)| start..start + length)
+            .collect(),
+    )?;
     let reader = builder
         .with_projection(mask)
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| invalid(e.to_string()))?;
-    let path = path.to_owned();
-    Ok(reader.map(move |batch| {
-        batch.map_err(|e| ReadError::Invalid {
-            path: path.clone(),
-            message: format!("corrupt data: {e}"),
-        })
-    }))
+    Ok(reader)
 }
 
 #[cfg(test)]

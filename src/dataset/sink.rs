@@ -21,6 +21,8 @@ pub struct SinkConfig {
     pub backoff: Duration,
     /// The longest wait between retries.
     pub max_backoff: Duration,
+    /// Upload committed parts to an object store, `writer.dir` being the local spool.
+    pub upload: Option<super::upload::UploadConfig>,
 }
 
 impl SinkConfig {
@@ -32,6 +34,7 @@ impl SinkConfig {
             capacity: 10_000,
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
+            upload: None,
         }
     }
 }
@@ -123,12 +126,15 @@ struct Shared {
     deadline: Mutex<Option<Instant>>,
     paused: Mutex<bool>,
     resumed: std::sync::Condvar,
+    /// The uploader's state, when the dataset goes to an object store.
+    upload: Option<(Arc<super::upload::Shared>, u64)>,
 }
 
 /// Writes every record it is given into the Parquet dataset, off the reconcile path.
 pub struct ParquetSink {
     sender: Mutex<Option<SyncSender<Message>>>,
     done: Mutex<Option<Receiver<()>>>,
+    uploaded: Mutex<Option<Receiver<()>>>,
     shared: Arc<Shared>,
     dir: std::path::PathBuf,
 }
@@ -150,6 +156,21 @@ impl ParquetSink {
     /// If the operating system cannot start a thread.
     #[must_use]
     pub fn start(config: SinkConfig, health: Option<HealthCounters>) -> Self {
+        Self::start_with_upload(config, health, None)
+    }
+
+    /// [`start`](Self::start), and with `config.upload` an uploader thread that moves committed
+    /// parts from the spool (`config.writer.dir`) to the object store, keeping `upload_health`
+    /// up to date.
+    ///
+    /// # Panics
+    /// If the operating system cannot start a thread.
+    #[must_use]
+    pub fn start_with_upload(
+        config: SinkConfig,
+        health: Option<HealthCounters>,
+        upload_health: Option<super::upload::UploadHealth>,
+    ) -> Self {
         let (completed, orphans) =
             super::writer::repair_half_rotations(&config.writer.dir, Duration::from_mins(10));
         if completed + orphans > 0 {
@@ -170,6 +191,28 @@ impl ParquetSink {
             deadline: Mutex::new(None),
             paused: Mutex::new(false),
             resumed: std::sync::Condvar::new(),
+            upload: config.upload.as_ref().map(|u| {
+                (
+                    Arc::new(super::upload::Shared::default()),
+                    u.max_spool_bytes,
+                )
+            }),
+        });
+        let uploaded = shared.upload.as_ref().map(|(state, _)| {
+            let (uploaded_tx, uploaded_rx) = mpsc::sync_channel(1);
+            let (state, spool) = (state.clone(), config.writer.dir.clone());
+            let (upload, backoff) = (
+                config.upload.clone().expect("an upload configuration"),
+                (config.backoff, config.max_backoff),
+            );
+            std::thread::Builder::new()
+                .name("parquet-upload".into())
+                .spawn(move || {
+                    super::upload::run(&spool, &upload, &state, upload_health.as_ref(), backoff);
+                    let _ = uploaded_tx.send(());
+                })
+                .expect("spawning the Parquet upload thread");
+            uploaded_rx
         });
         let dir = config.writer.dir.clone();
         let thread_shared = shared.clone();
@@ -183,6 +226,7 @@ impl ParquetSink {
         Self {
             sender: Mutex::new(Some(sender)),
             done: Mutex::new(Some(done_rx)),
+            uploaded: Mutex::new(uploaded),
             shared,
             dir,
         }
@@ -212,8 +256,17 @@ impl ParquetSink {
             self.last_error()
                 .or_else(|| Some("a write failed".to_owned()))
         } else {
-            None
+            self.shared
+                .upload
+                .as_ref()
+                .and_then(|(state, _)| state.failing())
         }
+    }
+
+    /// What the uploader did, when the dataset goes to an object store.
+    #[must_use]
+    pub fn upload_stats(&self) -> Option<super::upload::UploadStats> {
+        self.shared.upload.as_ref().map(|(state, _)| state.stats())
     }
 
     /// The counters so far.
@@ -287,7 +340,20 @@ impl ParquetSink {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let finished = done.is_some_and(|d| d.recv_timeout(grace).is_ok());
+        let deadline = Instant::now() + grace;
+        let mut finished = done.is_some_and(|d| d.recv_timeout(grace).is_ok());
+        // Then the uploader: what the writer committed, until the same deadline; what is left
+        // stays in the spool for the next start.
+        if let Some((state, _)) = &self.shared.upload {
+            state.drain(deadline);
+            let uploaded = self
+                .uploaded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let left = deadline.saturating_duration_since(Instant::now());
+            finished &= uploaded.is_some_and(|u| u.recv_timeout(left).is_ok());
+        }
         let stats = self.stats();
         if finished {
             Ok(stats)
@@ -343,6 +409,7 @@ fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
     let mut sequence = 0u64;
     loop {
         wait_while_paused(shared);
+        wait_while_spool_full(shared);
         let message = match receiver.recv_timeout(tick) {
             Ok(m) => m,
             Err(RecvTimeoutError::Timeout) => {
@@ -376,6 +443,28 @@ fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
             .lost
             .fetch_add(lost as u64, Ordering::Relaxed);
         tracing::error!(lost, dir = %config.writer.dir.display(), "Parquet sink gave up: accepted records were not written before the shutdown deadline");
+    }
+}
+
+/// While the spool holds more than its bound (the object store is down or slow), the writer
+/// takes no records: the channel fills and the engine's side drops and counts, as for a failing
+/// disk. Never while stopping: what is accepted is then written to the spool.
+fn wait_while_spool_full(shared: &Shared) {
+    let Some((state, max)) = &shared.upload else {
+        return;
+    };
+    let mut logged = false;
+    while state.stats().spool_bytes > *max && !shared.stopping.load(Ordering::SeqCst) {
+        if !logged {
+            tracing::warn!(
+                spool_bytes = state.stats().spool_bytes,
+                max = *max,
+                "the upload spool is full: records are dropped until uploads catch up"
+            );
+            logged = true;
+        }
+        state.wake();
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -454,6 +543,11 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 
 fn publish(shared: &Shared, before: super::writer::WriterStats, after: super::writer::WriterStats) {
     let files = after.files - before.files;
+    if files > 0
+        && let Some((state, _)) = &shared.upload
+    {
+        state.wake();
+    }
     if files > 0 {
         shared.counters.files.fetch_add(files, Ordering::Relaxed);
         if let Some(h) = &shared.health {

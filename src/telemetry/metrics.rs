@@ -44,6 +44,9 @@ pub struct EngineMetrics {
     records_dropped: IntCounterVec,
     files_written: IntCounterVec,
     export_errors: IntCounterVec,
+    uploads: IntCounterVec,
+    upload_errors: IntCounterVec,
+    spool_bytes: IntGaugeVec,
     guards: Arc<std::sync::Mutex<Vec<Arc<GuardStats>>>>,
 }
 
@@ -108,6 +111,14 @@ impl EngineMetrics {
         )?;
         registry.register(Box::new(build.clone()))?;
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let spool_bytes = IntGaugeVec::new(
+            Opts::new(
+                name("spool_bytes"),
+                "Bytes of committed files in a sink's local spool, waiting to be uploaded to the object store.",
+            ),
+            &["sink"],
+        )?;
+        registry.register(Box::new(spool_bytes.clone()))?;
         Ok(Self {
             operations: counter(
                 registry,
@@ -198,6 +209,19 @@ impl EngineMetrics {
                 "Errors a sink met while exporting (each retried or reported).",
                 &["sink"],
             )?,
+            uploads: counter(
+                registry,
+                "uploads_total",
+                "Files a sink uploaded whole to the object store.",
+                &["sink"],
+            )?,
+            upload_errors: counter(
+                registry,
+                "upload_errors_total",
+                "Failed uploads to the object store (each retried; the files stay in the spool).",
+                &["sink"],
+            )?,
+            spool_bytes,
             guard_refusals,
             dry_run_requests,
             info,
@@ -269,6 +293,15 @@ impl EngineMetrics {
         ]
     }
 
+    /// Upload health of `sink`: `uploads_total`, `upload_errors_total` and `spool_bytes`.
+    pub fn upload_health(&self, sink: &str) -> crate::dataset::upload::UploadHealth {
+        crate::dataset::upload::UploadHealth {
+            uploads: self.uploads.with_label_values(&[sink]),
+            errors: self.upload_errors.with_label_values(&[sink]),
+            spool_bytes: self.spool_bytes.with_label_values(&[sink]),
+        }
+    }
+
     /// The text exposition of every family of `registry`, with the guard counters brought up to
     /// date first.
     pub fn encode(&self, registry: &Registry) -> String {
@@ -297,7 +330,7 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 17] = [
+    let collectors: [&dyn Collector; 20] = [
         &metrics.operations,
         &metrics.operation_duration,
         &metrics.reconciles,
@@ -315,6 +348,9 @@ pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
         &metrics.records_dropped,
         &metrics.files_written,
         &metrics.export_errors,
+        &metrics.uploads,
+        &metrics.upload_errors,
+        &metrics.spool_bytes,
     ];
     collectors
         .iter()

@@ -323,7 +323,7 @@ for (const doc of docs) {
   try {
     model = (await import(`%(package)s/${group}/${version}/${doc.kind}`))[doc.kind];
   } catch (e) {
-    out.push([{ path: "", message: `%(package)s has no model for ${doc.apiVersion} ${doc.kind}` }]);
+    out.push([{ path: "", message: `%(package)s has no model for ${doc.apiVersion} ${doc.kind} (${e.message})` }]);
     continue;
   }
   try {
@@ -362,15 +362,26 @@ class MonitoringSchemas:
         installed = os.path.join(self.package_dir, "package.json")
         if os.path.exists(installed):
             with open(installed) as f:
-                if json.load(f).get("version") == NPM_VERSION:
+                if json.load(f).get("version") == NPM_VERSION and self.loads():
                     return
+            # An install cut short (a killed run) leaves the package without its dependencies:
+            # start over rather than trust it.
+            shutil.rmtree(os.path.join(self.npm_dir, "node_modules"), ignore_errors=True)
         result = subprocess.run(
             ["npm", "install", "--prefix", self.npm_dir, "--no-audit", "--no-fund",
              "--no-save", "--loglevel=error", f"{NPM_PACKAGE}@{NPM_VERSION}"],
             capture_output=True, text=True)
-        if result.returncode != 0 or not os.path.exists(installed):
+        if result.returncode != 0 or not os.path.exists(installed) or not self.loads():
             fail(f"`npm install {NPM_PACKAGE}@{NPM_VERSION}` into {self.npm_dir} failed:\n"
                  f"{result.stderr.strip()}")
+
+    def loads(self):
+        """Whether node loads the two models the manifests use (the install is whole)."""
+        probe = ("await import('%(p)s/monitoring.coreos.com/v1/ServiceMonitor');"
+                 "await import('%(p)s/monitoring.coreos.com/v1/PrometheusRule');" % {"p": NPM_PACKAGE})
+        result = subprocess.run(["node", "--input-type=module", "-e", probe],
+                                capture_output=True, text=True, cwd=self.npm_dir)
+        return result.returncode == 0
 
     def validate(self, docs, failures):
         if not docs:
