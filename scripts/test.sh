@@ -40,6 +40,10 @@ export SHADOW_RECONCILER_KUBE_BIN_DIR
 # built from the Go module proxy once per machine; tests/collector.rs runs it.
 SHADOW_RECONCILER_OTELCOL=$(bash scripts/otelcol.sh)
 export SHADOW_RECONCILER_OTELCOL
+# SeaweedFS, the S3-compatible server tests/object_store.rs writes the dataset to on loopback,
+# built from the Go module proxy once per machine (tools/seaweedfs).
+SHADOW_RECONCILER_WEED=$(bash scripts/seaweedfs.sh)
+export SHADOW_RECONCILER_WEED
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
 # pinned versions of scripts/requirements.txt, rebuilt only when that file changes.

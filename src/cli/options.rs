@@ -242,6 +242,7 @@ impl ParquetArgs {
         config.upload = Some(shadow_reconciler::dataset::upload::UploadConfig {
             remote,
             max_spool_bytes: (self.parquet_spool_max_mib.unwrap_or(1024) as u64) << 20,
+            part_bytes: shadow_reconciler::dataset::store::UPLOAD_PART_BYTES,
         });
         let upload = telemetry.metrics().upload_health("parquet");
         let sink = std::sync::Arc::new(ParquetSink::start_with_upload(

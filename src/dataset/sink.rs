@@ -48,6 +48,8 @@ struct Counters {
     files: AtomicU64,
     errors: AtomicU64,
     lost: AtomicU64,
+    /// Records the writer took from the channel.
+    taken: AtomicU64,
 }
 
 /// A snapshot of the sink's counters.
@@ -65,6 +67,8 @@ pub struct SinkStats {
     pub errors: u64,
     /// Accepted records given up on: retries still failing when the shutdown grace ran out.
     pub lost: u64,
+    /// Accepted records still in the channel, not yet taken by the writer.
+    pub queued: u64,
 }
 
 /// Prometheus counters the sink keeps up to date (see `EngineMetrics::sink_health`).
@@ -280,6 +284,10 @@ impl ParquetSink {
             files: c.files.load(Ordering::Relaxed),
             errors: c.errors.load(Ordering::Relaxed),
             lost: c.lost.load(Ordering::Relaxed),
+            queued: c
+                .accepted
+                .load(Ordering::Relaxed)
+                .saturating_sub(c.taken.load(Ordering::Relaxed)),
         }
     }
 
@@ -420,6 +428,7 @@ fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
         };
         match message {
             Message::Record(record) => {
+                shared.counters.taken.fetch_add(1, Ordering::Relaxed);
                 sequence += 1;
                 let id = record
                     .trace_id

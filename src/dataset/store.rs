@@ -9,6 +9,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use object_store::path::Path as Key;
@@ -71,6 +72,13 @@ pub enum StoreError {
 impl Location {
     /// Parses a dataset location: a URL of an object store, `file://`, or a local path.
     pub fn parse(text: &str) -> Result<Self, StoreError> {
+        Self::parse_with(text, &[])
+    }
+
+    /// [`parse`](Self::parse), with `options` (object store configuration keys such as
+    /// `aws_endpoint` or `google_service_account`, as `object_store` names them) applied over
+    /// what the environment says: for embedding and tests.
+    pub fn parse_with(text: &str, options: &[(&str, &str)]) -> Result<Self, StoreError> {
         let Some((scheme, rest)) = text.split_once("://") else {
             return Ok(Self::Local(PathBuf::from(text)));
         };
@@ -88,24 +96,45 @@ impl Location {
             source,
         };
         let store: Arc<dyn ObjectStore> = match scheme.as_str() {
-            "s3" | "s3a" => Arc::new(
-                object_store::aws::AmazonS3Builder::from_env()
-                    .with_bucket_name(bucket)
-                    .build()
-                    .map_err(client)?,
-            ),
-            "gs" => Arc::new(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_bucket_name(bucket)
-                    .build()
-                    .map_err(client)?,
-            ),
-            "az" | "azure" | "abfs" | "abfss" => Arc::new(
-                object_store::azure::MicrosoftAzureBuilder::from_env()
-                    .with_url(format!("{scheme}://{bucket}"))
-                    .build()
-                    .map_err(client)?,
-            ),
+            "s3" | "s3a" => {
+                let mut builder = object_store::aws::AmazonS3Builder::from_env();
+                for (key, value) in options {
+                    builder = builder.with_config(key.parse().map_err(client)?, *value);
+                }
+                Arc::new(
+                    builder
+                        .with_bucket_name(bucket)
+                        .with_retry(retry())
+                        .build()
+                        .map_err(client)?,
+                )
+            }
+            "gs" => {
+                let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env();
+                for (key, value) in options {
+                    builder = builder.with_config(key.parse().map_err(client)?, *value);
+                }
+                Arc::new(
+                    builder
+                        .with_bucket_name(bucket)
+                        .with_retry(retry())
+                        .build()
+                        .map_err(client)?,
+                )
+            }
+            "az" | "azure" | "abfs" | "abfss" => {
+                let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env();
+                for (key, value) in options {
+                    builder = builder.with_config(key.parse().map_err(client)?, *value);
+                }
+                Arc::new(
+                    builder
+                        .with_url(format!("{scheme}://{bucket}"))
+                        .with_retry(retry())
+                        .build()
+                        .map_err(client)?,
+                )
+            }
             _ => {
                 return Err(StoreError::Scheme {
                     url: text.to_owned(),
@@ -137,6 +166,17 @@ impl Location {
             Self::Local(dir) => dir.clone(),
             Self::Remote(remote) => PathBuf::from(&remote.url),
         }
+    }
+}
+
+/// Retries of one request inside the client: a few, within 15 s. A longer outage is the
+/// uploader's to ride out (it retries each part with its own backoff, the files kept in the
+/// spool), and a reader's to report, rather than one request hanging for minutes.
+fn retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig::default(),
+        max_retries: 3,
+        retry_timeout: Duration::from_secs(15),
     }
 }
 
@@ -220,10 +260,16 @@ impl Remote {
         Ok(objects)
     }
 
-    /// Uploads the local file `from` as `relative`, atomically: a multipart upload completed
-    /// only once every part is sent (no reader ever sees part of it; an interrupted upload is
-    /// aborted, or left to the bucket's lifecycle rule for incomplete uploads).
-    pub fn upload(&self, from: &Path, relative: &str) -> Result<u64, UploadError> {
+    /// Uploads the local file `from` as `relative`, atomically: in one request when it fits in
+    /// one part of `part_bytes`, else as a multipart upload completed only once every part is
+    /// sent (no reader ever sees part of it; an interrupted upload is left to the bucket's
+    /// lifecycle rule for incomplete uploads).
+    pub fn upload(
+        &self,
+        from: &Path,
+        relative: &str,
+        part_bytes: usize,
+    ) -> Result<u64, UploadError> {
         let data = std::fs::read(from).map_err(|source| UploadError::Read {
             path: from.to_owned(),
             source,
@@ -232,11 +278,21 @@ impl Remote {
         let key = self.key(relative);
         let store = self.store.clone();
         let result = block_on(async move {
+            if data.len() <= part_bytes {
+                // One request, as atomic as a multipart upload's completion.
+                return store
+                    .put(&key, object_store::PutPayload::from(data))
+                    .await
+                    .map(|_| ());
+            }
             let upload = store.put_multipart(&key).await?;
             let mut writer =
-                object_store::WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART_BYTES);
+                object_store::WriteMultipart::new_with_chunk_size(upload, part_bytes.max(1));
             writer.write(&data);
-            writer.finish().await.map(|_| ())
+            match writer.finish().await {
+                Ok(_) => Ok(()),
+                Err(error) => Err(error),
+            }
         });
         result.map(|()| size).map_err(|source| UploadError::Store {
             url: format!("{}/{relative}", self.url),

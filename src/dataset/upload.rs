@@ -23,6 +23,9 @@ pub struct UploadConfig {
     pub remote: Remote,
     /// Past this many bytes in the spool, the writer waits (and new records are dropped).
     pub max_spool_bytes: u64,
+    /// The size of a multipart upload's parts ([`UPLOAD_PART_BYTES`](super::store::UPLOAD_PART_BYTES)
+    /// by default; S3 wants at least 5 MiB but for the last).
+    pub part_bytes: usize,
 }
 
 /// Prometheus series the uploader keeps up to date.
@@ -148,7 +151,13 @@ pub fn run(
             shared.sleep(Duration::from_secs(1));
             continue;
         };
-        match upload_part(spool, &config.remote, &reconciles, &steps) {
+        match upload_part(
+            spool,
+            &config.remote,
+            config.part_bytes,
+            &reconciles,
+            &steps,
+        ) {
             Ok((files, records)) => {
                 wait = backoff.0;
                 shared.failing.store(false, Ordering::Relaxed);
@@ -229,6 +238,7 @@ pub fn spool_bytes(spool: &Path) -> u64 {
 fn upload_part(
     spool: &Path,
     remote: &Remote,
+    part_bytes: usize,
     reconciles: &Path,
     steps: &Path,
 ) -> Result<(u64, u64), String> {
@@ -254,7 +264,9 @@ fn upload_part(
             .map_err(|_| format!("{} is not under the spool", path.display()))?;
         let relative = relative.to_string_lossy();
         debug_assert!(relative.starts_with(&format!("table={}", table.as_str())));
-        remote.upload(path, &relative).map_err(|e| e.to_string())?;
+        remote
+            .upload(path, &relative, part_bytes)
+            .map_err(|e| e.to_string())?;
     }
     for path in [reconciles, steps] {
         std::fs::remove_file(path)
