@@ -823,6 +823,86 @@ fn a_parquet_dir_that_is_a_file_fails_at_start_up() {
     }
 }
 
+/// Object store locations: a scheme we do not know, a URL where only a local directory makes
+/// sense, the spool's options without an object store, and a store that cannot be reached are
+/// each one clear error (exit 2) naming the flag and the value.
+#[test]
+fn object_store_locations_fail_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let local = dir.path().join("data");
+    let local = local.to_str().expect("utf-8 path");
+    fn ingest<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec![
+            "ingest",
+            "--plan",
+            "hostedcluster",
+            "--otlp-grpc",
+            "127.0.0.1:0",
+            "--otlp-http",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        args
+    }
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            ingest(&["--parquet-dir", "ftp://host/data"]),
+            vec![
+                "--parquet-dir ftp://host/data",
+                "unsupported URL scheme \"ftp\"",
+                "s3://",
+            ],
+        ),
+        (
+            ingest(&["--parquet-dir", local, "--parquet-spool", local]),
+            vec!["--parquet-spool", "object store", local],
+        ),
+        (
+            vec!["simulate", "--parquet-dir", "s3://bucket/data"],
+            vec![
+                "--parquet-dir s3://bucket/data",
+                "local dataset",
+                "analyze URL",
+            ],
+        ),
+        (
+            vec!["analyze", "gs:///data"],
+            vec!["gs:///data", "no bucket"],
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = cli(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for e in &expected {
+            assert!(stderr.contains(e), "{args:?}: {e:?} not in {stderr}");
+        }
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+    // An S3 endpoint that refuses connections: analyze names the URL and the cause.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args(["analyze", "s3://bucket/data"])
+        .env("AWS_ENDPOINT", format!("http://127.0.0.1:{port}"))
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "k")
+        .env("AWS_SECRET_ACCESS_KEY", "s")
+        .output()
+        .expect("run analyze");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("s3://bucket/data/table=") && stderr.contains("cannot list"),
+        "{stderr}"
+    );
+}
+
 /// OTLP is unauthenticated: `ingest` receives on loopback unless told otherwise.
 #[test]
 fn ingest_receives_otlp_on_loopback_by_default() {

@@ -158,6 +158,17 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let parquet = if args.no_parquet {
         None
     } else {
+        if let Some(scheme) = args
+            .parquet_dir
+            .to_str()
+            .and_then(|d| d.split_once("://"))
+            .map(|(scheme, _)| scheme)
+        {
+            anyhow::bail!(
+                "--parquet-dir {}: simulate writes a local dataset (it replaces an earlier simulation's and analyses it at the end); {scheme}:// is an object store: to write to one, run `run` or `ingest` with --parquet-dir URL, and read it with `analyze URL`",
+                args.parquet_dir.display()
+            );
+        }
         replace_simulated_data(&args.parquet_dir)?;
         let health = telemetry.metrics().sink_health("parquet").into();
         Some(
