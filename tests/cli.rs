@@ -823,6 +823,23 @@ fn a_parquet_dir_that_is_a_file_fails_at_start_up() {
     }
 }
 
+/// `ingest`'s arguments on free loopback ports, then `extra`.
+fn ingest<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "ingest",
+        "--plan",
+        "hostedcluster",
+        "--otlp-grpc",
+        "127.0.0.1:0",
+        "--otlp-http",
+        "127.0.0.1:0",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// Object store locations: a scheme we do not know, a URL where only a local directory makes
 /// sense, the spool's options without an object store, and a store that cannot be reached are
 /// each one clear error (exit 2) naming the flag and the value.
@@ -831,21 +848,6 @@ fn object_store_locations_fail_clearly() {
     let dir = tempfile::tempdir().expect("temp dir");
     let local = dir.path().join("data");
     let local = local.to_str().expect("utf-8 path");
-    fn ingest<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-        let mut args = vec![
-            "ingest",
-            "--plan",
-            "hostedcluster",
-            "--otlp-grpc",
-            "127.0.0.1:0",
-            "--otlp-http",
-            "127.0.0.1:0",
-            "--listen",
-            "127.0.0.1:0",
-        ];
-        args.extend_from_slice(extra);
-        args
-    }
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
             ingest(&["--parquet-dir", "ftp://host/data"]),

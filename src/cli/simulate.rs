@@ -158,17 +158,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let parquet = if args.no_parquet {
         None
     } else {
-        if let Some(scheme) = args
-            .parquet_dir
-            .to_str()
-            .and_then(|d| d.split_once("://"))
-            .map(|(scheme, _)| scheme)
-        {
-            anyhow::bail!(
-                "--parquet-dir {}: simulate writes a local dataset (it replaces an earlier simulation's and analyses it at the end); {scheme}:// is an object store: to write to one, run `run` or `ingest` with --parquet-dir URL, and read it with `analyze URL`",
-                args.parquet_dir.display()
-            );
-        }
+        local_dataset(&args.parquet_dir)?;
         replace_simulated_data(&args.parquet_dir)?;
         let health = telemetry.metrics().sink_health("parquet").into();
         Some(
@@ -349,6 +339,17 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let summary = montecarlo::run(Arc::new(plan), settings).context("--candidate-group")?;
     super::out(&summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `simulate` writes a local dataset: a URL is an error that says what to use instead.
+fn local_dataset(dir: &Path) -> anyhow::Result<()> {
+    if let Some((scheme, _)) = dir.to_str().and_then(|d| d.split_once("://")) {
+        anyhow::bail!(
+            "--parquet-dir {}: simulate writes a local dataset (it replaces an earlier simulation's and analyses it at the end); {scheme}:// is an object store: to write to one, run `run` or `ingest` with --parquet-dir URL, and read it with `analyze URL`",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// The default report path: `NAME-report.html` beside the dataset directory `.../NAME`.
