@@ -44,6 +44,10 @@ export SHADOW_RECONCILER_OTELCOL
 # built from the Go module proxy once per machine (tools/seaweedfs).
 SHADOW_RECONCILER_WEED=$(bash scripts/seaweedfs.sh)
 export SHADOW_RECONCILER_WEED
+# A real Trino server (476, from Maven Central, on a Java 24+ JDK of the machine) for
+# exporters/sql/trino, fetched once per machine.
+SHADOW_RECONCILER_TRINO=$(bash scripts/trino.sh)
+export SHADOW_RECONCILER_TRINO
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
 # pinned versions of scripts/requirements.txt, rebuilt only when that file changes.

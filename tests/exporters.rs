@@ -1,6 +1,6 @@
 //! `exporters/`: the DuckDB and Spark SQL give the analyzer's numbers on `simulate` runs (one
-//! cluster's data with halves of rotations, and a fleet of two clusters), and the OpenTelemetry
-//! Collector configuration wires every pipeline to defined components.
+//! cluster's data with halves of rotations, and a fleet of two clusters), Trino's on the first,
+//! and the OpenTelemetry Collector configuration wires every pipeline to defined components.
 
 mod common;
 
@@ -28,7 +28,7 @@ fn run(command: &mut Command) -> String {
 
 /// The SQL and `analyze` agree on a dataset with halves of rotations, which both leave out.
 #[test]
-fn the_duckdb_sql_gives_the_analyzers_numbers() {
+fn the_duckdb_spark_and_trino_sql_give_the_analyzers_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let bin = env!("CARGO_BIN_EXE_shadow-reconciler");
@@ -74,14 +74,16 @@ fn the_duckdb_sql_gives_the_analyzers_numbers() {
         rounds > 1,
         "the fixpoint took {rounds} round(s); the test needs a chain:\n{report}"
     );
-    let spark = check_sql(&data, &analysis, "spark");
-    assert!(
-        spark.contains(&format!("pair rounds: hostedcluster {rounds}")),
-        "{spark}"
-    );
+    for engine in ["spark", "trino"] {
+        let report = check_sql(&data, &analysis, engine);
+        assert!(
+            report.contains(&format!("pair rounds: hostedcluster {rounds}")),
+            "{report}"
+        );
+    }
 }
 
-/// Runs `tests/python/check_sql.py` with `engine` (duckdb or spark) on `data` against the
+/// Runs `tests/python/check_sql.py` with `engine` (duckdb, spark or trino) on `data` against the
 /// analysis `analysis`; returns its report, failing the test on any difference.
 fn check_sql(data: &Path, analysis: &Path, engine: &str) -> String {
     let out = Command::new(common::python())

@@ -1,6 +1,6 @@
-"""Checks the SQL of exporters/sql/ (DuckDB's or Spark's) against the analyzer's JSON.
+"""Checks the SQL of exporters/sql/ (DuckDB's, Spark's or Trino's) against the analyzer's JSON.
 
-Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--engine duckdb|spark] [--plan FILE]...
+Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--engine duckdb|spark|trino] [--plan FILE]...
 
 ANALYSIS_JSON is `shadow-reconciler analyze DATASET_DIR --format json` of the same directory. For
 each plan in it, runs every query file of exporters/sql/ENGINE/ (default duckdb) with its
@@ -164,6 +164,103 @@ class DuckDB:
 
     def close(self):
         pass
+
+
+class Trino:
+    """A real Trino server (the directory `SHADOW_RECONCILER_TRINO`, as scripts/trino.sh unpacks it,
+    with the Java it names in `java-home`), started on a free loopback port with a hive catalog on
+    the local file system (a file metastore) and a memory catalog for pairs.sql's scratch tables;
+    its tables declared once by trino/tables.sql over the dataset."""
+    name = "Trino"
+
+    def __init__(self, root):
+        import socket
+        import subprocess
+        import tempfile
+        import urllib.request
+        import trino
+        home = os.environ.get("SHADOW_RECONCILER_TRINO")
+        if not home or not os.path.isdir(home):
+            raise SystemExit("SHADOW_RECONCILER_TRINO is not a Trino server directory "
+                             "(scripts/trino.sh downloads and unpacks one)")
+        with open(os.path.join(home, "java-home")) as f:
+            java_home = f.read().strip()
+        self.scratch = tempfile.mkdtemp(prefix="check-sql-trino-")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        etc = os.path.join(self.scratch, "etc")
+        os.makedirs(os.path.join(etc, "catalog"))
+        files = {
+            "node.properties": f"node.environment=check\nnode.id=check-sql\n"
+                               f"node.data-dir={self.scratch}/data\n",
+            "jvm.config": "-server\n-Xmx1G\n-XX:+UseG1GC\n-XX:+ExitOnOutOfMemoryError\n"
+                          "-Djdk.attach.allowAttachSelf=true\n",
+            "config.properties": f"coordinator=true\nnode-scheduler.include-coordinator=true\n"
+                                 f"http-server.http.port={port}\n"
+                                 f"discovery.uri=http://127.0.0.1:{port}\n"
+                                 "query.max-memory=512MB\nquery.max-memory-per-node=512MB\n",
+            "catalog/hive.properties": "connector.name=hive\nhive.metastore=file\n"
+                                       f"hive.metastore.catalog.dir=local://{self.scratch}/metastore\n"
+                                       "fs.native-local.enabled=true\nlocal.location=/\n"
+                                       "hive.timestamp-precision=MICROSECONDS\n",
+            "catalog/memory.properties": "connector.name=memory\n",
+        }
+        for name, text in files.items():
+            with open(os.path.join(etc, name), "w") as f:
+                f.write(text)
+        os.makedirs(os.path.join(self.scratch, "metastore"))
+        env = dict(os.environ, JAVA_HOME=java_home,
+                   PATH=os.path.join(java_home, "bin") + os.pathsep + os.environ["PATH"])
+        self.log = open(os.path.join(self.scratch, "server.log"), "w")
+        self.process = subprocess.Popen(
+            [os.path.join(home, "bin", "launcher"), "run", f"--etc-dir={etc}"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        started = time.monotonic()
+        while True:
+            # Generous: only a hung server reaches it, not a slow machine.
+            if time.monotonic() - started > 600 or self.process.poll() is not None:
+                with open(os.path.join(self.scratch, "server.log")) as f:
+                    log = f.read()[-4000:]
+                self.close()
+                raise SystemExit(f"Trino did not start:\n{log}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/info", timeout=5) as r:
+                    if not json.load(r).get("starting", True):
+                        break
+            except OSError:
+                pass
+            time.sleep(1)
+        self.connection = trino.dbapi.connect(host="127.0.0.1", port=port, user="check_sql",
+                                              catalog="hive", schema="shadow")
+        tables = os.path.join(SQL_DIR, "trino", "tables.sql")
+        for statement in statements(substitute(tables, {"dir": "local://" + root,
+                                                        "schema": "shadow"})):
+            self.execute(statement)
+
+    def execute(self, statement):
+        cursor = self.connection.cursor()
+        cursor.execute(statement)
+        rows = cursor.fetchall()
+        columns = [d[0] for d in cursor.description or []]
+        return [dict(zip(columns, row)) for row in rows]
+
+    def run(self, path, substitutions):
+        rows = []
+        for statement in statements(substitute(path, dict(substitutions, scratch="memory.default"))):
+            rows = self.execute(statement)
+        return rows
+
+    def close(self):
+        import shutil
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=60)
+            except Exception:
+                self.process.kill()
+        self.log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class Spark:
@@ -345,8 +442,8 @@ def main(argv):
         i = args.index("--engine")
         engine_name = args[i + 1]
         del args[i:i + 2]
-        if engine_name not in ("duckdb", "spark"):
-            raise SystemExit(f"--engine {engine_name}: not duckdb or spark")
+        if engine_name not in ("duckdb", "spark", "trino"):
+            raise SystemExit(f"--engine {engine_name}: not duckdb, spark or trino")
     while "--plan" in args:
         i = args.index("--plan")
         extra.append(args[i + 1])
@@ -373,7 +470,7 @@ def main(argv):
                               + ", ".join(stale))
     ran = set()
     started = time.monotonic()
-    engine = (Spark if engine_name == "spark" else DuckDB)(root)
+    engine = {"duckdb": DuckDB, "spark": Spark, "trino": Trino}[engine_name](root)
     try:
         cmp.mismatches.extend(getattr(engine, "problems", []))
         for report in analysis["plans"]:

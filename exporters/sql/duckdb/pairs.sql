@@ -158,9 +158,7 @@ SELECT src, dst FROM sr_declared WHERE 1 = 0;
 -- those the previous round detected (paths of up to 2^6 edges).
 CREATE OR REPLACE TEMP VIEW sr_closure AS
 WITH edges AS (
-    SELECT src, dst FROM sr_declared
-    UNION
-    SELECT src, dst FROM sr_detected
+    SELECT src, dst FROM sr_declared UNION SELECT src, dst FROM sr_detected
 ),
 c0 AS (SELECT src, dst FROM edges UNION SELECT operation, operation FROM sr_plan_operations),
 c1 AS (SELECT DISTINCT a.src, b.dst FROM c0 a JOIN c0 b ON b.src = a.dst),

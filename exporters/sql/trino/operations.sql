@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/operations.sql (which is tested against the analyzer)
--- to Trino: reads the hive tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/trino/tables.sql (in the session's catalog and schema); the file of a row is
--- the hidden column "$path". Placeholders as there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine trino runs it in a real Trino (476) on simulate's
+-- data and compares every number with `analyze --format json`; the Trino SQL of
+-- exporters/sql/duckdb/operations.sql. Reads the views shadow_steps and shadow_reconciles (whole
+-- parts only) declared by exporters/sql/trino/tables.sql, whose `file` is a row's file.
+-- Placeholders as there, except {dir} and {schema}, which only tables.sql uses.
 --
 -- Per operation of one plan version: the numbers of `analyze --format json` under
 -- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`).
@@ -43,7 +44,7 @@ operations AS (
     SELECT DISTINCT operation FROM plan_operations
 ),
 steps AS (
-    SELECT "$path" AS file, reconcile_id,
+    SELECT file, reconcile_id,
            coalesce(policy = 'control', false) AS control,
            seq, operation, execution, outcome, blocked_by,
            execution IN ('real', 'dry-run') AS executed,

@@ -45,9 +45,10 @@
 -- (src/analyze/stats.rs), in double precision.
 -- Plans of up to 64 operations (the closure squares the dependency relation 6 times).
 --
--- UNTESTED translation of exporters/sql/duckdb/pairs.sql (which is tested against the analyzer),
--- generated with it by exporters/sql/generate_pairs.py, for Trino: reads the hive table
--- `shadow_steps` declared by exporters/sql/trino/tables.sql (the session's catalog and schema).
+-- Tested: tests/python/check_sql.py --engine trino runs it in a real Trino (476) on simulate's data
+-- and compares every number with `analyze --format json`. Generated with the DuckDB file by
+-- exporters/sql/generate_pairs.py; reads the view `shadow_steps` declared by
+-- exporters/sql/trino/tables.sql (the session's catalog and schema).
 -- Run it as a script (trino --catalog hive --schema shadow -f pairs.sql).
 -- The intermediate tables and views (sr_*) are written to the schema {scratch} (e.g.
 -- memory.default, or a hive schema: it needs CREATE TABLE AS, INSERT and CREATE VIEW); drop them when
@@ -67,7 +68,7 @@ WHERE depends_on <> '';
 -- The step rows of this plan version, with their object (cluster/kind/namespace/name: a name in two clusters is two objects).
 DROP TABLE IF EXISTS {scratch}.sr_rows;
 CREATE TABLE {scratch}.sr_rows AS
-SELECT "$path" AS file, reconcile_id, "time" AS t,
+SELECT file AS file, reconcile_id, "time" AS t,
        coalesce(policy = 'control', false) AS control,
        seq, operation,
        execution IN ('real', 'dry-run') AS executed,
@@ -167,18 +168,23 @@ SELECT src, dst FROM {scratch}.sr_declared WHERE 1 = 0;
 -- those the previous round detected (paths of up to 2^6 edges).
 CREATE OR REPLACE VIEW {scratch}.sr_closure AS
 WITH edges AS (
-    SELECT src, dst FROM {scratch}.sr_declared
-    UNION
-    SELECT src, dst FROM {scratch}.sr_detected
+    SELECT src, dst FROM {scratch}.sr_declared UNION SELECT src, dst FROM {scratch}.sr_detected
 ),
-c0 AS (SELECT src, dst FROM edges UNION SELECT operation, operation FROM {scratch}.sr_plan_operations),
-c1 AS (SELECT DISTINCT a.src, b.dst FROM c0 a JOIN c0 b ON b.src = a.dst),
-c2 AS (SELECT DISTINCT a.src, b.dst FROM c1 a JOIN c1 b ON b.src = a.dst),
-c3 AS (SELECT DISTINCT a.src, b.dst FROM c2 a JOIN c2 b ON b.src = a.dst),
-c4 AS (SELECT DISTINCT a.src, b.dst FROM c3 a JOIN c3 b ON b.src = a.dst),
-c5 AS (SELECT DISTINCT a.src, b.dst FROM c4 a JOIN c4 b ON b.src = a.dst),
-c6 AS (SELECT DISTINCT a.src, b.dst FROM c5 a JOIN c5 b ON b.src = a.dst)
-SELECT src, dst FROM c6 WHERE src <> dst;
+adjacent AS (
+    SELECT map_agg(src, dsts) AS next
+    FROM (SELECT src, array_agg(DISTINCT dst) AS dsts FROM edges GROUP BY src) a
+),
+operations AS (SELECT DISTINCT operation FROM {scratch}.sr_plan_operations)
+SELECT o.operation AS src, reached.dst
+FROM operations o
+CROSS JOIN adjacent g
+CROSS JOIN UNNEST(reduce(
+    sequence(1, 64),
+    coalesce(element_at(g.next, o.operation), CAST(ARRAY[] AS array(varchar))),
+    (acc, i) -> array_distinct(concat(acc, flatten(transform(
+        acc, x -> coalesce(element_at(g.next, x), CAST(ARRAY[] AS array(varchar))))))),
+    acc -> acc)) AS reached(dst)
+WHERE reached.dst <> o.operation;
 
 -- Before any detection, the closure is the plan's own: what `declared` means.
 DROP TABLE IF EXISTS {scratch}.sr_declared_closure;

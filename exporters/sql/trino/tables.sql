@@ -1,18 +1,28 @@
--- UNTESTED: declares the two tables of a shadow-reconciler Parquet dataset (docs/parquet.md) in a
--- Trino hive catalog, for the Trino queries of this directory, which are translations of the
--- tested DuckDB files in exporters/sql/duckdb/.
+-- Tested: tests/python/check_sql.py --engine trino declares the tables with this file in a real Trino
+-- (476, the server tarball from Maven Central, on Java 25; a hive catalog on the local file system
+-- with a file metastore) and runs every query of this directory on simulate's data. Declares the
+-- two tables of a shadow-reconciler Parquet dataset (docs/parquet.md) in a Trino hive catalog, and
+-- the views of their whole parts that the queries read.
 --
--- Placeholders: {schema}, the hive schema to create the tables in (the queries name them without
--- a schema: run them with that catalog and schema as the session's); {dir}, the dataset directory
--- as the catalog addresses it (s3://bucket/shadow, hdfs://..., or a local path the catalog allows).
--- The layout is hive-style: {dir}/table=steps/date=YYYY-MM-DD/hour=HH/*.parquet; writers' temporary
--- files are hidden (.part-*.tmp) and the hive connector skips them.
+-- Placeholders: {schema}, the hive schema to create the tables and views in (the queries name them
+-- without a schema: run them with that catalog and schema as the session's); {dir}, the dataset
+-- directory as the catalog addresses it (s3://bucket/shadow, gs://..., or local:///data/shadow with
+-- fs.native-local.enabled). The layout is hive-style:
+-- {dir}/table=steps/cluster=NAME/date=YYYY-MM-DD/hour=HH/*.parquet; writers' temporary files are
+-- hidden (.part-*.tmp) and the hive connector skips them.
 --
+-- The catalog needs hive.timestamp-precision=MICROSECONDS: `time` is stored in microseconds, and
+-- the analyzer orders an object's runs by it.
 -- Columns are matched by name (hive.parquet.use-column-names, the default); uint32 columns (seq,
--- phase, conflicts, guard_refusals, dry_run_requests) are read as bigint. Partition columns come
--- last. New date/hour partitions are seen after another sync_partition_metadata call.
+-- phase, conflicts, guard_refusals, dry_run_requests) are read as bigint. The partition columns
+-- (cluster, date, hour) come last; `cluster` is also in the files, where the partition's value
+-- is the one read. New partitions are seen after another sync_partition_metadata call. Running
+-- the file again is safe: the tables are external and declared only if missing, the views
+-- replaced.
 
-CREATE TABLE IF NOT EXISTS {schema}.shadow_steps (
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+CREATE TABLE IF NOT EXISTS {schema}.shadow_steps_files (
     "time" timestamp(6),
     reconcile_id varchar,
     plan varchar,
@@ -35,18 +45,19 @@ CREATE TABLE IF NOT EXISTS {schema}.shadow_steps (
     duration_us bigint,
     conflicts bigint,
     conflict_resolution varchar,
-    "date" varchar,
-    "hour" varchar
+    cluster varchar,
+    "date" date,
+    "hour" integer
 )
 WITH (
     external_location = '{dir}/table=steps',
     format = 'PARQUET',
-    partitioned_by = ARRAY['date', 'hour']
+    partitioned_by = ARRAY['cluster', 'date', 'hour']
 );
 
-CALL system.sync_partition_metadata('{schema}', 'shadow_steps', 'FULL');
+CALL system.sync_partition_metadata('{schema}', 'shadow_steps_files', 'FULL');
 
-CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles (
+CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles_files (
     "time" timestamp(6),
     reconcile_id varchar,
     trace_id varchar,
@@ -66,13 +77,29 @@ CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles (
     changed array(varchar),
     guard_refusals bigint,
     dry_run_requests bigint,
-    "date" varchar,
-    "hour" varchar
+    cluster varchar,
+    "date" date,
+    "hour" integer
 )
 WITH (
     external_location = '{dir}/table=reconciles',
     format = 'PARQUET',
-    partitioned_by = ARRAY['date', 'hour']
+    partitioned_by = ARRAY['cluster', 'date', 'hour']
 );
 
-CALL system.sync_partition_metadata('{schema}', 'shadow_reconciles', 'FULL');
+CALL system.sync_partition_metadata('{schema}', 'shadow_reconciles_files', 'FULL');
+
+-- The whole parts (docs/parquet.md): a file counts only when its sibling of the same name in the
+-- other table exists, so that no reader sees half of a rotation. `file` is the row's file, which
+-- the queries group by.
+CREATE OR REPLACE VIEW {schema}.shadow_steps AS
+SELECT s.*, s."$path" AS file
+FROM {schema}.shadow_steps_files s
+WHERE replace(s."$path", '/table=steps/', '/table=reconciles/')
+      IN (SELECT DISTINCT "$path" FROM {schema}.shadow_reconciles_files);
+
+CREATE OR REPLACE VIEW {schema}.shadow_reconciles AS
+SELECT r.*, r."$path" AS file
+FROM {schema}.shadow_reconciles_files r
+WHERE replace(r."$path", '/table=reconciles/', '/table=steps/')
+      IN (SELECT DISTINCT "$path" FROM {schema}.shadow_steps_files);

@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/unblocked.sql (which is tested against the analyzer)
--- to Trino: reads the hive tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/trino/tables.sql (in the session's catalog and schema); the file of a row is
--- the hidden column "$path". Placeholders as there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine trino runs it in a real Trino (476) on simulate's
+-- data and compares every number with `analyze --format json`; the Trino SQL of
+-- exporters/sql/duckdb/unblocked.sql. Reads the views shadow_steps and shadow_reconciles (whole
+-- parts only) declared by exporters/sql/trino/tables.sql, whose `file` is a row's file.
+-- Placeholders as there, except {dir} and {schema}, which only tables.sql uses.
 --
 -- The unblocked matrix of one plan version: `plans[].unblocked[]` of `analyze --format json`.
 -- In reconciles where the control failed (first at `first_failure`), each candidate step executed
@@ -15,7 +16,7 @@ WITH plan_operations AS (
     SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
 ),
 steps AS (
-    SELECT "$path" AS file, reconcile_id,
+    SELECT file, reconcile_id,
            coalesce(policy = 'control', false) AS control,
            seq, operation, execution, outcome,
            execution IN ('real', 'dry-run') AS executed,

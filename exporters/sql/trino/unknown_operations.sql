@@ -1,7 +1,8 @@
--- UNTESTED translation of exporters/sql/duckdb/unknown_operations.sql (which is tested against the analyzer)
--- to Trino: reads the hive tables shadow_steps and shadow_reconciles declared by
--- exporters/sql/trino/tables.sql (in the session's catalog and schema); the file of a row is
--- the hidden column "$path". Placeholders as there, except {dir}, which only tables.sql uses.
+-- Tested: tests/python/check_sql.py --engine trino runs it in a real Trino (476) on simulate's
+-- data and compares every number with `analyze --format json`; the Trino SQL of
+-- exporters/sql/duckdb/unknown_operations.sql. Reads the views shadow_steps and shadow_reconciles (whole
+-- parts only) declared by exporters/sql/trino/tables.sql, whose `file` is a row's file.
+-- Placeholders as there, except {dir} and {schema}, which only tables.sql uses.
 --
 -- Step rows of one plan version naming an operation the plan does not have:
 -- `plans[].unknown_operations` of `analyze --format json` (such rows count nowhere else).
