@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Process, free_port};
+use common::{Process, free_port, http_get};
 use serde_json::Value;
 
 /// How long a component may take to start, and spans to arrive: only a hung one reaches it.
@@ -23,33 +23,9 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The Collector: `SHADOW_RECONCILER_OTELCOL`, else what `scripts/otelcol.sh` builds (once per
-/// machine) and prints.
+/// The Collector (`SHADOW_RECONCILER_OTELCOL`, else built by `scripts/otelcol.sh`).
 fn collector() -> PathBuf {
-    if let Some(path) = std::env::var_os("SHADOW_RECONCILER_OTELCOL") {
-        return PathBuf::from(path);
-    }
-    let out = Command::new("bash")
-        .arg(root().join("scripts/otelcol.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run scripts/otelcol.sh");
-    assert!(
-        out.status.success(),
-        "scripts/otelcol.sh could not build the Collector (see above)"
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
-fn get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response
+    common::built_tool("SHADOW_RECONCILER_OTELCOL", "otelcol.sh")
 }
 
 /// Waits for `done` (checked every 200 ms), failing with `what` and `context()` after `limit`.
@@ -162,7 +138,7 @@ fn start_ingest(dir: &Path) -> (Process, String, u16) {
     wait_for(
         "ingest serves /metrics",
         START,
-        || get(&listen, "/metrics").contains("shadow_reconciler_ingest_requests_total"),
+        || http_get(&listen, "/metrics").contains("shadow_reconciler_ingest_requests_total"),
         || log(&dir.join("ingest.log")),
     );
     (ingest, listen, http)
@@ -206,7 +182,7 @@ fn start_collector(dir: &Path, backend_port: &str, ingest_http: u16) -> (Process
         "the Collector is healthy",
         START,
         || {
-            let response = get(&health, "/");
+            let response = http_get(&health, "/");
             response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
         },
         || log(&dir.join("collector.log")),
@@ -307,7 +283,7 @@ fn the_shipped_collector_configuration_carries_engine_and_sdk_spans_to_ingest_an
         DELIVERY,
         || {
             // Summed over the family's other labels (mode, results).
-            let recorded: f64 = get(&listen, "/metrics")
+            let recorded: f64 = http_get(&listen, "/metrics")
                 .lines()
                 .filter(|l| {
                     l.starts_with("shadow_reconciler_reconciles_total{")
@@ -318,7 +294,7 @@ fn the_shipped_collector_configuration_carries_engine_and_sdk_spans_to_ingest_an
             recorded >= f64::from(u32::try_from(expected.len()).unwrap())
         },
         || {
-            let metrics = get(&listen, "/metrics");
+            let metrics = http_get(&listen, "/metrics");
             let relevant: Vec<&str> = metrics
                 .lines()
                 .filter(|l| l.contains("reconciles_total") || l.contains("ingest_spans"))

@@ -128,7 +128,7 @@ fn a_fleet_of_two_clusters_is_one_dataset() {
             .args(["--hosted-clusters", hosted, "--addons", "20"])
             .arg("--parquet-dir")
             .arg(&own));
-        copy_tree(&own, &fleet);
+        common::copy_dir(&own, &fleet);
     }
     let analyse = |dir: &Path, extra: &[&str]| -> Value {
         serde_json::from_str(&run(Command::new(bin)
@@ -184,20 +184,6 @@ fn a_fleet_of_two_clusters_is_one_dataset() {
     std::fs::write(&analysis, serde_json::to_string(&whole).unwrap()).unwrap();
     check_sql(&fleet, &analysis, "duckdb");
     check_sql(&fleet, &analysis, "spark");
-}
-
-/// Copies the files under `from` into `to`, keeping their relative paths.
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn names(section: &Value) -> BTreeSet<String> {

@@ -11,14 +11,7 @@ use std::time::{Duration, Instant};
 use common::{Process, free_port};
 
 fn metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response
+    common::http_get(addr, "/metrics")
 }
 
 /// The value of the series whose line starts with `prefix` (labels included), summed.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{Process, free_port};
+use common::{Process, free_port, http_get};
 use serde_json::Value;
 use shadow_reconciler::dataset::upload::UploadConfig;
 use shadow_reconciler::dataset::{Location, ParquetSink, SinkConfig, reader};
@@ -27,22 +27,9 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// SeaweedFS's `weed`: `SHADOW_RECONCILER_WEED`, else what `scripts/seaweedfs.sh` builds (once per
-/// machine) and prints.
+/// SeaweedFS's `weed` (`SHADOW_RECONCILER_WEED`, else built by `scripts/seaweedfs.sh`).
 fn weed() -> PathBuf {
-    if let Some(path) = std::env::var_os("SHADOW_RECONCILER_WEED") {
-        return PathBuf::from(path);
-    }
-    let out = Command::new("bash")
-        .arg(root().join("scripts/seaweedfs.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run scripts/seaweedfs.sh");
-    assert!(
-        out.status.success(),
-        "scripts/seaweedfs.sh could not build SeaweedFS (see above)"
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    common::built_tool("SHADOW_RECONCILER_WEED", "seaweedfs.sh")
 }
 
 /// A SeaweedFS server (master, volume, filer and S3 gateway in one process) on loopback ports,
@@ -174,17 +161,6 @@ impl S3 {
     }
 }
 
-fn get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response
-}
-
 /// `ingest` for the hostedcluster plan writing to `dataset` with `env`; returns it and its OTLP
 /// HTTP endpoint, once it serves.
 fn ingest(dir: &Path, name: &str, dataset: &str, env: &[(&str, String)]) -> (Process, String) {
@@ -208,7 +184,7 @@ fn ingest(dir: &Path, name: &str, dataset: &str, env: &[(&str, String)]) -> (Pro
         .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap());
     let process = Process(command.spawn().unwrap());
     let started = Instant::now();
-    while !get(&listen, "/metrics").contains("shadow_reconciler_ingest_requests_total") {
+    while !http_get(&listen, "/metrics").contains("shadow_reconciler_ingest_requests_total") {
         assert!(
             started.elapsed() < START,
             "ingest {name} did not start:\n{}",

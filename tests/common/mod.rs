@@ -208,6 +208,38 @@ impl Drop for Process {
     }
 }
 
+/// `GET path` from `addr` over plain HTTP/1.0: the whole response, or "" when nothing answers.
+pub fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+/// A real component the tests run, built or fetched by a script of `scripts/`: the path in the
+/// variable `env` (what `scripts/test.sh` exports), else what `script` prints (it builds the
+/// component once per machine, reporting its progress on stderr).
+pub fn built_tool(env: &str, script: &str) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return std::path::PathBuf::from(path);
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts").join(script))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/{script} could not provide it (see above); or set {env}"
+    );
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 /// A loopback port free a moment ago, for a server started as a child process.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
