@@ -22,19 +22,32 @@ use shadow_reconciler::util::Rng;
 const POPULATION: usize = 20_000;
 
 /// Writes about `rows` step rows of synthetic reconciles into `dir`; returns (records, step rows,
-/// files).
-fn generate(dir: &Path, rows: u64) -> (u64, u64, u64) {
+/// files). With `patterns`, each object's reconciles cycle through that many failure patterns of
+/// its own (where the control stops, which dry runs fail), as an object of a real controller
+/// fails the same few ways again and again; without, every reconcile draws its own (the
+/// analyzer's worst case: the runs it keeps grow with the reconciles, to their bound).
+fn generate(dir: &Path, rows: u64, patterns: Option<u64>) -> (u64, u64, u64) {
     let plan = embedded::load("hostedcluster").expect("shipped plan");
     let mut writer = DatasetWriter::new(WriterConfig::new(dir));
     let mut rng = Rng::new(11);
     // Every record holds both policies' rows for every operation.
     let per_record = 2 * plan.len() as u64;
     for i in 0..rows.div_ceil(per_record) {
+        let mut own;
+        let rng = match patterns {
+            // The object's `k` patterns, in turn.
+            Some(k) => {
+                let object = i % POPULATION as u64;
+                own = Rng::new(1 + object * k + (i / POPULATION as u64) % k);
+                &mut own
+            }
+            None => &mut rng,
+        };
         let record = synthetic::record(
             &plan,
             usize::try_from(i).expect("a record index"),
             POPULATION,
-            &mut rng,
+            rng,
         );
         writer
             .push(&record, record.trace_id.as_deref().unwrap_or(""))
@@ -103,39 +116,48 @@ fn main() {
         None if args.iter().any(|a| a == "--bench") => vec![25_000_000, 100_000_000],
         None => vec![500_000],
     };
+    // A few failure patterns per object, then a pattern per reconcile.
+    let kinds = [(Some(4), "4 per object"), (None, "one per reconcile")];
     let base = std::env::var_os("BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     println!(
-        "| step rows | files per table | records | generate | analyze | step rows/s | peak RSS |"
+        "| failure patterns | step rows | files per table | records | generate | analyze | step rows/s | peak RSS |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for rows in sizes {
-        let dir = tempfile::Builder::new()
-            .prefix("analyze-scale-")
-            .tempdir_in(&base)
-            .expect("a scratch directory");
-        let started = Instant::now();
-        let (records, step_rows, files) = generate(dir.path(), rows);
-        let generated = started.elapsed();
-        let (analysis, elapsed, peak) = analyze(dir.path());
-        let analysed: u64 = analysis["plans"]
-            .as_array()
-            .expect("plans")
-            .iter()
-            .map(|p| p["reconciles"].as_u64().expect("reconciles"))
-            .sum();
-        assert_eq!(analysed, records, "analyze counted every reconcile");
-        assert_eq!(
-            analysis["files_skipped"].as_array().map(Vec::len),
-            Some(0),
-            "no file skipped"
-        );
-        println!(
-            "| {step_rows} | {} | {records} | {:.1} s | {:.2} s | {:.1} M | {} MiB |",
-            files / 2,
-            generated.as_secs_f64(),
-            elapsed.as_secs_f64(),
-            rate(step_rows, elapsed),
-            peak >> 20
-        );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (patterns, label) in kinds {
+        for &rows in &sizes {
+            measure(&base, rows, patterns, label);
+        }
     }
+}
+
+/// Generates and analyses one dataset, printing its row of the table.
+fn measure(base: &Path, rows: u64, patterns: Option<u64>, label: &str) {
+    let dir = tempfile::Builder::new()
+        .prefix("analyze-scale-")
+        .tempdir_in(base)
+        .expect("a scratch directory");
+    let started = Instant::now();
+    let (records, step_rows, files) = generate(dir.path(), rows, patterns);
+    let generated = started.elapsed();
+    let (analysis, elapsed, peak) = analyze(dir.path());
+    let analysed: u64 = analysis["plans"]
+        .as_array()
+        .expect("plans")
+        .iter()
+        .map(|p| p["reconciles"].as_u64().expect("reconciles"))
+        .sum();
+    assert_eq!(analysed, records, "analyze counted every reconcile");
+    assert_eq!(
+        analysis["files_skipped"].as_array().map(Vec::len),
+        Some(0),
+        "no file skipped"
+    );
+    println!(
+        "| {label} | {step_rows} | {} | {records} | {:.1} s | {:.2} s | {:.1} M | {} MiB |",
+        files / 2,
+        generated.as_secs_f64(),
+        elapsed.as_secs_f64(),
+        rate(step_rows, elapsed),
+        peak >> 20
+    );
 }
