@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use common::{Process, free_port, http_get};
 use serde_json::Value;
 use shadow_reconciler::dataset::upload::UploadConfig;
-use shadow_reconciler::dataset::{Location, ParquetSink, SinkConfig, reader};
+use shadow_reconciler::dataset::{Location, ParquetSink, ShutdownError, SinkConfig, reader};
 use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
 use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
@@ -448,4 +448,46 @@ fn a_server_killed_mid_upload_loses_nothing_and_shows_no_partial_file() {
         })
         .count();
     assert!(reconciles >= 3, "several parts: {reconciles}");
+}
+
+/// With the store down at shutdown, what was accepted stays in the spool and the shutdown says
+/// so; the next sink started on the same spool uploads it once the store is back.
+#[test]
+fn what_the_grace_leaves_in_the_spool_the_next_start_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let mut s3 = S3::start(&dir.join("s3"));
+    let location = s3.location("restart");
+    let Location::Remote(remote) = location.clone() else {
+        unreachable!()
+    };
+    let config = || {
+        let mut config = SinkConfig::new(dir.join("spool"));
+        config.writer.cluster = "mgmt-restart".into();
+        config.backoff = Duration::from_millis(100);
+        config.max_backoff = Duration::from_millis(500);
+        config.upload = Some(UploadConfig {
+            remote: remote.clone(),
+            max_spool_bytes: 1 << 30,
+            part_bytes: 5 << 20,
+        });
+        config
+    };
+    s3.kill();
+    let sink = ParquetSink::start_with_upload(config(), None, None);
+    for i in 0..1_000 {
+        sink.record(&record(i));
+    }
+    match sink.shutdown(Duration::from_secs(2)) {
+        Err(ShutdownError::UploadIncomplete { parts, .. }) => assert!(parts >= 1),
+        other => panic!("the store is down: {other:?}"),
+    }
+    assert_eq!(sink.stats().accepted, 1_000);
+    s3.up();
+    let next = ParquetSink::start_with_upload(config(), None, None);
+    next.shutdown(Duration::from_mins(2))
+        .expect("the next start uploads what was left");
+    assert_eq!(next.upload_stats().unwrap().records, 1_000);
+    let (records, orphans) = remote_records(&location);
+    assert_eq!((records, orphans), (1_000, 0));
 }

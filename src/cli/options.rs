@@ -277,12 +277,19 @@ impl ParquetArgs {
 
 /// Flushes and closes the sink, reporting what it wrote.
 pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
-    let stats = sink.shutdown(grace).with_context(|| {
-        format!(
-            "cannot complete the Parquet dataset in {}",
-            sink.dir().display()
-        )
-    })?;
+    let stats = match sink.shutdown(grace) {
+        Ok(stats) => stats,
+        Err(error) => {
+            // What was uploaded and what waits in the spool, before the error says why.
+            print_uploads(sink);
+            return Err(error).with_context(|| {
+                format!(
+                    "cannot complete the Parquet dataset in {}",
+                    sink.dir().display()
+                )
+            });
+        }
+    };
     eprintln!(
         "parquet: {} records accepted, {} written to {} in {} files ({} dropped, {} write errors, {} lost)",
         stats.accepted,
@@ -296,6 +303,21 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
     if let Some(error) = sink.last_error() {
         eprintln!("parquet: the last write error: {error}");
     }
+    print_uploads(sink);
+    if stats.lost > 0 {
+        anyhow::bail!(
+            "{} accepted records were not written to {}{}",
+            stats.lost,
+            sink.dir().display(),
+            sink.last_error()
+                .map_or_else(String::new, |e| format!(": {e}"))
+        );
+    }
+    Ok(())
+}
+
+/// With an object store: what was uploaded and what waits in the spool.
+fn print_uploads(sink: &ParquetSink) {
     if let Some(upload) = sink.upload_stats() {
         eprintln!(
             "parquet: {} records uploaded in {} files ({} upload errors); {} parts ({} bytes) left in the spool {}{}",
@@ -312,16 +334,6 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
             }
         );
     }
-    if stats.lost > 0 {
-        anyhow::bail!(
-            "{} accepted records were not written to {}{}",
-            stats.lost,
-            sink.dir().display(),
-            sink.last_error()
-                .map_or_else(String::new, |e| format!(": {e}"))
-        );
-    }
-    Ok(())
 }
 
 /// Creates `dir` if missing and checks that a file can be written there.

@@ -111,6 +111,22 @@ pub enum ShutdownError {
         /// The last write error, naming the path and the cause (a full disk, say).
         last_error: Option<String>,
     },
+    /// Everything was written to the spool, but not all of it uploaded within the grace period.
+    #[error(
+        "the uploads did not finish within {grace:?}: {parts} parts stay in the spool {}, to be uploaded by the next start with it{}",
+        spool.display(),
+        last_error.as_ref().map_or_else(String::new, |e| format!(" (the last upload error: {e})"))
+    )]
+    UploadIncomplete {
+        /// The grace period.
+        grace: Duration,
+        /// Whole parts left in the spool.
+        parts: u64,
+        /// The spool.
+        spool: std::path::PathBuf,
+        /// The last upload error.
+        last_error: Option<String>,
+    },
 }
 
 enum Message {
@@ -138,7 +154,7 @@ struct Shared {
 pub struct ParquetSink {
     sender: Mutex<Option<SyncSender<Message>>>,
     done: Mutex<Option<Receiver<()>>>,
-    uploaded: Mutex<Option<Receiver<()>>>,
+    uploaded: Mutex<Option<Receiver<bool>>>,
     shared: Arc<Shared>,
     dir: std::path::PathBuf,
 }
@@ -212,8 +228,14 @@ impl ParquetSink {
             std::thread::Builder::new()
                 .name("parquet-upload".into())
                 .spawn(move || {
-                    super::upload::run(&spool, &upload, &state, upload_health.as_ref(), backoff);
-                    let _ = uploaded_tx.send(());
+                    let emptied = super::upload::run(
+                        &spool,
+                        &upload,
+                        &state,
+                        upload_health.as_ref(),
+                        backoff,
+                    );
+                    let _ = uploaded_tx.send(emptied);
                 })
                 .expect("spawning the Parquet upload thread");
             uploaded_rx
@@ -349,28 +371,36 @@ impl ParquetSink {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let deadline = Instant::now() + grace;
-        let mut finished = done.is_some_and(|d| d.recv_timeout(grace).is_ok());
+        let finished = done.is_some_and(|d| d.recv_timeout(grace).is_ok());
         // Then the uploader: what the writer committed, until the same deadline; what is left
         // stays in the spool for the next start.
+        let mut all_uploaded = true;
         if let Some((state, _)) = &self.shared.upload {
             state.drain(deadline);
-            let uploaded = self
+            let receiver = self
                 .uploaded
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take();
             let left = deadline.saturating_duration_since(Instant::now());
-            finished &= uploaded.is_some_and(|u| u.recv_timeout(left).is_ok());
+            all_uploaded = receiver.is_some_and(|u| u.recv_timeout(left) == Ok(true));
         }
         let stats = self.stats();
-        if finished {
-            Ok(stats)
-        } else {
-            Err(ShutdownError::GraceExpired {
+        if !finished {
+            return Err(ShutdownError::GraceExpired {
                 grace,
                 pending: stats.accepted.saturating_sub(stats.written + stats.lost),
                 last_error: self.last_error(),
-            })
+            });
+        }
+        match &self.shared.upload {
+            Some((uploads, _)) if !all_uploaded => Err(ShutdownError::UploadIncomplete {
+                grace,
+                parts: super::reader::parts(&self.dir).map_or(0, |p| p.pairs.len() as u64),
+                spool: self.dir.clone(),
+                last_error: uploads.last_error(),
+            }),
+            _ => Ok(stats),
         }
     }
 
@@ -463,7 +493,10 @@ fn wait_while_spool_full(shared: &Shared) {
         return;
     };
     let mut logged = false;
-    while state.stats().spool_bytes > *max && !shared.stopping.load(Ordering::SeqCst) {
+    while state.stats().spool_bytes > *max
+        && !shared.stopping.load(Ordering::SeqCst)
+        && state.running()
+    {
         if !logged {
             tracing::warn!(
                 spool_bytes = state.stats().spool_bytes,

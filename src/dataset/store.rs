@@ -145,7 +145,8 @@ impl Location {
         Ok(Self::Remote(Remote {
             url,
             store,
-            prefix: Key::from(prefix.trim_matches('/')),
+            prefix: Key::parse(prefix.trim_matches('/'))
+                .unwrap_or_else(|_| Key::from(prefix.trim_matches('/'))),
         }))
     }
 
@@ -216,12 +217,15 @@ impl Remote {
         &self.url
     }
 
-    /// The object key of `relative` (a path under the root, `/`-separated).
+    /// The object key of `relative` (a path under the root, `/`-separated), taken as written:
+    /// no character is percent-encoded, so the key is the one other readers of the bucket see.
     fn key(&self, relative: &str) -> Key {
-        relative
-            .split('/')
+        let joined = std::iter::once(self.prefix.as_ref())
+            .chain(relative.split('/'))
             .filter(|p| !p.is_empty())
-            .fold(self.prefix.clone(), Key::join)
+            .collect::<Vec<_>>()
+            .join("/");
+        Key::parse(&joined).unwrap_or_else(|_| Key::from(joined.as_str()))
     }
 
     /// The key of a path under the root (as [`Location::root`] names it).
@@ -301,7 +305,8 @@ impl Remote {
     }
 
     /// Opens the object at `path` (a path under [`Location::root`]) for reading: one request
-    /// fetches its last 64 KiB (the footer, with the metadata of our files) and its size.
+    /// fetches its last 64 KiB (the footer, with the metadata of our files) and its size; a
+    /// store that takes no suffix range (Azure) answers a `HEAD` and a range request instead.
     pub fn open(&self, path: &Path) -> Result<RemoteFile, object_store::Error> {
         let key = self.key_of(path);
         let store = self.store.clone();
@@ -310,9 +315,19 @@ impl Remote {
             ..object_store::GetOptions::default()
         };
         let (size, range, bytes) = block_on(async {
-            let result = store.get_opts(&key, options).await?;
-            let (size, range) = (result.meta.size, result.range.clone());
-            Ok::<_, object_store::Error>((size, range, result.bytes().await?))
+            match store.get_opts(&key, options).await {
+                Ok(result) => {
+                    let (size, range) = (result.meta.size, result.range.clone());
+                    Ok((size, range, result.bytes().await?))
+                }
+                Err(object_store::Error::NotSupported { .. }) => {
+                    let size = store.head(&key).await?.size;
+                    let range = size.saturating_sub(FOOTER_BYTES)..size;
+                    let bytes = store.get_range(&key, range.clone()).await?;
+                    Ok((size, range, bytes))
+                }
+                Err(error) => Err(error),
+            }
         })?;
         Ok(RemoteFile {
             inner: Arc::new(Inner {
@@ -399,24 +414,35 @@ impl RemoteFile {
             .clear();
     }
 
+    /// `range` from what was fetched; else fetched (and kept).
     fn bytes(&self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
-        {
-            let cache = self
-                .inner
-                .cache
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some((have, bytes)) = cache
-                .iter()
-                .find(|(have, _)| have.start <= range.start && range.end <= have.end)
-            {
-                let from = usize::try_from(range.start - have.start).unwrap_or(usize::MAX);
-                let to = usize::try_from(range.end - have.start).unwrap_or(usize::MAX);
-                return Ok(bytes.slice(from..to));
-            }
+        if let Some(bytes) = self.cached(range.start, Some(range.end)) {
+            return Ok(bytes);
         }
-        block_on(self.inner.store.get_range(&self.inner.key, range))
-            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        let bytes = block_on(self.inner.store.get_range(&self.inner.key, range.clone()))
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((range, bytes.clone()));
+        Ok(bytes)
+    }
+
+    /// The fetched bytes from `start` to `end`, or, without `end`, to the end of the fetched range
+    /// that holds `start` (a page reader reads on from there within its column chunk).
+    fn cached(&self, start: u64, end: Option<u64>) -> Option<Bytes> {
+        let cache = self
+            .inner
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (have, bytes) = cache.iter().find(|(have, _)| {
+            have.start <= start && end.map_or(start < have.end, |e| e <= have.end)
+        })?;
+        let from = usize::try_from(start - have.start).ok()?;
+        let to = usize::try_from(end.unwrap_or(have.end) - have.start).ok()?;
+        Some(bytes.slice(from..to))
     }
 }
 
@@ -430,7 +456,11 @@ impl parquet::file::reader::ChunkReader for RemoteFile {
     type T = bytes::buf::Reader<Bytes>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(self.bytes(start..self.inner.size)?.reader())
+        // The rest of the prefetched column chunk holding `start`: never a request per page.
+        match self.cached(start, None) {
+            Some(bytes) => Ok(bytes.reader()),
+            None => Ok(self.bytes(start..self.inner.size)?.reader()),
+        }
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {

@@ -66,6 +66,8 @@ pub struct Shared {
     last_error: Mutex<Option<String>>,
     /// Set once the writer has committed its last part: upload what is left, then stop.
     draining: AtomicBool,
+    /// Set when the uploader's loop ends (drained, past the deadline, or a bug).
+    stopped: AtomicBool,
     /// When the uploader gives up on what is left (the shutdown grace).
     deadline: Mutex<Option<Instant>>,
     wake: Mutex<bool>,
@@ -84,8 +86,12 @@ impl Shared {
         }
     }
 
-    /// The last upload error while uploads fail (none succeeded since).
+    /// The last upload error while uploads fail (none succeeded since), or that the uploader
+    /// stopped before the sink did.
     pub fn failing(&self) -> Option<String> {
+        if self.stopped.load(Ordering::SeqCst) && !self.draining.load(Ordering::SeqCst) {
+            return Some("the upload thread stopped: nothing more is uploaded".to_owned());
+        }
         self.failing.load(Ordering::Relaxed).then(|| {
             self.last_error
                 .lock()
@@ -93,6 +99,19 @@ impl Shared {
                 .clone()
                 .unwrap_or_else(|| "an upload failed".to_owned())
         })
+    }
+
+    /// Whether the uploader's loop still runs.
+    pub fn running(&self) -> bool {
+        !self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// The last upload error, if any upload failed.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Wakes the uploader (a part was committed, or the sink is stopping).
@@ -132,21 +151,33 @@ impl Shared {
 }
 
 /// The uploader's loop, on its own thread, until the sink drains and the spool is empty (or the
-/// drain's deadline passes).
+/// drain's deadline passes); returns whether the spool was emptied.
 pub fn run(
     spool: &Path,
     config: &UploadConfig,
     shared: &Shared,
     health: Option<&UploadHealth>,
     backoff: (Duration, Duration),
-) {
+) -> bool {
+    let emptied = upload_all(spool, config, shared, health, backoff);
+    shared.stopped.store(true, Ordering::SeqCst);
+    emptied
+}
+
+fn upload_all(
+    spool: &Path,
+    config: &UploadConfig,
+    shared: &Shared,
+    health: Option<&UploadHealth>,
+    backoff: (Duration, Duration),
+) -> bool {
     let mut wait = backoff.0;
     loop {
         let draining = shared.draining.load(Ordering::SeqCst);
         let pending = spooled(spool, shared, health);
         let Some((reconciles, steps)) = pending.into_iter().next() else {
             if draining {
-                return;
+                return true;
             }
             shared.sleep(Duration::from_secs(1));
             continue;
@@ -179,7 +210,7 @@ pub fn run(
                     .unwrap_or_else(PoisonError::into_inner) = Some(error.clone());
                 if shared.past_deadline() {
                     tracing::error!(%error, spool = %spool.display(), "upload failed; no retry left before the shutdown deadline: the parts stay in the spool for the next start");
-                    return;
+                    return false;
                 }
                 tracing::error!(%error, retry_in = ?wait, "upload failed; retrying (the parts stay in the spool meanwhile)");
                 shared.sleep(wait);
@@ -187,7 +218,8 @@ pub fn run(
             }
         }
         if shared.past_deadline() {
-            return;
+            let left = spooled(spool, shared, health);
+            return left.is_empty();
         }
     }
 }
@@ -242,6 +274,8 @@ fn upload_part(
     reconciles: &Path,
     steps: &Path,
 ) -> Result<(u64, u64), String> {
+    // The records, for the counters only: a file whose footer cannot be read is uploaded all
+    // the same (readers skip and report it) rather than hold back every part after it.
     let records = reader::guarded(reconciles, || {
         let file = std::fs::File::open(reconciles).map_err(|source| reader::ReadError::Io {
             path: reconciles.to_owned(),
@@ -257,7 +291,10 @@ fn upload_part(
                 message: e.to_string(),
             })
     })
-    .map_err(|e| e.to_string())?;
+    .unwrap_or_else(|error| {
+        tracing::warn!(%error, "uploading a part whose reconciles file cannot be read");
+        0
+    });
     for (table, path) in [(Table::Steps, steps), (Table::Reconciles, reconciles)] {
         let relative = path
             .strip_prefix(spool)
