@@ -485,28 +485,10 @@ fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
     }
 }
 
-/// While the spool holds more than its bound (the object store is down or slow), the writer
-/// takes no records: the channel fills and the engine's side drops and counts, as for a failing
-/// disk. Never while stopping: what is accepted is then written to the spool.
+/// While the spool is over its bound, the writer takes no records ([`super::upload::Shared::wait_while_full`]).
 fn wait_while_spool_full(shared: &Shared) {
-    let Some((state, max)) = &shared.upload else {
-        return;
-    };
-    let mut logged = false;
-    while state.stats().spool_bytes > *max
-        && !shared.stopping.load(Ordering::SeqCst)
-        && state.running()
-    {
-        if !logged {
-            tracing::warn!(
-                spool_bytes = state.stats().spool_bytes,
-                max = *max,
-                "the upload spool is full: records are dropped until uploads catch up"
-            );
-            logged = true;
-        }
-        state.wake();
-        std::thread::sleep(Duration::from_millis(200));
+    if let Some((state, max)) = &shared.upload {
+        state.wait_while_full(*max, &shared.stopping);
     }
 }
 

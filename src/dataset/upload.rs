@@ -114,6 +114,26 @@ impl Shared {
             .clone()
     }
 
+    /// While the spool holds more than `max` bytes (the object store is down or slow), waits: the
+    /// writer takes no records, so the channel fills and the engine's side drops and counts, as
+    /// for a failing disk. Never while `stopping` (what is accepted is then written to the
+    /// spool), nor once the uploader has stopped.
+    pub fn wait_while_full(&self, max: u64, stopping: &AtomicBool) {
+        let mut logged = false;
+        while self.stats().spool_bytes > max && !stopping.load(Ordering::SeqCst) && self.running() {
+            if !logged {
+                tracing::warn!(
+                    spool_bytes = self.stats().spool_bytes,
+                    max,
+                    "the upload spool is full: records are dropped until uploads catch up"
+                );
+                logged = true;
+            }
+            self.wake();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Wakes the uploader (a part was committed, or the sink is stopping).
     pub fn wake(&self) {
         *self.wake.lock().unwrap_or_else(PoisonError::into_inner) = true;
