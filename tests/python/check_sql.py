@@ -234,9 +234,14 @@ class Trino:
         self.connection = trino.dbapi.connect(host="127.0.0.1", port=port, user="check_sql",
                                               catalog="hive", schema="shadow")
         tables = os.path.join(SQL_DIR, "trino", "tables.sql")
-        for statement in statements(substitute(tables, {"dir": "local://" + root,
-                                                        "schema": "shadow"})):
-            self.execute(statement)
+        try:
+            for statement in statements(substitute(tables, {"dir": "local://" + root,
+                                                            "schema": "shadow"})):
+                self.execute(statement)
+        except BaseException:
+            # The server is a process of its own: never leave it running.
+            self.close()
+            raise
 
     def execute(self, statement):
         cursor = self.connection.cursor()
