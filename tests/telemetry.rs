@@ -278,6 +278,8 @@ fn a_real_prometheus_server_scrapes_simulate_and_answers_queries() {
     let (metrics_port, prometheus_port) = (free_port(), free_port());
     let _simulate = Reaper(
         Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+            // In the test's directory: simulate writes ./shadow-data and its report beside it.
+            .current_dir(dir.path())
             .args([
                 "simulate",
                 "--hosted-clusters",

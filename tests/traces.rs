@@ -243,7 +243,10 @@ fn check_tree(spans: &[Span], trace_id: Option<&str>) {
 async fn simulate_exports_spans_where_the_standard_variables_say() {
     let (endpoint, received) = receiver().await;
     let base = endpoint.trim_end_matches("/v1/traces").to_owned();
+    // In a directory of its own: simulate writes ./shadow-data and its report beside it.
+    let cwd = tempfile::tempdir().unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .current_dir(cwd.path())
         .args([
             "simulate",
             "--hosted-clusters",
@@ -292,7 +295,9 @@ async fn simulate_exports_spans_where_the_standard_variables_say() {
 
 #[test]
 fn an_unknown_otlp_protocol_is_a_clear_error() {
+    let cwd = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .current_dir(cwd.path())
         .args(["simulate", "--hosted-clusters", "1", "--addons", "1"])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
@@ -309,7 +314,9 @@ fn an_unknown_otlp_protocol_is_a_clear_error() {
 #[test]
 fn grpc_export_is_built_inside_the_runtime_and_never_blocks_the_run() {
     // Nobody listens on the endpoint: spans fail to export in the background, the run succeeds.
+    let cwd = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .current_dir(cwd.path())
         .args(["simulate", "--hosted-clusters", "2", "--addons", "1"])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
