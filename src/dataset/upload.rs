@@ -120,10 +120,14 @@ impl Shared {
     /// spool), nor once the uploader has stopped.
     pub fn wait_while_full(&self, max: u64, stopping: &AtomicBool) {
         let mut logged = false;
-        while self.stats().spool_bytes > max && !stopping.load(Ordering::SeqCst) && self.running() {
+        // Checked before every record the writer takes: one atomic load when under the bound.
+        while self.spool_bytes.load(Ordering::Relaxed) > max
+            && !stopping.load(Ordering::SeqCst)
+            && self.running()
+        {
             if !logged {
                 tracing::warn!(
-                    spool_bytes = self.stats().spool_bytes,
+                    spool_bytes = self.spool_bytes.load(Ordering::Relaxed),
                     max,
                     "the upload spool is full: records are dropped until uploads catch up"
                 );
