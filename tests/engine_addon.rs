@@ -66,6 +66,7 @@ fn two_conflicts() -> Rule {
         },
         probability: None,
         count: Some(2),
+        per_object: false,
     }
 }
 

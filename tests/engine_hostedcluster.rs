@@ -295,6 +295,7 @@ async fn hcp_creation_failing_blocks_the_gated_phase() {
         },
         probability: None,
         count: None,
+        per_object: false,
     });
     let record = f.reconcile(Mode::Shadow).await;
     assert_eq!(

@@ -31,6 +31,7 @@ fn rule(name: &str, verbs: &[&str], action: Action, count: Option<u64>) -> Rule 
         action,
         probability: None,
         count,
+        per_object: false,
     }
 }
 
@@ -218,6 +219,7 @@ async fn rules_match_user_agent_namespace_name_and_dry_run() {
         },
         probability: None,
         count: None,
+        per_object: false,
     };
     sim.add_fault(only(Match {
         user_agent: Some("other-*".into()),

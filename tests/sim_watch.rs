@@ -263,6 +263,7 @@ mod controller {
             },
             probability: Some(0.05),
             count: None,
+            per_object: false,
         }
     }
 

@@ -78,10 +78,27 @@ fn error_policy<R: Reconciler>(
 }
 
 /// Runs a controller for `api`'s objects until `shutdown` resolves; calls `on_synced` once the
-/// kind can be listed (the API server serves it and the client may list it).
+/// kind can be listed (the API server serves it and the client may list it). Reconciles of
+/// different objects run concurrently without bound (kube-runtime's default); see [`run_with`].
 pub async fn run<R>(
     engine: Arc<Engine<R>>,
     api: Api<R::Object>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    on_synced: impl FnOnce() + Send + 'static,
+) where
+    R: Reconciler,
+    <R::Object as Resource>::DynamicType: Eq + Hash + Clone + Debug + Default + Unpin,
+{
+    run_with(engine, api, 0, shutdown, on_synced).await;
+}
+
+/// [`run`] with at most `concurrency` reconciles at once (0: no bound), as controller-runtime's
+/// `MaxConcurrentReconciles`: a restart then queues its objects instead of reconciling them all
+/// at once, and one object is never reconciled by two workers at the same time either way.
+pub async fn run_with<R>(
+    engine: Arc<Engine<R>>,
+    api: Api<R::Object>,
+    concurrency: u16,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     on_synced: impl FnOnce() + Send + 'static,
 ) where
@@ -118,7 +135,8 @@ pub async fn run<R>(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
-    let controller = Controller::new(api, watcher::Config::default());
+    let controller = Controller::new(api, watcher::Config::default())
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency));
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<R>, error_policy::<R>, ctx)

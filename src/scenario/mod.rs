@@ -10,8 +10,8 @@
 pub mod population;
 mod settings;
 pub mod summary;
+mod tally;
 
-use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,9 +20,10 @@ use kube::api::Api;
 
 pub use settings::{Scenario, ScenarioError, Settings, default_flag_target};
 pub use summary::Summary;
+pub use tally::{Progress, Tally};
 
 use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
-use crate::engine::{Engine, EngineSettings, LogSink, MemorySink};
+use crate::engine::{Engine, EngineSettings, LogSink};
 use crate::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
 use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 use crate::sim::{Action, Match, Rule, SimConfig, Simulator};
@@ -36,6 +37,9 @@ pub const CONTROLLER_USER_AGENT: &str = concat!("shadow-reconciler/", env!("CARG
 /// # Panics
 /// Never: the simulator's own URL is a valid URI.
 pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
+    let begun = settings.started.unwrap_or_else(Instant::now);
+    let reserve = stop_reserve(settings.duration);
+    let deadline = begun + settings.duration.saturating_sub(reserve);
     let plans = ["hostedcluster", "addon-install-progression"];
     if let Some(unknown) = settings
         .enforced_groups
@@ -57,11 +61,13 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         planted,
         audit_before: before,
         second_writer,
-    } = World::create(settings).await?;
+    } = tokio::time::timeout_at(deadline.into(), World::create(settings))
+        .await
+        .map_err(|_| ScenarioError::Deadline(settings.duration))??;
 
-    // The restart: both controllers start and replay every object at once.
-    let sink = MemorySink::new();
-    let (hc_engine, addon_engine, flag) = engines(settings, &client, &sink)?;
+    // The restart: both controllers start and queue every object for their workers.
+    let tally = Arc::new(Tally::new());
+    let (hc_engine, addon_engine, flag) = engines(settings, &client, &tally)?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -70,15 +76,17 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let mut synced = sync_callbacks(settings);
     let started = Instant::now();
     let controllers = [
-        tokio::spawn(crate::engine::controller::run(
+        tokio::spawn(crate::engine::controller::run_with(
             hc_engine.clone(),
             Api::<HostedCluster>::all(client.clone()),
+            settings.workers.0,
             until_stopped(stopped.clone()),
             synced.remove(0),
         )),
-        tokio::spawn(crate::engine::controller::run(
+        tokio::spawn(crate::engine::controller::run_with(
             addon_engine.clone(),
             Api::<ClusterManagementAddOn>::all(client.clone()),
+            settings.workers.1,
             until_stopped(stopped),
             synced.remove(0),
         )),
@@ -86,21 +94,20 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let second_writer = second_writer.map(|client| {
         tokio::spawn(second_writer_after_restart(
             client,
-            sink.clone(),
+            tally.clone(),
             settings.addons,
         ))
     });
     let settled = wait_until_settled(
-        &sink,
+        &tally,
         settings,
         planted.hosted_clusters + planted.addons,
         started,
+        deadline,
     )
     .await;
     let _ = stop.send(true);
-    for controller in controllers {
-        let _ = controller.await;
-    }
+    stop_by(deadline + reserve / 2, controllers).await;
     if let Some(watch) = flag_watch {
         let _ = watch.await;
     }
@@ -111,11 +118,8 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         planted,
         settled,
         elapsed: started.elapsed(),
-        ..Summary::default()
+        ..tally.summary()
     };
-    for record in sink.records() {
-        summary.add(&record);
-    }
     summary.guard_refusals = hc_engine.guard().refused() + addon_engine.guard().refused();
     if let Some(sim) = &mut sim {
         sim.clear_faults();
@@ -127,6 +131,30 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
             hc_engine.guard().dry_run_requests() + addon_engine.guard().dry_run_requests();
     }
     Ok(summary)
+}
+
+/// What of `--duration` is kept for stopping the controllers and writing and analysing the data:
+/// 3%, between 0.3 and 10 seconds, and never over half of it.
+fn stop_reserve(duration: Duration) -> Duration {
+    (duration * 3 / 100)
+        .clamp(Duration::from_millis(300), Duration::from_secs(10))
+        .min(duration / 2)
+}
+
+/// Waits for the controllers to stop: reconciles under way finish; past `cut` they are cut short
+/// (their records are not written), so that the deadline holds with writing included.
+async fn stop_by(cut: Instant, controllers: [tokio::task::JoinHandle<()>; 2]) {
+    for mut controller in controllers {
+        if tokio::time::timeout_at(cut.into(), &mut controller)
+            .await
+            .is_err()
+        {
+            controller.abort();
+            tracing::warn!(
+                "a controller did not stop by the deadline: its reconciles under way were cut short"
+            );
+        }
+    }
 }
 
 /// The cluster a run works on, with its population planted and its faults armed.
@@ -206,7 +234,7 @@ impl World {
 fn engines(
     settings: &Settings,
     client: &kube::Client,
-    sink: &MemorySink,
+    sink: &Arc<Tally>,
 ) -> Result<
     (
         Arc<Engine<HostedClusterReconciler>>,
@@ -276,9 +304,9 @@ pub const SECOND_WRITER_USER_AGENT: &str = "shadow-reconciler-second-writer";
 /// (the budget of the simulator's rule), so that status patches the add-on controller builds on
 /// what its cache saw meet a 409. Unlike the simulator's rule, which fires between the read and
 /// the write of exactly those patches, how many it beats depends on timing.
-async fn second_writer_after_restart(client: kube::Client, sink: MemorySink, addons: usize) {
+async fn second_writer_after_restart(client: kube::Client, tally: Arc<Tally>, addons: usize) {
     let plan = AddOnReconciler::plan().name().to_owned();
-    while !sink.records().iter().any(|r| r.plan == plan) {
+    while !tally.saw_plan(&plan) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     second_writer(client, addons).await;
@@ -394,7 +422,7 @@ fn engine<R: crate::engine::Reconciler>(
     plan: Arc<crate::plan::ReconcilePlan>,
     client: &kube::Client,
     settings: &Settings,
-    sink: &MemorySink,
+    sink: &Arc<Tally>,
 ) -> Result<Engine<R>, ScenarioError> {
     let groups = |by_plan: &std::collections::BTreeMap<String, Vec<String>>| {
         by_plan.get(plan.name()).cloned()
@@ -406,7 +434,7 @@ fn engine<R: crate::engine::Reconciler>(
         ..EngineSettings::default()
     };
     let mut engine = Engine::new(Arc::new(reconciler), plan, client.clone(), &engine_settings)?
-        .with_sink(Arc::new(sink.clone()));
+        .with_sink(sink.clone());
     if settings.log_records {
         engine = engine.with_sink(Arc::new(LogSink));
     }
@@ -444,7 +472,9 @@ fn add_faults(sim: &Simulator, settings: &Settings) {
                 ..Action::default()
             },
             probability: None,
-            count: Some(u64::try_from(settings.addons * 2).unwrap_or(u64::MAX)),
+            // Each add-on's first two status patches, whatever the order the workers take them.
+            count: Some(2),
+            per_object: true,
         });
     }
     if settings.scenario.flaky() {
@@ -457,73 +487,98 @@ fn add_faults(sim: &Simulator, settings: &Settings) {
             },
             probability: Some(0.01),
             count: None,
+            // Drawn per object and request number: the same requests fail in every run.
+            per_object: true,
         });
     }
 }
 
-/// Waits until every object was reconciled at least once and nothing happened for the settle
-/// time (true), or the duration is over (false); draws the progress bar meanwhile.
+/// Waits until every object was reconciled at least once and no object's outcome changed
+/// (first reconcile, failing to succeeding or back) for the settle time (true), or until the
+/// deadline (false); draws the progress bar meanwhile. Each check reads a few counters: its cost
+/// does not grow with the reconciles.
 async fn wait_until_settled(
-    sink: &MemorySink,
+    tally: &Tally,
     settings: &Settings,
     objects: usize,
     started: Instant,
+    deadline: Instant,
 ) -> bool {
     let terminal = settings.progress && std::io::stderr().is_terminal();
-    let mut last_count = 0;
-    let mut last_change = Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let records = sink.records();
-        let seen: HashSet<(String, String)> = records
-            .iter()
-            .map(|r| {
-                (
-                    r.object.namespace.clone().unwrap_or_default(),
-                    r.object.name.clone(),
-                )
-            })
-            .collect();
-        if records.len() != last_count {
-            last_count = records.len();
-            last_change = Instant::now();
-        }
+        let now = Instant::now();
+        let progress = tally.progress();
+        let quiet = now.saturating_duration_since(progress.last_change.unwrap_or(started));
+        let all_seen = progress.objects >= objects;
         if terminal {
-            let width = 30;
-            let filled = (seen.len() * width)
-                .checked_div(objects)
-                .unwrap_or(width)
-                .min(width);
-            // Once every object was reconciled, what is waited for is quiet: say so.
-            let phase = if seen.len() >= objects {
-                format!(
-                    "settling: {:.1} of {:.1} s without a new reconcile",
-                    last_change
-                        .elapsed()
-                        .as_secs_f64()
-                        .min(settings.settle.as_secs_f64()),
-                    settings.settle.as_secs_f64()
-                )
-            } else {
-                "reconciling".to_owned()
-            };
-            eprint!(
-                "\r\x1b[2K[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s; {phase}",
-                "#".repeat(filled),
-                ".".repeat(width - filled),
-                seen.len(),
-                objects,
-                records.len(),
-                started.elapsed().as_secs_f64()
-            );
+            draw_progress(&progress, settings, objects, quiet, started);
         }
-        let all_seen = seen.len() >= objects;
-        let settled = all_seen && last_change.elapsed() >= settings.settle;
-        if settled || started.elapsed() >= settings.duration {
+        let settled = all_seen && quiet >= settings.settle;
+        if settled || now >= deadline {
             if terminal {
                 eprintln!();
             }
             return settled;
         }
+        let tick = Duration::from_millis(100).min(deadline - now);
+        tokio::time::sleep(tick).await;
+    }
+}
+
+fn draw_progress(
+    progress: &Progress,
+    settings: &Settings,
+    objects: usize,
+    quiet: Duration,
+    started: Instant,
+) {
+    let width = 30;
+    let filled = (progress.objects * width)
+        .checked_div(objects)
+        .unwrap_or(width)
+        .min(width);
+    // Once every object was reconciled, what is waited for is quiet: say so.
+    let phase = if progress.objects >= objects {
+        format!(
+            "settling: {:.1} of {:.1} s without a changed outcome",
+            quiet.as_secs_f64().min(settings.settle.as_secs_f64()),
+            settings.settle.as_secs_f64()
+        )
+    } else {
+        "reconciling".to_owned()
+    };
+    eprint!(
+        "\r\x1b[2K[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s; {phase}",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        progress.objects,
+        objects,
+        progress.records,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_is_a_small_share_of_the_duration() {
+        assert_eq!(
+            stop_reserve(Duration::from_mins(1)),
+            Duration::from_millis(1800)
+        );
+        assert_eq!(
+            stop_reserve(Duration::from_secs(2)),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            stop_reserve(Duration::from_millis(400)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            stop_reserve(Duration::from_hours(1)),
+            Duration::from_secs(10)
+        );
     }
 }

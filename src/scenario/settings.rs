@@ -84,8 +84,14 @@ pub struct Settings {
     pub seed: u64,
     /// The engines' mode.
     pub mode: Mode,
-    /// The longest the controllers run.
+    /// The longest the run lasts, from `started`: creating the population, the controllers'
+    /// run and stopping them (a share of it is kept for the caller to write the data).
     pub duration: Duration,
+    /// Reconciles at once (controller-runtime's `MaxConcurrentReconciles`) of the HostedCluster
+    /// and the add-on controller; 0: no bound.
+    pub workers: (u16, u16),
+    /// When `duration` started counting (default: when [`run`](super::run) is called).
+    pub started: Option<std::time::Instant>,
     /// Quiet time after which a run that reconciled every object ends early.
     pub settle: Duration,
     /// Draw a progress bar on stderr when it is a terminal.
@@ -137,6 +143,8 @@ impl Default for Settings {
             seed: 1,
             mode: Mode::Shadow,
             duration: Duration::from_mins(1),
+            started: None,
+            workers: (10, 2),
             settle: Duration::from_secs(2),
             progress: true,
             log_records: false,
@@ -180,6 +188,12 @@ pub enum ScenarioError {
     /// The kube client could not be built.
     #[error("cannot build the kube client")]
     Client(#[source] kube::Error),
+    /// Creating the population took the whole `duration`.
+    #[error(
+        "the population was not created within the run's {} s (--duration): give a longer duration, or fewer objects",
+        .0.as_secs()
+    )]
+    Deadline(Duration),
     /// The flag settings are invalid.
     #[error(transparent)]
     Flag(#[from] crate::flag::FieldError),

@@ -48,6 +48,9 @@ pub struct Summary {
     pub control_failed: BTreeMap<String, u64>,
     /// Objects reconciled (kind/namespace/name), per plan.
     pub objects: BTreeMap<String, BTreeSet<String>>,
+    /// Objects whose last reconcile's control failed, per plan: at a settled run's end, those
+    /// whose failure persists (a transient one was retried until it succeeded).
+    pub failing_objects: BTreeMap<String, u64>,
     /// Per plan and operation.
     pub operations: BTreeMap<(String, String), OperationCounts>,
     /// Control steps that met a 409 Conflict.
@@ -177,17 +180,27 @@ impl fmt::Display for Summary {
         let p = &self.planted;
         writeln!(
             f,
-            "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret, {} with an unparseable release image), {} add-ons; {:.1} s",
+            "simulated cluster: {} HostedClusters ({} missing an SSH key, {} an audit-webhook secret, {} a pull secret, {} with an unparseable release image), {} add-ons; {:.1} s, {}",
             p.hosted_clusters,
             p.missing_ssh_key,
             p.missing_audit_webhook,
             p.missing_pull_secret,
             p.bad_release_image,
             p.addons,
-            self.elapsed.as_secs_f64()
+            self.elapsed.as_secs_f64(),
+            if self.settled {
+                "settled"
+            } else {
+                "ended by the deadline (--duration) before it settled: the counts are of a run cut short"
+            }
         )?;
         for plan in self.reconciles.keys() {
-            writeln!(f, "  {plan}: {}", self.plan_line(plan))?;
+            writeln!(
+                f,
+                "  {plan}: {}; {} of its objects failing at the end",
+                self.plan_line(plan),
+                self.failing_objects.get(plan).copied().unwrap_or(0)
+            )?;
         }
         let resolutions: Vec<String> = self
             .resolutions

@@ -106,6 +106,13 @@ pub struct Rule {
     /// Fire on at most this many matching requests, then never again.
     #[serde(default)]
     pub count: Option<u64>,
+    /// Count and draw per object (verb, resource, namespace, name) instead of over every
+    /// request: `count` becomes each object's first matching requests, and whether the n-th
+    /// matching request of an object fires depends on the seed, the rule, the object and n only,
+    /// not on how the requests of different objects interleave. Same seed, same faults per
+    /// object, however busy the machine.
+    #[serde(default)]
+    pub per_object: bool,
 }
 
 /// A fault configuration file.
@@ -265,6 +272,9 @@ impl Match {
 pub struct Faults {
     rules: Vec<(Rule, Option<u64>)>,
     rng: Rng,
+    seed: u64,
+    /// For `perObject` rules: per (rule, object), its matching requests so far.
+    seen: std::collections::HashMap<(usize, String), u64>,
 }
 
 impl Faults {
@@ -282,6 +292,8 @@ impl Faults {
         Self {
             rules,
             rng: Rng::new(config.seed),
+            seed: config.seed,
+            seen: std::collections::HashMap::new(),
         }
     }
 
@@ -294,22 +306,46 @@ impl Faults {
     /// Removes every rule.
     pub fn clear(&mut self) {
         self.rules.clear();
+        self.seen.clear();
     }
 
     /// Decides what happens to a request.
     pub fn decide(&mut self, req: &RequestInfo<'_>) -> Decision {
         let mut decision = Decision::default();
-        for (rule, remaining) in &mut self.rules {
-            if !rule.matches.matches(req) || *remaining == Some(0) {
+        for (index, (rule, remaining)) in self.rules.iter_mut().enumerate() {
+            if !rule.matches.matches(req) {
                 continue;
             }
-            if let Some(p) = rule.probability
-                && self.rng.next_f64() >= p
-            {
-                continue;
-            }
-            if let Some(n) = remaining {
-                *n -= 1;
+            if rule.per_object {
+                let object = format!(
+                    "{} {} {}/{}",
+                    req.verb,
+                    req.resource.1,
+                    req.namespace.unwrap_or(""),
+                    req.name.unwrap_or("")
+                );
+                let n = self.seen.entry((index, object.clone())).or_default();
+                *n += 1;
+                if rule.count.is_some_and(|count| *n > count) {
+                    continue;
+                }
+                if let Some(p) = rule.probability
+                    && keyed_draw(self.seed, index, &object, *n) >= p
+                {
+                    continue;
+                }
+            } else {
+                if *remaining == Some(0) {
+                    continue;
+                }
+                if let Some(p) = rule.probability
+                    && self.rng.next_f64() >= p
+                {
+                    continue;
+                }
+                if let Some(n) = remaining {
+                    *n -= 1;
+                }
             }
             decision.fired.push(rule.name.clone());
             let action = &rule.action;
@@ -332,6 +368,17 @@ impl Faults {
         }
         decision
     }
+}
+
+/// A number in [0, 1) that depends only on its inputs (`SipHash` with fixed keys).
+fn keyed_draw(seed: u64, rule: usize, object: &str, n: u64) -> f64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (seed, rule, object, n).hash(&mut h);
+    // The top 53 bits, as a double in [0, 1).
+    #[allow(clippy::cast_precision_loss)] // exact: 53 bits fit a double's mantissa
+    let draw = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    draw
 }
 
 #[cfg(test)]
@@ -382,6 +429,39 @@ mod tests {
         let n = run();
         assert_eq!(n, run(), "same seed, same faults");
         assert!((250..350).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn per_object_rules_do_not_depend_on_the_interleaving() {
+        let text = "seed: 3\nrules:\n  - {name: flaky, action: {status: 503}, probability: 0.3, perObject: true}\n  - {name: first-two, match: {verbs: [patch]}, action: {secondWriter: true}, count: 2, perObject: true}\n";
+        // Which of each object's requests fail, when the objects' requests come in `order`.
+        let run = |order: &[&'static str]| {
+            let mut faults = Faults::new(FaultConfig::from_yaml("f.yaml", text).unwrap());
+            let mut seen: std::collections::BTreeMap<&'static str, Vec<(bool, bool)>> =
+                std::collections::BTreeMap::new();
+            for &name in order {
+                let get = faults.decide(&req("get", name)).error.is_some();
+                let patch = faults.decide(&req("patch", name)).second_writer;
+                seen.entry(name).or_default().push((get, patch));
+            }
+            seen
+        };
+        let one_by_one: Vec<&str> = ["a"; 50].into_iter().chain(["b"; 50]).collect();
+        let interleaved: Vec<&str> = ["a", "b"].into_iter().cycle().take(100).collect();
+        let (x, y) = (run(&one_by_one), run(&interleaved));
+        assert_eq!(x, y, "the same faults per object in either order");
+        for requests in x.values() {
+            let patched: Vec<bool> = requests.iter().map(|r| r.1).collect();
+            assert_eq!(
+                patched.iter().filter(|p| **p).count(),
+                2,
+                "count is per object"
+            );
+            assert!(patched[0] && patched[1], "the object's first two patches");
+            let failed = requests.iter().filter(|r| r.0).count();
+            assert!((5..30).contains(&failed), "about 30% of 50: {failed}");
+        }
+        assert_ne!(x["a"], x["b"], "the draws differ between objects");
     }
 
     #[test]

@@ -206,6 +206,7 @@ impl Simulator {
             },
             probability: None,
             count: Some(reads),
+            per_object: false,
         });
     }
 

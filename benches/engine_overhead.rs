@@ -1,0 +1,266 @@
+//! The engine's own cost of the shadow: one HostedCluster reconcile (20 operations) through the
+//! engine in mode `off` and in mode `shadow` on the happy path, with the Prometheus metrics and
+//! the Parquet sink attached, against a client that answers instantly.
+//!
+//! The client replays responses: the object's API traffic is recorded once against the embedded
+//! simulator (until a reconcile writes nothing new), then every measured reconcile is answered
+//! from that recording by a lookup on (method, URI, body), in process: no simulator, no socket.
+//! A request the recording lacks would fall through to the simulator; the bench counts those and
+//! fails if any occurs while measuring, so what is measured is the engine, the reconciler's
+//! client-side work and the sinks, nothing else.
+//!
+//! Two figures: criterion's wall time per reconcile on a single-threaded runtime (the Parquet
+//! writer thread excluded), and the process CPU time per reconcile (every thread, the Parquet
+//! writer's encoding included) over five interleaved pairs of off/shadow batches, whose median
+//! ratio is printed. `docs/performance.md` records the results.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::{Request, Response};
+use kube::api::Api;
+use kube::client::Body;
+use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
+use shadow_reconciler::engine::{Engine, EngineSettings};
+use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+use shadow_reconciler::scenario::population;
+use shadow_reconciler::sim::{SimConfig, Simulator};
+use shadow_reconciler::telemetry::http::Telemetry;
+use shadow_reconciler::vocab::Mode;
+
+type Key = (String, String, Bytes);
+
+/// Recorded responses, and how many requests missed the recording.
+#[derive(Default)]
+struct Replay {
+    responses: Mutex<HashMap<Key, (http::StatusCode, Bytes)>>,
+    misses: AtomicU64,
+    /// Until set, every request goes to the simulator and nothing is recorded.
+    recording: std::sync::atomic::AtomicBool,
+}
+
+/// A kube client answering from `replay`, falling through to `upstream` (recording its answer).
+fn replaying_client(replay: Arc<Replay>, upstream: kube::Client) -> kube::Client {
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let (replay, upstream) = (replay.clone(), upstream.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = body.collect_bytes().await?;
+            let key = (
+                parts.method.to_string(),
+                parts.uri.to_string(),
+                body.clone(),
+            );
+            if !replay.recording.load(Ordering::Relaxed) {
+                return upstream
+                    .send(Request::from_parts(parts, Body::from(body)))
+                    .await;
+            }
+            let known = replay.responses.lock().expect("replay").get(&key).cloned();
+            let (status, bytes) = if let Some(found) = known {
+                found
+            } else {
+                replay.misses.fetch_add(1, Ordering::Relaxed);
+                let response = upstream
+                    .send(Request::from_parts(parts, Body::from(body)))
+                    .await?;
+                let status = response.status();
+                let bytes = response.into_body().collect_bytes().await?;
+                replay
+                    .responses
+                    .lock()
+                    .expect("replay")
+                    .insert(key, (status, bytes.clone()));
+                (status, bytes)
+            };
+            let response = Response::builder()
+                .status(status)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Body::from(bytes))
+                .expect("response");
+            Ok::<_, kube::Error>(response)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+/// One engine of the HostedCluster plan in `mode`, with metrics and the Parquet sink.
+fn engine(
+    mode: Mode,
+    client: &kube::Client,
+    telemetry: &Telemetry,
+    parquet: &Arc<ParquetSink>,
+) -> Engine<HostedClusterReconciler> {
+    let settings = EngineSettings {
+        mode,
+        ..EngineSettings::default()
+    };
+    let engine = Engine::new(
+        Arc::new(HostedClusterReconciler),
+        HostedClusterReconciler::plan(),
+        client.clone(),
+        &settings,
+    )
+    .expect("engine")
+    .with_sink(parquet.clone());
+    let metrics = telemetry.metrics().clone();
+    metrics.engine(engine.plan(), engine.guard().clone());
+    engine.with_sink(Arc::new(metrics))
+}
+
+struct Setup {
+    _sim: Simulator,
+    replay: Arc<Replay>,
+    off: Engine<HostedClusterReconciler>,
+    shadow: Engine<HostedClusterReconciler>,
+    object: Arc<HostedCluster>,
+    parquet: Arc<ParquetSink>,
+    _dir: tempfile::TempDir,
+}
+
+/// A healthy HostedCluster in the simulator, reconciled in both modes until a round changes
+/// nothing in the simulator (every condition written, every child object applied); then one
+/// reconcile in each mode is recorded.
+async fn setup() -> Setup {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("simulator");
+    let mut config = kube::Config::new(sim.url().parse().expect("url"));
+    config.default_retry = false;
+    let upstream = kube::Client::try_from(config).expect("client");
+    population::create_crds(&upstream).await.expect("CRDs");
+    let mut rng = shadow_reconciler::util::Rng::new(1);
+    population::create(&upstream, population::Faults::NONE, 1, 0, &mut rng)
+        .await
+        .expect("population");
+    let replay = Arc::new(Replay::default());
+    let client = replaying_client(replay.clone(), upstream.clone());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let parquet = Arc::new(ParquetSink::start(SinkConfig::new(dir.path()), None));
+    let telemetry = Telemetry::new();
+    let off = engine(Mode::Off, &client, &telemetry, &parquet);
+    let shadow = engine(Mode::Shadow, &client, &telemetry, &parquet);
+    let hcs: Api<HostedCluster> = Api::all(upstream);
+    let fresh = || async {
+        Arc::new(
+            hcs.list(&kube::api::ListParams::default())
+                .await
+                .expect("list")
+                .items
+                .remove(0),
+        )
+    };
+    // Each reconcile on the object as it is now, until a round changes nothing.
+    let mut steady = false;
+    for _ in 0..10 {
+        let before = sim.store(|s| s.resource_version());
+        for engine in [&off, &shadow] {
+            engine.reconcile(fresh().await).await;
+        }
+        if sim.store(|s| s.resource_version()) == before {
+            steady = true;
+            break;
+        }
+    }
+    assert!(
+        steady,
+        "the reconciles kept changing the object after 10 rounds"
+    );
+    let object = fresh().await;
+    replay.recording.store(true, Ordering::Relaxed);
+    for engine in [&off, &shadow] {
+        let outcome = engine.reconcile(object.clone()).await;
+        assert!(
+            outcome.error.is_none(),
+            "the happy path failed: {:?}",
+            outcome.error
+        );
+    }
+    Setup {
+        _sim: sim,
+        replay,
+        off,
+        shadow,
+        object,
+        parquet,
+        _dir: dir,
+    }
+}
+
+/// CPU time of the whole process (every thread, live or ended), from `/proc/self/stat`.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // Fields after the command name (which may hold spaces) in parentheses; utime and stime are
+    // the 14th and 15th fields, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    Duration::from_millis(ticks * 10)
+}
+
+fn overhead(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let setup = runtime.block_on(setup());
+    let misses = setup.replay.misses.load(Ordering::Relaxed);
+    let mut group = c.benchmark_group("engine reconcile, instant client");
+    for (name, engine) in [("off", &setup.off), ("shadow", &setup.shadow)] {
+        group.bench_function(name, |b| {
+            b.iter(|| runtime.block_on(engine.reconcile(black_box(setup.object.clone()))));
+        });
+    }
+    group.finish();
+
+    // CPU per reconcile, every thread counted: five interleaved pairs of batches.
+    let full = std::env::args().any(|a| a == "--bench");
+    let batch = if full { 20_000 } else { 50 };
+    let mut ratios = Vec::new();
+    for _ in 0..if full { 5 } else { 1 } {
+        let mut per = [Duration::ZERO; 2];
+        for (i, engine) in [&setup.off, &setup.shadow].into_iter().enumerate() {
+            let before = process_cpu();
+            runtime.block_on(async {
+                for _ in 0..batch {
+                    engine.reconcile(setup.object.clone()).await;
+                }
+            });
+            // The Parquet writer's share: wait until it has written what it was given.
+            assert!(
+                setup.parquet.flush(Duration::from_mins(1)),
+                "the Parquet writer did not catch up within a minute"
+            );
+            per[i] = process_cpu().saturating_sub(before) / batch;
+        }
+        println!(
+            "cpu per reconcile: off {:.1} us, shadow {:.1} us, shadow/off {:.3}",
+            per[0].as_secs_f64() * 1e6,
+            per[1].as_secs_f64() * 1e6,
+            per[1].as_secs_f64() / per[0].as_secs_f64()
+        );
+        ratios.push(per[1].as_secs_f64() / per[0].as_secs_f64());
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "shadow/off CPU per reconcile, median of {}: {:.3}",
+        ratios.len(),
+        ratios[ratios.len() / 2]
+    );
+    let after = setup.replay.misses.load(Ordering::Relaxed);
+    assert_eq!(
+        after,
+        misses,
+        "{} requests were not in the recording: the measured reconciles were not all served instantly",
+        after - misses
+    );
+}
+
+criterion_group!(benches, overhead);
+criterion_main!(benches);
