@@ -75,6 +75,77 @@ fn writing(c: &mut Criterion) {
         });
     });
     group.finish();
+    side_by_side_with_pyarrow(&batch, rows, if full { 5 } else { 1 });
+}
+
+/// Our writer and pyarrow writing the same rows with the same settings, in `pairs` interleaved
+/// pairs; prints each pair and the median ratio. pyarrow's tables are read from our first file
+/// into memory before its clock starts, so it is timed on encoding and writing only, while ours
+/// includes building the Arrow data from the records.
+fn side_by_side_with_pyarrow(batch: &[ReconcileRecord], rows: usize, pairs: usize) {
+    use std::io::{BufRead, Write};
+    let python = std::env::var_os("SHADOW_RECONCILER_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
+        std::path::PathBuf::from,
+    );
+    let base =
+        std::env::var("BENCH_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string());
+    let source = tempfile::tempdir_in(&base).expect("tempdir");
+    write(source.path(), batch);
+    let out = tempfile::tempdir_in(&base).expect("tempdir");
+    let mut child = std::process::Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/pyarrow/write.py"))
+        .arg(source.path())
+        .arg(out.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} for the pyarrow comparison: {e} (scripts/test.sh installs it)",
+                python.display()
+            )
+        });
+    let mut to_python = child.stdin.take().expect("stdin");
+    let mut from_python = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut answer = move || {
+        from_python
+            .next()
+            .expect("pyarrow's writer stopped: see its error above")
+            .expect("read")
+    };
+    println!("pyarrow has the same rows in memory: {}", answer());
+    #[allow(clippy::cast_precision_loss)] // row counts far below 2^52
+    let per_second = |seconds: f64| rows as f64 / seconds / 1e6;
+    let mut ratios = Vec::new();
+    for pair in 0..pairs {
+        let dir = tempfile::tempdir_in(&base).expect("tempdir");
+        let started = Instant::now();
+        black_box(write(dir.path(), batch));
+        let ours = started.elapsed().as_secs_f64();
+        writeln!(to_python, "write").expect("to pyarrow");
+        let theirs: f64 = answer().trim().parse().expect("pyarrow's seconds");
+        println!(
+            "pair {}: ours {:.2} M rows/s ({:.1} ms), pyarrow {:.2} M rows/s ({:.1} ms), ours/pyarrow {:.2}",
+            pair + 1,
+            per_second(ours),
+            ours * 1e3,
+            per_second(theirs),
+            theirs * 1e3,
+            theirs / ours
+        );
+        ratios.push(theirs / ours);
+    }
+    drop(to_python);
+    assert!(
+        child.wait().expect("pyarrow's writer").success(),
+        "pyarrow's writer failed"
+    );
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "Parquet write, ours/pyarrow (rows per second), median of {pairs} interleaved pairs: {:.2}",
+        ratios[ratios.len() / 2]
+    );
 }
 
 /// DuckDB running `query` (`full`: the equivalent of the analyzer's scan, `benches/duckdb/analyze.sql`;

@@ -8,6 +8,7 @@
 
 pub mod encode;
 pub mod reader;
+mod rowgroup;
 pub mod schema;
 pub mod sink;
 pub mod store;

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch};
+
+use super::rowgroup::{AheadEncoder, Group};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -30,7 +32,8 @@ pub struct WriterConfig {
     pub row_group_rows: usize,
     /// A file is closed once it holds this many step rows...
     pub max_file_rows: usize,
-    /// ...or this many bytes of Arrow data (the file is smaller after encoding)...
+    /// ...or this many bytes of Arrow data (the values; the file is smaller after encoding, and
+    /// the builders' spare capacity, up to a row group's worth, comes on top in memory)...
     pub max_file_bytes: usize,
     /// ...or its first record is this old.
     pub max_file_age: Duration,
@@ -88,6 +91,10 @@ struct Part {
     steps: StepRows,
     /// Finished batches per table, and whether that table's file is already committed.
     batches: [Vec<RecordBatch>; 2],
+    /// The `steps` row groups being encoded ahead, and whether every sealed piece went to them
+    /// (a failed rotation consumes them: the retry encodes from the batches).
+    groups: Vec<Group>,
+    ahead: bool,
     committed: [bool; 2],
     step_rows: usize,
     records: usize,
@@ -105,6 +112,8 @@ impl Part {
             reconciles: ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
             steps: StepRows::with_capacity(rows).with_cluster(cluster.clone()),
             batches: [Vec::new(), Vec::new()],
+            groups: Vec::new(),
+            ahead: true,
             committed: [false; 2],
             step_rows: 0,
             records: 0,
@@ -112,14 +121,22 @@ impl Part {
         }
     }
 
-    fn seal_batch(&mut self, rows: usize, cluster: &Arc<str>) -> Result<(), WriteError> {
+    /// Seals the rows built so far as a piece of each table (builders for `rows` more); the
+    /// steps piece goes to the open row group's encoder, a new group once that one holds
+    /// `group_rows`.
+    fn seal_batch(
+        &mut self,
+        (rows, group_rows): (usize, usize),
+        cluster: &Arc<str>,
+        ahead: Option<&AheadEncoder>,
+    ) -> Result<(), WriteError> {
         if self.reconciles.rows() > 0 {
             let mut full = std::mem::replace(
                 &mut self.reconciles,
                 ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
             );
             let batch = full.finish()?;
-            self.bytes += batch.get_array_memory_size();
+            self.bytes += data_bytes(&batch);
             self.batches[0].push(batch);
         }
         if self.steps.rows() > 0 {
@@ -128,11 +145,44 @@ impl Part {
                 StepRows::with_capacity(rows).with_cluster(cluster.clone()),
             );
             let batch = full.finish()?;
-            self.bytes += batch.get_array_memory_size();
+            self.bytes += data_bytes(&batch);
+            match ahead {
+                Some(ahead) if self.ahead => {
+                    if self.groups.last().is_none_or(|g| g.rows() >= group_rows) {
+                        self.groups.push(ahead.open());
+                    }
+                    let group = self.groups.last_mut().expect("a group is open");
+                    self.ahead = group.send(batch.clone());
+                }
+                _ => self.ahead = false,
+            }
             self.batches[1].push(batch);
         }
         Ok(())
     }
+}
+
+/// The rows of a piece: the builders are sealed and the piece handed to the row group's encoder
+/// once per row group (smaller pieces measured slower: each costs a synchronisation of the
+/// column encoders, and the small `reconciles` batches add up).
+const fn piece_rows(row_group_rows: usize) -> usize {
+    row_group_rows
+}
+
+/// The bytes of the values a batch holds (not the capacity its builders reserved, which a
+/// builder sized for a whole row group over-reserves: counting it closed files at half their
+/// rows).
+fn data_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            column
+                .to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| column.get_array_memory_size())
+        })
+        .sum()
 }
 
 /// What a writer has done so far.
@@ -151,6 +201,8 @@ pub struct WriterStats {
 pub struct DatasetWriter {
     config: WriterConfig,
     properties: [WriterProperties; 2],
+    /// Encodes the `steps` row groups as they are sealed (`None`: at rotation only).
+    ahead: Option<AheadEncoder>,
     part: Option<Part>,
     instance: String,
     sequence: u64,
@@ -191,11 +243,10 @@ impl DatasetWriter {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let mut rng = crate::util::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
+        let steps = properties(Table::Steps, config.row_group_rows);
         Self {
-            properties: [
-                properties(Table::Reconciles, config.row_group_rows),
-                properties(Table::Steps, config.row_group_rows),
-            ],
+            ahead: AheadEncoder::new(Table::Steps.schema(), &steps).ok(),
+            properties: [properties(Table::Reconciles, config.row_group_rows), steps],
             config,
             part: None,
             instance: format!("{:08x}", rng.next_u64() & 0xffff_ffff),
@@ -239,7 +290,7 @@ impl DatasetWriter {
         let part = self.part.get_or_insert_with(|| {
             Part::new(
                 partition_of(time_micros(record)),
-                self.config.row_group_rows,
+                piece_rows(self.config.row_group_rows),
                 &self.config.cluster,
             )
         });
@@ -256,8 +307,15 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        if part.steps.rows() >= self.config.row_group_rows {
-            part.seal_batch(self.config.row_group_rows, &self.config.cluster)?;
+        if part.steps.rows() >= piece_rows(self.config.row_group_rows) {
+            part.seal_batch(
+                (
+                    piece_rows(self.config.row_group_rows),
+                    self.config.row_group_rows,
+                ),
+                &self.config.cluster,
+                self.ahead.as_ref(),
+            )?;
         }
         if part.step_rows >= self.config.max_file_rows || part.bytes >= self.config.max_file_bytes {
             self.rotate()?;
@@ -283,7 +341,14 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        part.seal_batch(self.config.row_group_rows, &self.config.cluster)?;
+        part.seal_batch(
+            (
+                piece_rows(self.config.row_group_rows),
+                self.config.row_group_rows,
+            ),
+            &self.config.cluster,
+            self.ahead.as_ref(),
+        )?;
         if part.records == 0 {
             self.part = None;
             return Ok(());
@@ -297,11 +362,14 @@ impl DatasetWriter {
         // renamed into place, steps first: the reconciles file is the part's commit point. A
         // crash between the two renames leaves a steps file without its reconciles file, which
         // readers skip and report (`reader::parts`) and the next writer completes or removes.
-        let mut prepared = Vec::new();
-        for table in [Table::Steps, Table::Reconciles] {
+        // Both tables' files at once: the steps' row groups are mostly encoded already, the
+        // reconciles' are encoded now, beside them.
+        let groups = std::mem::take(&mut part.groups);
+        let ahead = std::mem::replace(&mut part.ahead, false) && !groups.is_empty();
+        let prepare = |table: Table, groups: Option<Vec<Group>>| {
             let i = table as usize;
             if part.committed[i] {
-                continue;
+                return Ok(None);
             }
             let dir = self
                 .config
@@ -309,9 +377,24 @@ impl DatasetWriter {
                 .join(format!("table={}", table.as_str()))
                 .join(format!("cluster={}", self.config.cluster))
                 .join(&part.partition);
-            let tmp = prepare_file(&dir, &name, &part.batches[i], &self.properties[i], table)?;
-            prepared.push((i, dir, tmp));
-        }
+            let tmp = prepare_file(
+                &dir,
+                &name,
+                (&part.batches[i], groups),
+                &self.properties[i],
+                table,
+            )?;
+            Ok::<_, WriteError>(Some((i, dir, tmp)))
+        };
+        let (steps, reconciles) = std::thread::scope(|scope| {
+            let reconciles = scope.spawn(|| prepare(Table::Reconciles, None));
+            // Encoded ahead when every piece went to a group; else (after a failed rotation
+            // consumed them) encoded here from the batches.
+            let steps = prepare(Table::Steps, ahead.then_some(groups));
+            (steps, reconciles.join())
+        });
+        let reconciles = reconciles.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let prepared: Vec<_> = [steps?, reconciles?].into_iter().flatten().collect();
         for (i, dir, tmp) in prepared {
             commit_file(&dir, &tmp, &name)?;
             part.committed[i] = true;
@@ -342,7 +425,7 @@ pub fn temporary_name(name: &str) -> String {
 fn prepare_file(
     dir: &Path,
     name: &str,
-    batches: &[RecordBatch],
+    (batches, ahead): (&[RecordBatch], Option<Vec<Group>>),
     properties: &WriterProperties,
     table: Table,
 ) -> Result<PathBuf, WriteError> {
@@ -354,12 +437,16 @@ fn prepare_file(
             path: tmp.clone(),
             source,
         };
-        let mut writer =
-            ArrowWriter::try_new(file, table.schema(), Some(properties.clone())).map_err(encode)?;
-        for batch in batches {
-            writer.write(batch).map_err(encode)?;
-        }
-        let file = writer.into_inner().map_err(encode)?;
+        let file = if let Some(groups) = ahead {
+            super::rowgroup::write_file(file, table.schema(), properties, groups).map_err(encode)?
+        } else {
+            let mut writer = ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
+                .map_err(encode)?;
+            for batch in batches {
+                writer.write(batch).map_err(encode)?;
+            }
+            writer.into_inner().map_err(encode)?
+        };
         file.sync_all().map_err(io(&tmp))
     })();
     if let Err(error) = result {
