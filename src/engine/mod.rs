@@ -343,8 +343,10 @@ impl<R: Reconciler> Engine<R> {
         control: &Trace,
         state: R::State,
     ) -> (crate::model::Report, Trace, Arc<dryrun::GuardStats>) {
-        let (client, guard) = self.dry.for_reconcile_counted();
-        let mut ctx = OpContext::new(client, object.clone(), state, Execution::DryRun);
+        // The dry-run client (a client of its own, with its overlay and a worker task) is made
+        // only when a step must be dry-run: on the happy path every step is reused and the
+        // candidate costs no client at all.
+        let (mut state, mut guard, mut ctx) = (Some(state), None, None);
         let mut trace = Trace::new(self.plan.len(), origin);
         let mut run = policy.start();
         while let Some(decision) = run.next() {
@@ -369,8 +371,14 @@ impl<R: Reconciler> Engine<R> {
                 // retry: find out, through the dry-run client, what the candidate would get.
                 trace.executions[i] = Execution::DryRun;
                 trace.retried[i] = retry;
+                let ctx = ctx.get_or_insert_with(|| {
+                    let (client, counted) = self.dry.for_reconcile_counted();
+                    guard = Some(counted);
+                    let state = state.take().expect("the state goes to the one context");
+                    OpContext::new(client, object.clone(), state, Execution::DryRun)
+                });
                 ctx.prepare(retry);
-                self.execute(op, &mut ctx, &mut trace).await
+                self.execute(op, ctx, &mut trace).await
             };
             run.complete(op, result)
                 .expect("the engine completes the pending operation");
@@ -379,7 +387,7 @@ impl<R: Reconciler> Engine<R> {
             run.into_report()
                 .expect("the engine decides every operation"),
             trace,
-            guard,
+            guard.unwrap_or_default(),
         )
     }
 
