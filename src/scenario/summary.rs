@@ -195,11 +195,24 @@ impl fmt::Display for Summary {
             }
         )?;
         for plan in self.reconciles.keys() {
+            writeln!(f, "  {plan}: {}", self.plan_line(plan))?;
+        }
+        let failing: Vec<String> = self
+            .objects
+            .iter()
+            .map(|(plan, objects)| {
+                format!(
+                    "{plan} {} of {}",
+                    self.failing_objects.get(plan).copied().unwrap_or(0),
+                    objects.len()
+                )
+            })
+            .collect();
+        if !failing.is_empty() {
             writeln!(
                 f,
-                "  {plan}: {}; {} of its objects failing at the end",
-                self.plan_line(plan),
-                self.failing_objects.get(plan).copied().unwrap_or(0)
+                "objects failing at the end (their last reconcile failed): {}",
+                failing.join(", ")
             )?;
         }
         let resolutions: Vec<String> = self
