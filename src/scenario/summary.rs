@@ -165,6 +165,27 @@ impl Summary {
             ],
         )
     }
+    /// Per plan, the objects failing at the end of the run, of those reconciled.
+    fn failing_line(&self) -> Option<String> {
+        let failing: Vec<String> = self
+            .objects
+            .iter()
+            .map(|(plan, objects)| {
+                format!(
+                    "{plan} {} of {}",
+                    self.failing_objects.get(plan).copied().unwrap_or(0),
+                    objects.len()
+                )
+            })
+            .collect();
+        (!failing.is_empty()).then(|| {
+            format!(
+                "objects failing at the end (their last reconcile failed): {}",
+                failing.join(", ")
+            )
+        })
+    }
+
     /// Conflicts the candidate's retry would have resolved.
     #[must_use]
     pub fn would_be_retry_successes(&self) -> u64 {
@@ -197,23 +218,8 @@ impl fmt::Display for Summary {
         for plan in self.reconciles.keys() {
             writeln!(f, "  {plan}: {}", self.plan_line(plan))?;
         }
-        let failing: Vec<String> = self
-            .objects
-            .iter()
-            .map(|(plan, objects)| {
-                format!(
-                    "{plan} {} of {}",
-                    self.failing_objects.get(plan).copied().unwrap_or(0),
-                    objects.len()
-                )
-            })
-            .collect();
-        if !failing.is_empty() {
-            writeln!(
-                f,
-                "objects failing at the end (their last reconcile failed): {}",
-                failing.join(", ")
-            )?;
+        if let Some(line) = self.failing_line() {
+            writeln!(f, "{line}")?;
         }
         let resolutions: Vec<String> = self
             .resolutions
