@@ -91,8 +91,8 @@ struct Part {
     steps: StepRows,
     /// Finished batches per table, and whether that table's file is already committed.
     batches: [Vec<RecordBatch>; 2],
-    /// The `steps` row groups being encoded ahead, and whether every sealed piece went to them
-    /// (a failed rotation consumes them: the retry encodes from the batches).
+    /// The `steps` row groups being encoded ahead, one per batch, and whether every batch has
+    /// its group (a failed rotation consumes them: the retry encodes from the batches).
     groups: Vec<Group>,
     ahead: bool,
     committed: [bool; 2],
@@ -121,12 +121,11 @@ impl Part {
         }
     }
 
-    /// Seals the rows built so far as a piece of each table (builders for `rows` more); the
-    /// steps piece goes to the open row group's encoder, a new group once that one holds
-    /// `group_rows`.
+    /// Seals the rows built so far as a batch of each table (builders for `rows` more); the
+    /// steps batch, a row group, starts encoding at once.
     fn seal_batch(
         &mut self,
-        (rows, group_rows): (usize, usize),
+        rows: usize,
         cluster: &Arc<str>,
         ahead: Option<&AheadEncoder>,
     ) -> Result<(), WriteError> {
@@ -147,26 +146,13 @@ impl Part {
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
             match ahead {
-                Some(ahead) if self.ahead => {
-                    if self.groups.last().is_none_or(|g| g.rows() >= group_rows) {
-                        self.groups.push(ahead.open());
-                    }
-                    let group = self.groups.last_mut().expect("a group is open");
-                    self.ahead = group.send(batch.clone());
-                }
+                Some(ahead) if self.ahead => self.groups.push(ahead.spawn(batch.clone())),
                 _ => self.ahead = false,
             }
             self.batches[1].push(batch);
         }
         Ok(())
     }
-}
-
-/// The rows of a piece: the builders are sealed and the piece handed to the row group's encoder
-/// once per row group (smaller pieces measured slower: each costs a synchronisation of the
-/// column encoders, and the small `reconciles` batches add up).
-const fn piece_rows(row_group_rows: usize) -> usize {
-    row_group_rows
 }
 
 /// The bytes of the values a batch holds (not the capacity its builders reserved, which a
@@ -290,7 +276,7 @@ impl DatasetWriter {
         let part = self.part.get_or_insert_with(|| {
             Part::new(
                 partition_of(time_micros(record)),
-                piece_rows(self.config.row_group_rows),
+                self.config.row_group_rows,
                 &self.config.cluster,
             )
         });
@@ -307,12 +293,9 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        if part.steps.rows() >= piece_rows(self.config.row_group_rows) {
+        if part.steps.rows() >= self.config.row_group_rows {
             part.seal_batch(
-                (
-                    piece_rows(self.config.row_group_rows),
-                    self.config.row_group_rows,
-                ),
+                self.config.row_group_rows,
                 &self.config.cluster,
                 self.ahead.as_ref(),
             )?;
@@ -342,10 +325,7 @@ impl DatasetWriter {
             return Ok(());
         };
         part.seal_batch(
-            (
-                piece_rows(self.config.row_group_rows),
-                self.config.row_group_rows,
-            ),
+            self.config.row_group_rows,
             &self.config.cluster,
             self.ahead.as_ref(),
         )?;
@@ -388,7 +368,7 @@ impl DatasetWriter {
         };
         let (steps, reconciles) = std::thread::scope(|scope| {
             let reconciles = scope.spawn(|| prepare(Table::Reconciles, None));
-            // Encoded ahead when every piece went to a group; else (after a failed rotation
+            // Encoded ahead when every batch has its group; else (after a failed rotation
             // consumed them) encoded here from the batches.
             let steps = prepare(Table::Steps, ahead.then_some(groups));
             (steps, reconciles.join())

@@ -223,7 +223,7 @@ pub trait Sink: Send + Sync {
     fn record(&self, record: &ReconcileRecord);
 }
 
-/// Keeps every record in memory, for tests and for `simulate`'s summary.
+/// Keeps every record in memory, for tests (`simulate` keeps counters: `scenario::Tally`).
 #[derive(Debug, Default, Clone)]
 pub struct MemorySink {
     records: Arc<Mutex<Vec<ReconcileRecord>>>,
