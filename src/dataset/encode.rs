@@ -8,7 +8,8 @@ use arrow_array::builder::{
     ArrayBuilder as _, Int64Builder, ListBuilder, StringBuilder, TimestampMicrosecondBuilder,
     UInt32Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use arrow_schema::ArrowError;
 
 use super::schema::{Table, policy};
@@ -129,14 +130,13 @@ pub fn time_micros(record: &ReconcileRecord) -> i64 {
     }
 }
 
-/// The columns both tables start with (`trace_id` only in `reconciles`: in `steps` the
-/// reconcile id, which is the trace id whenever there is one, joins them).
+/// The columns a `reconciles` row starts with.
 struct Common {
     /// The writer's cluster: the same on every row (written once per batch).
     cluster: Arc<str>,
     time: TimestampMicrosecondBuilder,
     reconcile_id: StringBuilder,
-    trace_id: Option<StringBuilder>,
+    trace_id: StringBuilder,
     plan: StringBuilder,
     plan_hash: StringBuilder,
     mode: StringBuilder,
@@ -146,12 +146,12 @@ struct Common {
 }
 
 impl Common {
-    fn new(with_trace_id: bool, rows: usize) -> Self {
+    fn new(rows: usize) -> Self {
         Self {
             cluster: DEFAULT_CLUSTER.into(),
             time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
             reconcile_id: strings(rows, 32),
-            trace_id: with_trace_id.then(|| strings(rows, 32)),
+            trace_id: strings(rows, 32),
             plan: strings(rows, 16),
             plan_hash: strings(rows, 64),
             mode: strings(rows, 8),
@@ -161,12 +161,10 @@ impl Common {
         }
     }
 
-    fn append(&mut self, r: &ReconcileRecord, time: i64, id: &str) {
-        self.time.append_value(time);
+    fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        self.time.append_value(time_micros(r));
         self.reconcile_id.append_value(id);
-        if let Some(trace_id) = &mut self.trace_id {
-            trace_id.append_option(r.trace_id.as_deref());
-        }
+        self.trace_id.append_option(r.trace_id.as_deref());
         self.plan.append_value(&r.plan);
         self.plan_hash.append_value(&r.plan_hash);
         self.mode.append_value(r.mode.as_str());
@@ -176,27 +174,104 @@ impl Common {
     }
 
     fn finish(&mut self) -> Vec<ArrayRef> {
-        let mut columns: Vec<ArrayRef> = vec![
+        let rows = self.plan.len();
+        vec![
             Arc::new(self.time.finish()),
             Arc::new(self.reconcile_id.finish()),
-        ];
-        if let Some(trace_id) = &mut self.trace_id {
-            columns.push(Arc::new(trace_id.finish()));
-        }
-        let rows = self.plan.len();
-        columns.extend([
+            Arc::new(self.trace_id.finish()),
             Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
                 &*self.cluster,
                 rows,
-            ))) as ArrayRef,
+            ))),
             Arc::new(self.plan.finish()),
             Arc::new(self.plan_hash.finish()),
             Arc::new(self.mode.finish()),
             Arc::new(self.kind.finish()),
             Arc::new(self.namespace.finish()),
             Arc::new(self.name.finish()),
-        ]);
-        columns
+        ]
+    }
+}
+
+/// The columns a `steps` row starts with: its reconcile's time and the string columns of
+/// [`PER_RECONCILE`](super::schema::PER_RECONCILE), which every step of a reconcile repeats. Those
+/// are built once per reconcile, as dictionary arrays: their values hold one entry per reconcile
+/// and share one key array, each row's reconcile. A step row costs one key instead of eight
+/// string copies (about 200 bytes); the Parquet writer reads through the keys and the file's
+/// columns are plain strings as before.
+struct PerReconcile {
+    cluster: Arc<str>,
+    time: TimestampMicrosecondBuilder,
+    /// Per row: the index of its reconcile in the values below.
+    keys: Vec<i32>,
+    reconcile_id: StringBuilder,
+    plan: StringBuilder,
+    plan_hash: StringBuilder,
+    mode: StringBuilder,
+    kind: StringBuilder,
+    namespace: StringBuilder,
+    name: StringBuilder,
+}
+
+impl PerReconcile {
+    /// Sized for `rows` rows of about 32 rows per reconcile.
+    fn new(rows: usize) -> Self {
+        let reconciles = rows / 32 + 1;
+        Self {
+            cluster: DEFAULT_CLUSTER.into(),
+            time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
+            keys: Vec::with_capacity(rows),
+            reconcile_id: strings(reconciles, 32),
+            plan: strings(reconciles, 16),
+            plan_hash: strings(reconciles, 64),
+            mode: strings(reconciles, 8),
+            kind: strings(reconciles, 16),
+            namespace: strings(reconciles, 16),
+            name: strings(reconciles, 16),
+        }
+    }
+
+    /// Adds the reconcile's values; returns its key.
+    fn reconcile(&mut self, r: &ReconcileRecord, id: &str) -> i32 {
+        let key = self.plan.len();
+        self.reconcile_id.append_value(id);
+        self.plan.append_value(&r.plan);
+        self.plan_hash.append_value(&r.plan_hash);
+        self.mode.append_value(r.mode.as_str());
+        self.kind.append_value(&r.object.kind);
+        self.namespace.append_option(r.object.namespace.as_deref());
+        self.name.append_value(&r.object.name);
+        // A batch holds at most a row group (65,536 rows by default): far from 2^31 reconciles.
+        i32::try_from(key).unwrap_or(i32::MAX)
+    }
+
+    fn row(&mut self, time: i64, key: i32) {
+        self.time.append_value(time);
+        self.keys.push(key);
+    }
+
+    fn finish(&mut self) -> Result<Vec<ArrayRef>, ArrowError> {
+        let keys = Int32Array::from(std::mem::take(&mut self.keys));
+        let reconcile_id = self.reconcile_id.finish();
+        let first = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(reconcile_id))?;
+        let cluster = StringArray::from_iter_values([&*self.cluster]);
+        let cluster = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from(vec![0; first.len()]),
+            Arc::new(cluster),
+        )?;
+        // The other columns share the first one's keys, checked once above.
+        let same_keys = |values: StringArray| Arc::new(first.with_values(Arc::new(values)));
+        Ok(vec![
+            Arc::new(self.time.finish()) as ArrayRef,
+            Arc::new(first.clone()),
+            Arc::new(cluster),
+            same_keys(self.plan.finish()),
+            same_keys(self.plan_hash.finish()),
+            same_keys(self.mode.finish()),
+            same_keys(self.kind.finish()),
+            same_keys(self.namespace.finish()),
+            same_keys(self.name.finish()),
+        ])
     }
 }
 
@@ -240,7 +315,7 @@ impl ReconcileRows {
     #[must_use]
     pub fn with_capacity(rows: usize) -> Self {
         Self {
-            common: Common::new(true, rows),
+            common: Common::new(rows),
             uid: strings(rows, 36),
             duration_us: Int64Builder::with_capacity(rows),
             control_first_failure: strings(rows, 8),
@@ -265,7 +340,7 @@ impl ReconcileRows {
 
     /// Appends the record's row; `id` is its reconcile id.
     pub fn append(&mut self, r: &ReconcileRecord, id: &str) {
-        self.common.append(r, time_micros(r), id);
+        self.common.append(r, id);
         self.uid.append_option(r.object.uid.as_deref());
         self.duration_us.append_value(micros(r.duration));
         self.control_first_failure
@@ -310,7 +385,7 @@ impl ReconcileRows {
 
 /// Builds the `steps` table.
 pub struct StepRows {
-    common: Common,
+    common: PerReconcile,
     policy: StringBuilder,
     seq: UInt32Builder,
     operation: StringBuilder,
@@ -339,7 +414,7 @@ impl StepRows {
     #[must_use]
     pub fn with_capacity(rows: usize) -> Self {
         Self {
-            common: Common::new(false, rows),
+            common: PerReconcile::new(rows),
             policy: strings(rows, 9),
             seq: UInt32Builder::with_capacity(rows),
             operation: strings(rows, 20),
@@ -368,13 +443,17 @@ impl StepRows {
 
     /// Appends one row per control and candidate step of the record.
     pub fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        if r.control.is_empty() && r.candidate.is_empty() {
+            return;
+        }
         let time = time_micros(r);
+        let key = self.common.reconcile(r, id);
         for (policy, steps) in [
             (policy::CONTROL, &r.control),
             (policy::CANDIDATE, &r.candidate),
         ] {
             for (seq, step) in steps.iter().enumerate() {
-                self.common.append(r, time, id);
+                self.common.row(time, key);
                 self.append_step(policy, seq, step);
             }
         }
@@ -407,9 +486,10 @@ impl StepRows {
         self.rows
     }
 
-    /// The rows so far as one batch; the builder starts over.
+    /// The rows so far as one batch of [`Table::batch_schema`] (the columns each step repeats
+    /// from its reconcile are dictionary arrays); the builder starts over.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let mut columns = self.common.finish();
+        let mut columns = self.common.finish()?;
         columns.extend([
             Arc::new(self.policy.finish()) as ArrayRef,
             Arc::new(self.seq.finish()),
@@ -427,7 +507,7 @@ impl StepRows {
             Arc::new(self.conflict_resolution.finish()),
         ]);
         self.rows = 0;
-        RecordBatch::try_new(Table::Steps.schema(), columns)
+        RecordBatch::try_new(Table::Steps.batch_schema(), columns)
     }
 }
 

@@ -12,12 +12,11 @@ use std::fs::File;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, FieldRef, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{
-    ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory,
-    compute_leaves,
+    ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves,
 };
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
@@ -46,45 +45,83 @@ impl AheadEncoder {
         })
     }
 
-    /// Starts encoding `batch` as one row group, its columns shared between two threads.
+    /// Starts encoding `batch` as one row group, its columns shared between two threads (each
+    /// computes its columns' levels and encodes them).
     pub(super) fn spawn(&self, batch: RecordBatch) -> Group {
         let (factory, schema) = (self.factory.clone(), self.schema.clone());
         Group(std::thread::spawn(move || {
-            let mut writers = factory.create_column_writers(0)?;
-            let mut leaves = Vec::with_capacity(writers.len());
-            for (array, field) in batch.columns().iter().zip(schema.fields()) {
-                leaves.extend(compute_leaves(field, array)?);
-            }
-            if leaves.len() != writers.len() {
-                return Err(ParquetError::General(format!(
-                    "{} leaves for {} columns",
-                    leaves.len(),
-                    writers.len()
-                )));
-            }
-            let (mut even, mut odd) = (Vec::new(), Vec::new());
-            for (i, job) in writers.iter_mut().zip(leaves).enumerate() {
+            let mut writers = factory.create_column_writers(0)?.into_iter();
+            // Each field's column writers (a field has one leaf per primitive column under it).
+            let mut even = Vec::new();
+            let mut odd = Vec::new();
+            for (i, (array, field)) in batch.columns().iter().zip(schema.fields()).enumerate() {
+                let own: Vec<ArrowColumnWriter> =
+                    writers.by_ref().take(leaves(field.data_type())).collect();
+                let job = (own, field.clone(), array.clone());
                 if i % 2 == 0 {
                     even.push(job);
                 } else {
                     odd.push(job);
                 }
             }
-            std::thread::scope(|scope| {
+            if writers.next().is_some() {
+                return Err(ParquetError::General(
+                    "more column writers than the schema's leaves".into(),
+                ));
+            }
+            let (even, odd) = std::thread::scope(|scope| {
                 let helper = scope.spawn(|| write(odd));
-                write(even)?;
-                helper
+                let even = write(even);
+                let odd = helper
                     .join()
-                    .map_err(|_| ParquetError::General("a column encoder panicked".into()))?
+                    .map_err(|_| ParquetError::General("a column encoder panicked".into()))?;
+                Ok::<_, ParquetError>((even?, odd?))
             })?;
-            writers.into_iter().map(ArrowColumnWriter::close).collect()
+            // Back in schema order: even and odd fields alternate.
+            let mut chunks = Vec::new();
+            let (mut even, mut odd) = (even.into_iter(), odd.into_iter());
+            for i in 0..schema.fields().len() {
+                let next = if i % 2 == 0 { even.next() } else { odd.next() };
+                chunks.extend(next.into_iter().flatten());
+            }
+            Ok(chunks)
         }))
     }
 }
 
-fn write(jobs: Vec<(&mut ArrowColumnWriter, ArrowLeafColumn)>) -> Result<(), ParquetError> {
+/// How many Parquet leaf columns a field of type `data_type` has.
+fn leaves(data_type: &DataType) -> usize {
+    match data_type {
+        DataType::List(child) | DataType::LargeList(child) | DataType::FixedSizeList(child, _) => {
+            leaves(child.data_type())
+        }
+        DataType::Map(entries, _) => leaves(entries.data_type()),
+        DataType::Struct(fields) => fields.iter().map(|f| leaves(f.data_type())).sum(),
+        _ => 1,
+    }
+}
+
+type Job = (Vec<ArrowColumnWriter>, FieldRef, ArrayRef);
+
+/// Encodes each field's array with its writers; returns each field's column chunks.
+fn write(jobs: Vec<Job>) -> Result<Vec<Vec<ArrowColumnChunk>>, ParquetError> {
     jobs.into_iter()
-        .try_for_each(|(writer, leaf)| writer.write(&leaf))
+        .map(|(mut writers, field, array)| {
+            let leaves = compute_leaves(&field, &array)?;
+            if leaves.len() != writers.len() {
+                return Err(ParquetError::General(format!(
+                    "column {}: {} leaves for {} column writers",
+                    field.name(),
+                    leaves.len(),
+                    writers.len()
+                )));
+            }
+            for (writer, leaf) in writers.iter_mut().zip(leaves) {
+                writer.write(&leaf)?;
+            }
+            writers.into_iter().map(ArrowColumnWriter::close).collect()
+        })
+        .collect()
 }
 
 /// Writes `groups` in order as the row groups of a Parquet file of `schema` into `file`, and

@@ -45,6 +45,38 @@ impl Table {
         }
     }
 
+    /// The schema of the Arrow batches the writer builds for this table: [`schema`](Self::schema),
+    /// except that in `steps` the columns of [`PER_RECONCILE`] are dictionary arrays (`Int32`
+    /// keys, `Utf8` values) whose keys are the row's reconcile. The Parquet writer reads through
+    /// the keys: the files have the plain [`schema`](Self::schema).
+    #[must_use]
+    pub fn batch_schema(self) -> SchemaRef {
+        match self {
+            Self::Reconciles => reconciles(),
+            Self::Steps => {
+                let fields: Vec<Field> = steps()
+                    .fields()
+                    .iter()
+                    .map(|field| {
+                        if PER_RECONCILE.contains(&field.name().as_str()) {
+                            Field::new(
+                                field.name(),
+                                DataType::Dictionary(
+                                    Box::new(DataType::Int32),
+                                    Box::new(DataType::Utf8),
+                                ),
+                                field.is_nullable(),
+                            )
+                        } else {
+                            field.as_ref().clone()
+                        }
+                    })
+                    .collect();
+                Arc::new(Schema::new(fields))
+            }
+        }
+    }
+
     /// Columns whose values repeat (plan, operation, outcome...): dictionary-encoded in Parquet.
     /// The others (ids, names, messages) are written plain.
     #[must_use]
@@ -61,6 +93,18 @@ impl Table {
         }
     }
 }
+
+/// The string columns each `steps` row repeats from its reconcile, in schema order.
+pub const PER_RECONCILE: [&str; 8] = [
+    "reconcile_id",
+    "cluster",
+    "plan",
+    "plan_hash",
+    "mode",
+    "kind",
+    "namespace",
+    "name",
+];
 
 fn utc_micros() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))

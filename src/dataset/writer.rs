@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, RecordBatch};
 
 use super::rowgroup::{AheadEncoder, Group};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -109,8 +108,8 @@ impl Part {
             opened_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            reconciles: ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
-            steps: StepRows::with_capacity(rows).with_cluster(cluster.clone()),
+            reconciles: builders(rows, cluster).0,
+            steps: builders(rows, cluster).1,
             batches: [Vec::new(), Vec::new()],
             groups: Vec::new(),
             ahead: true,
@@ -130,19 +129,13 @@ impl Part {
         ahead: Option<&AheadEncoder>,
     ) -> Result<(), WriteError> {
         if self.reconciles.rows() > 0 {
-            let mut full = std::mem::replace(
-                &mut self.reconciles,
-                ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
-            );
+            let mut full = std::mem::replace(&mut self.reconciles, builders(rows, cluster).0);
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
             self.batches[0].push(batch);
         }
         if self.steps.rows() > 0 {
-            let mut full = std::mem::replace(
-                &mut self.steps,
-                StepRows::with_capacity(rows).with_cluster(cluster.clone()),
-            );
+            let mut full = std::mem::replace(&mut self.steps, builders(rows, cluster).1);
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
             match ahead {
@@ -153,6 +146,17 @@ impl Part {
         }
         Ok(())
     }
+}
+
+/// Builders for a row group of `rows` step rows. A batch is sealed after the record that
+/// reaches `rows`, so it holds up to a record's rows more: the headroom spares the builders a
+/// last-moment reallocation (a copy of everything built) on every row group.
+fn builders(rows: usize, cluster: &Arc<str>) -> (ReconcileRows, StepRows) {
+    let rows = rows + rows / 16;
+    (
+        ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
+        StepRows::with_capacity(rows).with_cluster(cluster.clone()),
+    )
 }
 
 /// The bytes of the values a batch holds (not the capacity its builders reserved, which a
@@ -400,7 +404,7 @@ pub fn temporary_name(name: &str) -> String {
     format!(".{name}.tmp")
 }
 
-/// Writes `batches` to `dir/.name.tmp` and fsyncs it; returns the temporary path. On error the
+/// Writes `batches` (or their row groups, encoded ahead) to `dir/.name.tmp` and fsyncs it; returns the temporary path. On error the
 /// temporary file is removed.
 fn prepare_file(
     dir: &Path,
@@ -417,16 +421,19 @@ fn prepare_file(
             path: tmp.clone(),
             source,
         };
-        let file = if let Some(groups) = ahead {
-            super::rowgroup::write_file(file, table.schema(), properties, groups).map_err(encode)?
+        // Row groups encoded ahead, or encoded now from the batches (the `steps` batches hold
+        // dictionary arrays, which only the row group encoder takes for the file's plain columns).
+        let groups = if let Some(groups) = ahead {
+            groups
         } else {
-            let mut writer = ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
-                .map_err(encode)?;
-            for batch in batches {
-                writer.write(batch).map_err(encode)?;
-            }
-            writer.into_inner().map_err(encode)?
+            let encoder = AheadEncoder::new(table.schema(), properties).map_err(encode)?;
+            batches
+                .iter()
+                .map(|batch| encoder.spawn(batch.clone()))
+                .collect()
         };
+        let file = super::rowgroup::write_file(file, table.schema(), properties, groups)
+            .map_err(encode)?;
         file.sync_all().map_err(io(&tmp))
     })();
     if let Err(error) = result {
