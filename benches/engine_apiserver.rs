@@ -60,10 +60,12 @@ fn run_seconds(stdout: &str) -> Option<f64> {
     head.rsplit(' ').next()?.parse().ok()
 }
 
-/// The reconciles `simulate` reports: the sum of its plan lines' `N reconciles of M objects`.
+/// The reconciles `simulate` reports: the sum of its summary's plan lines, `N reconciles of M
+/// objects` (the summary ends at the first blank line; the analysis after it repeats the figure).
 fn reconciles(stdout: &str) -> u64 {
     stdout
         .lines()
+        .take_while(|line| !line.trim().is_empty())
         .filter_map(|line| {
             let (head, _) = line.split_once(" reconciles of ")?;
             head.rsplit(' ').next()?.parse::<u64>().ok()

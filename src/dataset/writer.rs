@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, RecordBatch};
 
 use super::rowgroup::{AheadEncoder, Group};
+use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -108,8 +109,8 @@ impl Part {
             opened_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            reconciles: builders(rows, cluster).0,
-            steps: builders(rows, cluster).1,
+            reconciles: reconcile_rows(rows, cluster),
+            steps: step_rows(rows, cluster),
             batches: [Vec::new(), Vec::new()],
             groups: Vec::new(),
             ahead: true,
@@ -129,13 +130,13 @@ impl Part {
         ahead: Option<&AheadEncoder>,
     ) -> Result<(), WriteError> {
         if self.reconciles.rows() > 0 {
-            let mut full = std::mem::replace(&mut self.reconciles, builders(rows, cluster).0);
+            let mut full = std::mem::replace(&mut self.reconciles, reconcile_rows(rows, cluster));
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
             self.batches[0].push(batch);
         }
         if self.steps.rows() > 0 {
-            let mut full = std::mem::replace(&mut self.steps, builders(rows, cluster).1);
+            let mut full = std::mem::replace(&mut self.steps, step_rows(rows, cluster));
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
             match ahead {
@@ -151,12 +152,13 @@ impl Part {
 /// Builders for a row group of `rows` step rows. A batch is sealed after the record that
 /// reaches `rows`, so it holds up to a record's rows more: the headroom spares the builders a
 /// last-moment reallocation (a copy of everything built) on every row group.
-fn builders(rows: usize, cluster: &Arc<str>) -> (ReconcileRows, StepRows) {
-    let rows = rows + rows / 16;
-    (
-        ReconcileRows::with_capacity(rows / 32).with_cluster(cluster.clone()),
-        StepRows::with_capacity(rows).with_cluster(cluster.clone()),
-    )
+fn step_rows(rows: usize, cluster: &Arc<str>) -> StepRows {
+    StepRows::with_capacity(rows + rows / 16).with_cluster(cluster.clone())
+}
+
+/// Builders for the reconciles of a row group of `rows` step rows (about 32 or more each).
+fn reconcile_rows(rows: usize, cluster: &Arc<str>) -> ReconcileRows {
+    ReconcileRows::with_capacity((rows + rows / 16) / 32).with_cluster(cluster.clone())
 }
 
 /// The bytes of the values a batch holds (not the capacity its builders reserved, which a
@@ -421,19 +423,34 @@ fn prepare_file(
             path: tmp.clone(),
             source,
         };
-        // Row groups encoded ahead, or encoded now from the batches (the `steps` batches hold
-        // dictionary arrays, which only the row group encoder takes for the file's plain columns).
-        let groups = if let Some(groups) = ahead {
-            groups
-        } else {
-            let encoder = AheadEncoder::new(table.schema(), properties).map_err(encode)?;
-            batches
-                .iter()
-                .map(|batch| encoder.spawn(batch.clone()))
-                .collect()
+        let file = match (ahead, table) {
+            (Some(groups), _) => {
+                super::rowgroup::write_file(file, table.schema(), properties, groups)
+                    .map_err(encode)?
+            }
+            // The `steps` batches hold dictionary arrays, which only the row group encoder takes
+            // for the file's plain columns; each batch is a row group.
+            (None, Table::Steps) => {
+                let encoder = AheadEncoder::new(table.schema(), properties).map_err(encode)?;
+                let groups = batches
+                    .iter()
+                    .map(|batch| encoder.spawn(batch.clone()))
+                    .collect();
+                super::rowgroup::write_file(file, table.schema(), properties, groups)
+                    .map_err(encode)?
+            }
+            // The `reconciles` batches (small: one per sealed steps row group) are merged into
+            // row groups of up to the configured rows.
+            (None, Table::Reconciles) => {
+                let mut writer =
+                    ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
+                        .map_err(encode)?;
+                for batch in batches {
+                    writer.write(batch).map_err(encode)?;
+                }
+                writer.into_inner().map_err(encode)?
+            }
         };
-        let file = super::rowgroup::write_file(file, table.schema(), properties, groups)
-            .map_err(encode)?;
         file.sync_all().map_err(io(&tmp))
     })();
     if let Err(error) = result {
