@@ -179,6 +179,7 @@ class Trino:
         import tempfile
         import urllib.request
         import trino
+        import trino.exceptions
         home = os.environ.get("SHADOW_RECONCILER_TRINO")
         if not home or not os.path.isdir(home):
             raise SystemExit("SHADOW_RECONCILER_TRINO is not a Trino server directory "
@@ -196,7 +197,10 @@ class Trino:
                                f"node.data-dir={self.scratch}/data\n",
             "jvm.config": "-server\n-Xmx1G\n-XX:+UseG1GC\n-XX:+ExitOnOutOfMemoryError\n"
                           "-Djdk.attach.allowAttachSelf=true\n",
+            # One node, the coordinator itself: no failure detector (on a loaded machine its
+            # heartbeats time out and the only node is dropped: "No nodes available").
             "config.properties": f"coordinator=true\nnode-scheduler.include-coordinator=true\n"
+                                 "failure-detector.enabled=false\n"
                                  f"http-server.http.port={port}\n"
                                  f"discovery.uri=http://127.0.0.1:{port}\n"
                                  "query.max-memory=512MB\nquery.max-memory-per-node=512MB\n",
@@ -233,6 +237,17 @@ class Trino:
             time.sleep(1)
         self.connection = trino.dbapi.connect(host="127.0.0.1", port=port, user="check_sql",
                                               catalog="hive", schema="shadow")
+        # "starting": false comes before the node has announced itself to the scheduler; until
+        # it has, a query fails with NO_NODES_AVAILABLE. Wait for it, as for the start.
+        while True:
+            try:
+                self.execute("SELECT 1")
+                break
+            except trino.exceptions.TrinoQueryError as e:
+                if e.error_name != "NO_NODES_AVAILABLE" or time.monotonic() - started > 600:
+                    self.close()
+                    raise
+            time.sleep(1)
         tables = os.path.join(SQL_DIR, "trino", "tables.sql")
         try:
             for statement in statements(substitute(tables, {"dir": "local://" + root,
