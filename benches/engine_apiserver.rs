@@ -16,23 +16,13 @@
 
 #[path = "../tests/common/apiserver.rs"]
 mod apiserver;
+#[path = "common/cpu.rs"]
+mod cpu;
 
 use std::process::Command;
 use std::time::Duration;
 
 use apiserver::ControlPlane;
-
-/// CPU time of this process's children that were waited for, from `/proc/self/stat`.
-fn children_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    // Fields after the command name (which may hold spaces) in parentheses; cutime and cstime are
-    // the 16th and 17th fields, in clock ticks (100 per second on Linux).
-    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: u64 =
-        fields[13].parse::<u64>().expect("cutime") + fields[14].parse::<u64>().expect("cstime");
-    Duration::from_millis(ticks * 10)
-}
 
 /// One run's figures.
 struct Run {
@@ -86,9 +76,9 @@ fn run(mode: &str, hosted_clusters: &str, addons: &str) -> Run {
         .arg(plane.kubeconfig())
         .arg("--parquet-dir")
         .arg(work.path().join("data"));
-    let cpu = children_cpu();
+    let before = cpu::children_cpu();
     let out = command.output().expect("run simulate");
-    let cpu = children_cpu().saturating_sub(cpu);
+    let cpu = cpu::children_cpu().saturating_sub(before);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -14,6 +14,9 @@
 //! writer's encoding included) over five interleaved pairs of off/shadow batches, whose median
 //! ratio is printed. `docs/performance.md` records the results.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,18 +195,6 @@ async fn setup() -> Setup {
     }
 }
 
-/// CPU time of the whole process (every thread, live or ended), from `/proc/self/stat`.
-fn process_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    // Fields after the command name (which may hold spaces) in parentheses; utime and stime are
-    // the 14th and 15th fields, in clock ticks (100 per second on Linux).
-    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    Duration::from_millis(ticks * 10)
-}
-
 fn overhead(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -226,7 +217,7 @@ fn overhead(c: &mut Criterion) {
     for _ in 0..if full { 5 } else { 1 } {
         let mut per = [Duration::ZERO; 2];
         for (i, engine) in [&setup.off, &setup.shadow].into_iter().enumerate() {
-            let before = process_cpu();
+            let before = cpu::process_cpu();
             runtime.block_on(async {
                 for _ in 0..batch {
                     engine.reconcile(setup.object.clone()).await;
@@ -237,7 +228,7 @@ fn overhead(c: &mut Criterion) {
                 setup.parquet.flush(Duration::from_mins(1)),
                 "the Parquet writer did not catch up within a minute"
             );
-            per[i] = process_cpu().saturating_sub(before) / batch;
+            per[i] = cpu::process_cpu().saturating_sub(before) / batch;
         }
         println!(
             "cpu per reconcile: off {:.1} us, shadow {:.1} us, shadow/off {:.3}",

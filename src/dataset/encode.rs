@@ -130,13 +130,10 @@ pub fn time_micros(record: &ReconcileRecord) -> i64 {
     }
 }
 
-/// The columns a `reconciles` row starts with.
-struct Common {
-    /// The writer's cluster: the same on every row (written once per batch).
-    cluster: Arc<str>,
-    time: TimestampMicrosecondBuilder,
+/// The string columns both tables take from a reconcile: `reconcile_id`, then from `plan` to
+/// `name` (the schema's order), one value per [`append`](Self::append).
+struct ReconcileStrings {
     reconcile_id: StringBuilder,
-    trace_id: StringBuilder,
     plan: StringBuilder,
     plan_hash: StringBuilder,
     mode: StringBuilder,
@@ -145,26 +142,26 @@ struct Common {
     name: StringBuilder,
 }
 
-impl Common {
-    fn new(rows: usize) -> Self {
+impl ReconcileStrings {
+    fn new(reconciles: usize) -> Self {
         Self {
-            cluster: DEFAULT_CLUSTER.into(),
-            time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
-            reconcile_id: strings(rows, 32),
-            trace_id: strings(rows, 32),
-            plan: strings(rows, 16),
-            plan_hash: strings(rows, 64),
-            mode: strings(rows, 8),
-            kind: strings(rows, 16),
-            namespace: strings(rows, 16),
-            name: strings(rows, 16),
+            reconcile_id: strings(reconciles, 32),
+            plan: strings(reconciles, 16),
+            plan_hash: strings(reconciles, 64),
+            mode: strings(reconciles, 8),
+            kind: strings(reconciles, 16),
+            namespace: strings(reconciles, 16),
+            name: strings(reconciles, 16),
         }
     }
 
+    /// Values appended since the last [`finish`](Self::finish).
+    fn len(&self) -> usize {
+        self.plan.len()
+    }
+
     fn append(&mut self, r: &ReconcileRecord, id: &str) {
-        self.time.append_value(time_micros(r));
         self.reconcile_id.append_value(id);
-        self.trace_id.append_option(r.trace_id.as_deref());
         self.plan.append_value(&r.plan);
         self.plan_hash.append_value(&r.plan_hash);
         self.mode.append_value(r.mode.as_str());
@@ -173,23 +170,61 @@ impl Common {
         self.name.append_value(&r.object.name);
     }
 
+    /// `reconcile_id`, and the columns from `plan` to `name`.
+    fn finish(&mut self) -> (StringArray, [StringArray; 6]) {
+        (
+            self.reconcile_id.finish(),
+            [
+                self.plan.finish(),
+                self.plan_hash.finish(),
+                self.mode.finish(),
+                self.kind.finish(),
+                self.namespace.finish(),
+                self.name.finish(),
+            ],
+        )
+    }
+}
+
+/// The columns a `reconciles` row starts with.
+struct Common {
+    /// The writer's cluster: the same on every row (written once per batch).
+    cluster: Arc<str>,
+    time: TimestampMicrosecondBuilder,
+    trace_id: StringBuilder,
+    strings: ReconcileStrings,
+}
+
+impl Common {
+    fn new(rows: usize) -> Self {
+        Self {
+            cluster: DEFAULT_CLUSTER.into(),
+            time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
+            trace_id: strings(rows, 32),
+            strings: ReconcileStrings::new(rows),
+        }
+    }
+
+    fn append(&mut self, r: &ReconcileRecord, id: &str) {
+        self.time.append_value(time_micros(r));
+        self.trace_id.append_option(r.trace_id.as_deref());
+        self.strings.append(r, id);
+    }
+
     fn finish(&mut self) -> Vec<ArrayRef> {
-        let rows = self.plan.len();
-        vec![
+        let rows = self.strings.len();
+        let (reconcile_id, rest) = self.strings.finish();
+        let mut columns: Vec<ArrayRef> = vec![
             Arc::new(self.time.finish()),
-            Arc::new(self.reconcile_id.finish()),
+            Arc::new(reconcile_id),
             Arc::new(self.trace_id.finish()),
             Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
                 &*self.cluster,
                 rows,
             ))),
-            Arc::new(self.plan.finish()),
-            Arc::new(self.plan_hash.finish()),
-            Arc::new(self.mode.finish()),
-            Arc::new(self.kind.finish()),
-            Arc::new(self.namespace.finish()),
-            Arc::new(self.name.finish()),
-        ]
+        ];
+        columns.extend(rest.map(|column| Arc::new(column) as ArrayRef));
+        columns
     }
 }
 
@@ -204,43 +239,24 @@ struct PerReconcile {
     time: TimestampMicrosecondBuilder,
     /// Per row: the index of its reconcile in the values below.
     keys: Vec<i32>,
-    reconcile_id: StringBuilder,
-    plan: StringBuilder,
-    plan_hash: StringBuilder,
-    mode: StringBuilder,
-    kind: StringBuilder,
-    namespace: StringBuilder,
-    name: StringBuilder,
+    strings: ReconcileStrings,
 }
 
 impl PerReconcile {
     /// Sized for `rows` rows of about 32 rows per reconcile.
     fn new(rows: usize) -> Self {
-        let reconciles = rows / 32 + 1;
         Self {
             cluster: DEFAULT_CLUSTER.into(),
             time: TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
             keys: Vec::with_capacity(rows),
-            reconcile_id: strings(reconciles, 32),
-            plan: strings(reconciles, 16),
-            plan_hash: strings(reconciles, 64),
-            mode: strings(reconciles, 8),
-            kind: strings(reconciles, 16),
-            namespace: strings(reconciles, 16),
-            name: strings(reconciles, 16),
+            strings: ReconcileStrings::new(rows / 32 + 1),
         }
     }
 
     /// Adds the reconcile's values; returns its key.
     fn reconcile(&mut self, r: &ReconcileRecord, id: &str) -> i32 {
-        let key = self.plan.len();
-        self.reconcile_id.append_value(id);
-        self.plan.append_value(&r.plan);
-        self.plan_hash.append_value(&r.plan_hash);
-        self.mode.append_value(r.mode.as_str());
-        self.kind.append_value(&r.object.kind);
-        self.namespace.append_option(r.object.namespace.as_deref());
-        self.name.append_value(&r.object.name);
+        let key = self.strings.len();
+        self.strings.append(r, id);
         // A batch holds at most a row group (65,536 rows by default): far from 2^31 reconciles.
         i32::try_from(key).unwrap_or(i32::MAX)
     }
@@ -252,26 +268,21 @@ impl PerReconcile {
 
     fn finish(&mut self) -> Result<Vec<ArrayRef>, ArrowError> {
         let keys = Int32Array::from(std::mem::take(&mut self.keys));
-        let reconcile_id = self.reconcile_id.finish();
+        let (reconcile_id, rest) = self.strings.finish();
         let first = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(reconcile_id))?;
-        let cluster = StringArray::from_iter_values([&*self.cluster]);
         let cluster = DictionaryArray::<Int32Type>::try_new(
             Int32Array::from(vec![0; first.len()]),
-            Arc::new(cluster),
+            Arc::new(StringArray::from_iter_values([&*self.cluster])),
         )?;
-        // The other columns share the first one's keys, checked once above.
-        let same_keys = |values: StringArray| Arc::new(first.with_values(Arc::new(values)));
-        Ok(vec![
-            Arc::new(self.time.finish()) as ArrayRef,
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(self.time.finish()),
             Arc::new(first.clone()),
             Arc::new(cluster),
-            same_keys(self.plan.finish()),
-            same_keys(self.plan_hash.finish()),
-            same_keys(self.mode.finish()),
-            same_keys(self.kind.finish()),
-            same_keys(self.namespace.finish()),
-            same_keys(self.name.finish()),
-        ])
+        ];
+        // The other columns share the first one's keys, checked once above.
+        columns
+            .extend(rest.map(|values| Arc::new(first.with_values(Arc::new(values))) as ArrayRef));
+        Ok(columns)
     }
 }
 

@@ -423,33 +423,27 @@ fn prepare_file(
             path: tmp.clone(),
             source,
         };
-        let file = match (ahead, table) {
-            (Some(groups), _) => {
-                super::rowgroup::write_file(file, table.schema(), properties, groups)
-                    .map_err(encode)?
-            }
-            // The `steps` batches hold dictionary arrays, which only the row group encoder takes
-            // for the file's plain columns; each batch is a row group.
+        // Row groups encoded ahead, else encoded now: the `steps` batches hold dictionary
+        // arrays, which only the row group encoder takes for the file's plain columns (a batch
+        // per row group); the `reconciles` batches (small: one per sealed steps row group) are
+        // merged by `ArrowWriter` into row groups of up to the configured rows.
+        let groups = match (ahead, table) {
+            (Some(groups), _) => Some(groups),
             (None, Table::Steps) => {
                 let encoder = AheadEncoder::new(table.schema(), properties).map_err(encode)?;
-                let groups = batches
-                    .iter()
-                    .map(|batch| encoder.spawn(batch.clone()))
-                    .collect();
-                super::rowgroup::write_file(file, table.schema(), properties, groups)
-                    .map_err(encode)?
+                Some(batches.iter().map(|b| encoder.spawn(b.clone())).collect())
             }
-            // The `reconciles` batches (small: one per sealed steps row group) are merged into
-            // row groups of up to the configured rows.
-            (None, Table::Reconciles) => {
-                let mut writer =
-                    ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
-                        .map_err(encode)?;
-                for batch in batches {
-                    writer.write(batch).map_err(encode)?;
-                }
-                writer.into_inner().map_err(encode)?
+            (None, Table::Reconciles) => None,
+        };
+        let file = if let Some(groups) = groups {
+            super::rowgroup::write_file(file, table.schema(), properties, groups).map_err(encode)?
+        } else {
+            let mut writer = ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
+                .map_err(encode)?;
+            for batch in batches {
+                writer.write(batch).map_err(encode)?;
             }
+            writer.into_inner().map_err(encode)?
         };
         file.sync_all().map_err(io(&tmp))
     })();
