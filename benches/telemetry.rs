@@ -104,6 +104,7 @@ fn record() -> ReconcileRecord {
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
         guard_refusals: 0,
         dry_run_requests: 1,
+        write_differences: Vec::new(),
     }
 }
 

@@ -66,6 +66,8 @@ const PLANTED: Faults = Faults {
     missing_audit_webhook: 0.05,
     missing_pull_secret: 0.05,
     bad_release_image: 0.25,
+    stale_ssh_key_copy: 0.0,
+    managed_hsm_old_release: 0.0,
 };
 
 /// What to simulate for one recording.

@@ -30,17 +30,29 @@ fn plan_check_accepts_the_shipped_plans() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("operations      20 in 6 phases"),
+        stdout.contains("operations      21 in 6 phases"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("critical        6 (non-critical 14)"),
+        stdout.contains(
+            "code paths      20 in both; legacy only: ValidConfigurationCondition; phased only: ManagedHSMVersionCheck"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("critical        7 (non-critical 14)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "writes          1 intended difference on 1 operation; volatile fields: none"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("gated           6"), "{stdout}");
     assert!(
         stdout.contains(
-            "rollout groups  non-critical-syncs (8), gated-components (6), critical-core (6)"
+            "rollout groups  non-critical-syncs (8), gated-components (6), critical-core (7)"
         ),
         "{stdout}"
     );

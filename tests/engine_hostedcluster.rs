@@ -1,11 +1,14 @@
 //! HyperShift's non-blocking cases as candidate predictions, with real API traffic against the
 //! simulator: the control (legacy loop) writes for real, the candidate (phased) dry-runs what the
-//! control did not reach.
+//! control did not reach. The reconciler shares its code between the two paths (the legacy-only
+//! step aside), so these cases are about the models' predictions; the cases of candidate code
+//! of its own are in `tests/engine_candidate_code.rs`.
 
 mod common;
 
 use std::sync::Arc;
 
+use common::hostedcluster::SharedCodeReconciler;
 use common::start_sim;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -112,7 +115,7 @@ impl Fixture {
     async fn reconcile_with(&self, settings: &EngineSettings) -> ReconcileRecord {
         let sink = MemorySink::new();
         let engine = Engine::new(
-            Arc::new(HostedClusterReconciler),
+            Arc::new(SharedCodeReconciler),
             HostedClusterReconciler::plan(),
             self.client.clone(),
             settings,
@@ -372,8 +375,8 @@ async fn a_sample_rate_re_executes_reused_steps_in_dry_run() {
         .filter(|s| s.execution == Execution::DryRun)
         .count();
     assert_eq!(
-        dry_run, 19,
-        "every step re-executed but the not-simulated one: {:#?}",
+        dry_run, 20,
+        "every step re-executed but the not-simulated one (and the phased-only one, which the control never has): {:#?}",
         record.candidate
     );
     assert!(

@@ -354,9 +354,10 @@ fn spans_arriving_before_or_after_their_reconcile_span() {
     let mut a = assembler(Limits::default());
     let now = Instant::now();
     // Operations first, in one request; their reconcile span in the next.
-    let batch = a.ingest(&request(legacy_failing_at_ssh(1)), now);
+    let spans = legacy_failing_at_ssh(1);
+    let batch = a.ingest(&request(spans.clone()), now);
     assert!(batch.records.is_empty());
-    assert_eq!(a.buffered(), 8);
+    assert_eq!(a.buffered(), spans.len());
     let batch = a.ingest(&request(vec![reconcile(1, 1, "hc-1")]), now);
     assert_eq!(batch.records.len(), 1);
     assert_eq!(a.buffered(), 0);

@@ -326,6 +326,7 @@ fn record(i: usize) -> ReconcileRecord {
         trace_id: Some(noise(3)),
         guard_refusals: 0,
         dry_run_requests: 0,
+        write_differences: Vec::new(),
     }
 }
 

@@ -69,6 +69,7 @@ fn record(i: usize) -> ReconcileRecord {
         trace_id: Some(format!("{i:032x}")),
         guard_refusals: 0,
         dry_run_requests: 1,
+        write_differences: Vec::new(),
     }
 }
 

@@ -13,10 +13,10 @@ mod common;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use shadow_reconciler::model::{Diff, Policy, Report, StepResult, drive};
+use shadow_reconciler::model::{Diff, Policy, Report, StepResult, candidate_execution, drive};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::util::Rng;
-use shadow_reconciler::vocab::{ErrorClass, OpSet, Outcome, ShadowPolicy};
+use shadow_reconciler::vocab::{ErrorClass, Execution, OpSet, Outcome};
 
 const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/model-vectors.json");
 
@@ -84,18 +84,30 @@ fn report_json(report: &Report) -> Value {
     })
 }
 
-/// One case: every operation's real result drawn at `rate`; the candidate cannot simulate the
-/// operations the plan marks `shadow: skip`.
-fn case(plan: &Arc<ReconcilePlan>, groups: &[String], rate: f64, rng: &mut Rng) -> Value {
+/// One case: every operation's real result drawn at `rate`; with `distinct` a share of the
+/// operations of both paths get legacy code of their own, whose result is drawn apart
+/// (`legacy_failures`); the candidate takes each result as the engine does
+/// (`model::candidate_execution`: reused, its own dry run, or not simulated for the operations its
+/// plan marks `shadow: skip`).
+fn case(
+    plan: &Arc<ReconcilePlan>,
+    groups: &[String],
+    (rate, distinct): (f64, bool),
+    rng: &mut Rng,
+) -> Value {
+    let draw = |rng: &mut Rng, op: &shadow_reconciler::plan::Operation| {
+        #[allow(clippy::cast_precision_loss)] // a uniform draw in [0, 1)
+        let draw = rng.below(1_000_000) as f64 / 1_000_000.0;
+        (draw < rate).then(|| {
+            let class = ErrorClass::ALL[rng.below(ErrorClass::ALL.len())];
+            (class, format!("{} failed: {}", op.name(), class.as_str()))
+        })
+    };
     // The failing operations; every other one succeeds.
     let mut results = serde_json::Map::new();
     let mut failing = std::collections::HashMap::new();
     for op in plan.operations() {
-        #[allow(clippy::cast_precision_loss)] // a uniform draw in [0, 1)
-        let draw = rng.below(1_000_000) as f64 / 1_000_000.0;
-        if draw < rate {
-            let class = ErrorClass::ALL[rng.below(ErrorClass::ALL.len())];
-            let message = format!("{} failed: {}", op.name(), class.as_str());
+        if let Some((class, message)) = draw(rng, op) {
             results.insert(
                 op.name().to_owned(),
                 json!({"class": class.as_str(), "message": message}),
@@ -103,17 +115,46 @@ fn case(plan: &Arc<ReconcilePlan>, groups: &[String], rate: f64, rng: &mut Rng) 
             failing.insert(op.id(), (class, message));
         }
     }
-    let real = |op: shadow_reconciler::vocab::OpId| match failing.get(&op) {
+    // Legacy code of its own, and its results.
+    let mut own_legacy = std::collections::HashSet::new();
+    let mut legacy_results = serde_json::Map::new();
+    let mut legacy_failing = std::collections::HashMap::new();
+    if distinct {
+        for op in plan.operations().iter().filter(|o| o.only().is_none()) {
+            if rng.below(4) == 0 {
+                own_legacy.insert(op.id());
+                if let Some((class, message)) = draw(rng, op) {
+                    let message = format!("legacy {message}");
+                    legacy_results.insert(
+                        op.name().to_owned(),
+                        json!({"class": class.as_str(), "message": message}),
+                    );
+                    legacy_failing.insert(op.id(), (class, message));
+                }
+            }
+        }
+    }
+    let result = |failing: &std::collections::HashMap<_, (ErrorClass, String)>,
+                  op: shadow_reconciler::vocab::OpId| match failing.get(&op) {
         Some((class, message)) => StepResult::failed(*class, message.clone()),
         None => StepResult::succeeded(),
     };
-    let control = drive(&Policy::sequential(plan.clone()), |o| real(o.id()));
-    let candidate_policy = Policy::phased(plan.clone(), groups).expect("declared groups");
-    let candidate = drive(&candidate_policy, |o| {
-        if o.shadow() == ShadowPolicy::Skip {
-            StepResult::not_simulated()
+    let control = drive(&Policy::sequential(plan.clone()), |o| {
+        if own_legacy.contains(&o.id()) {
+            result(&legacy_failing, o.id())
         } else {
-            real(o.id())
+            result(&failing, o.id())
+        }
+    });
+    let candidate_policy = Policy::phased(plan.clone(), groups).expect("declared groups");
+    let mut executions = serde_json::Map::new();
+    let candidate = drive(&candidate_policy, |o| {
+        let execution = candidate_execution(o, &control, own_legacy.contains(&o.id()));
+        executions.insert(o.name().to_owned(), json!(execution.as_str()));
+        match execution {
+            Execution::NotSimulated => StepResult::not_simulated(),
+            Execution::Reused => result(&failing, o.id()),
+            _ => result(&failing, o.id()),
         }
     });
     let diff = Diff::between(&control, &candidate).expect("same plan");
@@ -125,10 +166,15 @@ fn case(plan: &Arc<ReconcilePlan>, groups: &[String], rate: f64, rng: &mut Rng) 
         .iter()
         .map(|(a, b)| json!([plan.name_of(*a), plan.name_of(*b)]))
         .collect();
+    let mut distinct_names: Vec<&str> = own_legacy.iter().map(|op| plan.name_of(*op)).collect();
+    distinct_names.sort_unstable();
     json!({
         "failures": results,
+        "distinct": distinct_names,
+        "legacy_failures": legacy_results,
         "control": report_json(&control),
         "candidate": report_json(&candidate),
+        "candidate_executions": executions,
         "diff": {
             "unblocked": op_names(diff.unblocked()),
             "newly_blocked": op_names(diff.newly_blocked()),
@@ -150,7 +196,8 @@ fn generate() -> Value {
         for groups in &settings {
             for rate in RATES {
                 for draw in 0..DRAWS {
-                    let mut c = case(&plan, groups, rate, &mut rng);
+                    // Every other draw gives some operations legacy code of their own.
+                    let mut c = case(&plan, groups, (rate, draw % 2 == 1), &mut rng);
                     c["name"] = json!(format!(
                         "{}/groups=[{}]/rate={rate}/draw={draw}",
                         plan.name(),
@@ -166,7 +213,7 @@ fn generate() -> Value {
     }
     json!({
         "schema": "shadow-reconciler.io/model-vectors/v1",
-        "about": "Generated by tests/shared_vectors.rs from the Rust models: the control is the sequential model, the candidate the phased model with enforced_groups; failures are the operations whose real result is an error (the others succeed), and the candidate gets not-simulated for the operations its plan marks shadow: skip. Do not edit: rerun with SHADOW_RECONCILER_WRITE_VECTORS=1.",
+        "about": "Generated by tests/shared_vectors.rs from the Rust models: the control is the sequential model, the candidate the phased model with enforced_groups; failures are the operations whose real result is an error (the others succeed); the operations in distinct have legacy code of their own, whose failures are legacy_failures (the control runs it, the candidate its phased code); candidate_executions is how the candidate takes each result it was asked for (model::candidate_execution: reused where the control ran the same code, dry-run where it runs its own code, not-simulated for shadow: skip). Do not edit: rerun with SHADOW_RECONCILER_WRITE_VECTORS=1.",
         "cases": cases,
     })
 }
@@ -700,7 +747,7 @@ const PLAN_CASES: &[PlanCase] = &[
     ),
     (
         "missing-shadow",
-        "schema",
+        "rule",
         &[(
             "      category: critical\n      shadow: dry-run\n",
             "      category: critical\n",
@@ -747,6 +794,192 @@ const PLAN_CASES: &[PlanCase] = &[
         "bad-indentation",
         "syntax",
         &[("      phase: 2\n", "     phase: 2\n")],
+    ),
+    (
+        "legacy-only-operation",
+        "valid",
+        &[
+            (
+                "    - name: Deploy\n",
+                "    - name: Inline\n      description: the legacy loop's inline step\n      only: legacy\n    - name: Deploy\n",
+            ),
+            (
+                "order: [Namespace, PullSecret, Deploy]",
+                "order: [Namespace, Inline, PullSecret, Deploy]",
+            ),
+        ],
+    ),
+    (
+        "phased-only-operation",
+        "valid",
+        &[
+            (
+                "      shadow: skip\n",
+                "      shadow: skip\n      only: phased\n",
+            ),
+            (
+                "order: [Namespace, PullSecret, Deploy]",
+                "order: [Namespace, PullSecret]",
+            ),
+        ],
+    ),
+    (
+        "only-both-ways",
+        "valid",
+        &[
+            (
+                "      shadow: skip\n",
+                "      shadow: skip\n      only: phased\n",
+            ),
+            (
+                "  legacy:\n",
+                "    - name: Inline\n      only: legacy\n  legacy:\n",
+            ),
+            (
+                "order: [Namespace, PullSecret, Deploy]",
+                "order: [Inline, Namespace, PullSecret]",
+            ),
+        ],
+    ),
+    (
+        "legacy-only-with-phased-fields",
+        "rule",
+        &[
+            (
+                "      phase: 3\n      category: non-critical\n      gate: no-critical-failure\n      shadow: skip\n",
+                "      only: legacy\n      phase: 3\n      category: non-critical\n      gate: no-critical-failure\n      shadow: skip\n      retryOnConflict: true\n",
+            ),
+            ("operations: [Deploy]", "operations: [Deploy, PullSecret]"),
+        ],
+    ),
+    (
+        "legacy-only-in-group-and-dependency",
+        "rule",
+        &[
+            (
+                "      phase: 3\n      category: non-critical\n      gate: no-critical-failure\n      shadow: skip\n",
+                "      only: legacy\n",
+            ),
+            (
+                "    - name: Namespace\n      phase: 1\n",
+                "    - name: Namespace\n      phase: 4\n      dependsOn: [Deploy]\n",
+            ),
+        ],
+    ),
+    (
+        "phased-only-in-legacy-order",
+        "rule",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      only: phased\n",
+        )],
+    ),
+    (
+        "legacy-only-missing-from-order",
+        "rule",
+        &[
+            (
+                "      phase: 3\n      category: non-critical\n      gate: no-critical-failure\n      shadow: skip\n",
+                "      only: legacy\n",
+            ),
+            (
+                "order: [Namespace, PullSecret, Deploy]",
+                "order: [Namespace, PullSecret]",
+            ),
+            ("operations: [Deploy]", "operations: [PullSecret]"),
+            (
+                "operations: [Namespace, PullSecret]",
+                "operations: [Namespace]",
+            ),
+        ],
+    ),
+    (
+        "missing-phase-and-category",
+        "rule",
+        &[("      phase: 1\n      category: critical\n", "")],
+    ),
+    (
+        "only-unknown",
+        "schema",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      only: sometimes\n",
+        )],
+    ),
+    (
+        "intended-differences",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      intendedDifferences:\n        - kind: Secret\n          name: ssh-key\n          control: none\n          candidate: delete\n          reason: a fix of the phased path\n        - kind: ConfigMap\n          fields: [data.retention, \"metadata.labels[\\\"app.kubernetes.io/name\\\"]\"]\n        - kind: HostedCluster\n          subresource: status\n          control: write\n          candidate: write\n          fields: [\"status.conditions[type=Ready]\"]\n",
+        )],
+    ),
+    (
+        "intended-differences-reordered",
+        "valid",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      intendedDifferences:\n        - kind: HostedCluster\n          candidate: write\n          control: write\n          subresource: status\n          fields: [\"status.conditions[type=Ready]\"]\n        - kind: ConfigMap\n          fields: [\"metadata.labels[\\\"app.kubernetes.io/name\\\"]\", data.retention]\n        - {kind: Secret, name: ssh-key, control: none, candidate: delete}\n",
+        )],
+    ),
+    (
+        "intended-differences-that-say-nothing",
+        "rule",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      intendedDifferences:\n        - kind: Secret\n        - kind: \"\"\n          control: write\n          candidate: write\n        - kind: Secret\n          control: delete\n          fields: [data.a]\n        - kind: ConfigMap\n          fields: [\"data.a/b\", \"data[\\\"x\"]\n",
+        )],
+    ),
+    (
+        "intended-differences-on-one-sided",
+        "rule",
+        &[
+            (
+                "      shadow: skip\n",
+                "      shadow: skip\n      only: phased\n      intendedDifferences:\n        - kind: Secret\n          candidate: write\n",
+            ),
+            (
+                "order: [Namespace, PullSecret, Deploy]",
+                "order: [Namespace, PullSecret]",
+            ),
+        ],
+    ),
+    (
+        "intended-bad-action",
+        "schema",
+        &[(
+            "      shadow: skip\n",
+            "      shadow: skip\n      intendedDifferences:\n        - kind: Secret\n          candidate: remove\n",
+        )],
+    ),
+    (
+        "volatile-fields",
+        "valid",
+        &[(
+            "  legacy:\n",
+            "  compare:\n    volatile: [status.observedGeneration, \"metadata.annotations[\\\"example.com/synced-at\\\"]\", \"status.conditions[*].reason\"]\n  legacy:\n",
+        )],
+    ),
+    (
+        "volatile-fields-reordered",
+        "valid",
+        &[(
+            "  legacy:\n",
+            "  compare:\n    volatile:\n      - status.conditions.*.reason\n      - status.observedGeneration\n      - \"metadata.annotations[\\\"example.com/synced-at\\\"]\"\n      - status.observedGeneration\n  legacy:\n",
+        )],
+    ),
+    (
+        "volatile-bad-paths",
+        "rule",
+        &[(
+            "  legacy:\n",
+            "  compare:\n    volatile: [\".status\", \"data.tls.crt[\", \"spec[x y]\"]\n  legacy:\n",
+        )],
+    ),
+    (
+        "compare-unknown-field",
+        "schema",
+        &[("  legacy:\n", "  compare:\n    volatle: [a]\n  legacy:\n")],
     ),
 ];
 

@@ -98,5 +98,6 @@ pub fn record(plan: &ReconcilePlan, i: usize, population: usize, rng: &mut Rng) 
         trace_id: Some(format!("{:016x}{:016x}", rng.next_u64(), i)),
         guard_refusals: 0,
         dry_run_requests: 3,
+        write_differences: Vec::new(),
     }
 }

@@ -652,8 +652,7 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             }
         }
         for y in candidate.iter().filter(|r| r.exec == Exec::DryRun) {
-            let ran_in_control = control.iter().any(|r| r.op == y.op && r.exec == Exec::Real);
-            if !ran_in_control {
+            if unblocked(control, y.op) {
                 c.unblocked[x * n + y.op].add(y.outcome == Outcome::Failed);
             }
         }
@@ -664,7 +663,7 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
         .iter()
         .filter(|r| matches!(r.exec, Exec::DryRun | Exec::NotSimulated))
     {
-        if !control.iter().any(|r| r.op == y.op && r.exec == Exec::Real) {
+        if unblocked(control, y.op) {
             let op = &mut c.ops[y.op];
             op.unblocked += 1;
             match (y.exec, y.outcome) {
@@ -684,6 +683,15 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             }
         }
     }
+}
+
+/// Whether the control had `op` (its code path does: `only:` in the plan) and did not execute
+/// it: what the candidate then ran, it unblocked.
+fn unblocked(control: &[Row], op: usize) -> bool {
+    control
+        .iter()
+        .find(|r| r.op == op)
+        .is_some_and(|r| r.exec != Exec::Real)
 }
 
 /// Per-run counts: executions, failures, the object's baselines and flags; returns the run's

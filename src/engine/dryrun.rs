@@ -22,6 +22,8 @@ use futures_util::future::BoxFuture;
 use http::{Method, Request, Response, StatusCode, header};
 use kube::client::Body;
 
+use super::writes::WriteLog;
+
 /// The `User-Agent` of every dry-run request.
 pub const USER_AGENT: &str = concat!("shadow-reconciler-dry-run/", env!("CARGO_PKG_VERSION"));
 
@@ -82,35 +84,71 @@ impl DryRunClient {
     /// A client for one candidate run, with an empty overlay.
     #[must_use]
     pub fn for_reconcile(&self) -> kube::Client {
-        self.build(true).0
+        self.build(true).client
     }
 
     /// A client for one candidate run, with the counters of that run alone (they add up into
     /// the shared ones as well).
     #[must_use]
     pub fn for_reconcile_counted(&self) -> (kube::Client, Arc<GuardStats>) {
+        let run = self.for_run();
+        (run.client, run.stats)
+    }
+
+    /// A client for one reconcile's dry runs, with the counters of that reconcile alone, its
+    /// overlay (which [`DryRunRun::reset_overlay`] empties) and the log of the writes the
+    /// server accepted.
+    #[must_use]
+    pub fn for_run(&self) -> DryRunRun {
         self.build(true)
     }
 
     /// A client with the guard but without the rewriting, to prove the guard holds.
     #[must_use]
     pub fn guard_only(&self) -> kube::Client {
-        self.build(false).0
+        self.build(false).client
     }
 
-    fn build(&self, add_dry_run: bool) -> (kube::Client, Arc<GuardStats>) {
+    fn build(&self, add_dry_run: bool) -> DryRunRun {
         let local = Arc::new(GuardStats::default());
+        let overlay = Arc::new(Mutex::new(HashMap::new()));
+        let writes = WriteLog::new();
         let service = DryRunService {
             inner: self.real.clone(),
-            overlay: Arc::new(Mutex::new(HashMap::new())),
+            overlay: overlay.clone(),
             stats: self.stats.clone(),
             local: local.clone(),
+            writes: writes.clone(),
             add_dry_run,
         };
-        (
-            kube::Client::new(service, self.real.default_namespace().to_owned()),
-            local,
-        )
+        DryRunRun {
+            client: kube::Client::new(service, self.real.default_namespace().to_owned()),
+            stats: local,
+            overlay,
+            writes,
+        }
+    }
+}
+
+/// One reconcile's dry-run client and what it keeps.
+#[derive(Clone)]
+pub struct DryRunRun {
+    /// The client.
+    pub client: kube::Client,
+    /// Its counters (they add up into the engine's as well).
+    pub stats: Arc<GuardStats>,
+    overlay: Arc<Mutex<Overlay>>,
+    /// The dry-run writes the server accepted.
+    pub writes: WriteLog,
+}
+
+impl DryRunRun {
+    /// Forgets the would-be objects of earlier dry runs: later reads see the server's objects.
+    pub fn reset_overlay(&self) {
+        self.overlay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 }
 
@@ -124,6 +162,7 @@ struct DryRunService {
     stats: Arc<GuardStats>,
     /// The counters of this client alone.
     local: Arc<GuardStats>,
+    writes: WriteLog,
     add_dry_run: bool,
 }
 
@@ -293,6 +332,7 @@ impl tower::Service<Request<Body>> for DryRunService {
             } else {
                 Some(object_path(&path).to_owned())
             };
+            this.writes.accepted(&method, &path, &bytes);
             if let Some(key) = key {
                 let value = (method != Method::DELETE).then(|| bytes.clone());
                 this.overlay

@@ -14,8 +14,12 @@ pub mod condition;
 pub mod conflict;
 pub mod controller;
 pub mod dryrun;
+mod fielddiff;
 pub mod operation;
 pub mod record;
+mod recording;
+mod runs;
+pub mod writes;
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,11 +33,12 @@ pub use record::{
     record_of_world,
 };
 pub(crate) use record::{Trace, assemble};
+pub use writes::WriteDifference;
 
 use crate::flag::{Evaluation, FlagSpec, FlagState, GroupRef, LiveFlag, PlanFlag};
-use crate::model::{Decision, Policy, StepResult};
+use crate::model::Policy;
 use crate::plan::{LookupError, ReconcilePlan};
-use crate::vocab::{Execution, Mode, Outcome, ShadowPolicy};
+use crate::vocab::{CodePath, Mode};
 
 /// How the engine runs.
 #[derive(Clone, Debug)]
@@ -83,6 +88,18 @@ pub enum EngineError {
         /// Implemented, not in the plan.
         missing_in_plan: Vec<String>,
     },
+    /// `legacy_code` names an operation that cannot have legacy code of its own.
+    #[error(
+        "plan {plan}: the reconciler gives operation {operation} legacy code, but it {problem}"
+    )]
+    LegacyCode {
+        /// The plan's name.
+        plan: String,
+        /// The operation.
+        operation: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
     /// A rollout group named in the settings does not exist.
     #[error(transparent)]
     Group(#[from] LookupError),
@@ -106,6 +123,10 @@ pub struct ReconcileOutcome {
 pub struct Engine<R: Reconciler> {
     reconciler: Arc<R>,
     plan: Arc<ReconcilePlan>,
+    /// Per operation: whether `run_legacy` is its legacy code.
+    legacy_code: Vec<bool>,
+    /// The kinds of the resources written, for naming deleted objects.
+    kinds: writes::Kinds,
     flag: Arc<LiveFlag>,
     policies: std::sync::Mutex<Arc<Policies>>,
     real: kube::Client,
@@ -154,6 +175,25 @@ impl<R: Reconciler> Engine<R> {
                 missing_in_plan,
             });
         }
+        let mut legacy_code = vec![false; plan.len()];
+        for name in reconciler.legacy_code() {
+            let op = plan
+                .lookup(name)
+                .filter(|_| code.contains(name))
+                .ok_or_else(|| EngineError::LegacyCode {
+                    plan: plan.name().to_owned(),
+                    operation: (*name).to_owned(),
+                    problem: "is not one of the reconciler's operations (list it in `operations` too)",
+                })?;
+            if plan.operation(op).only() == Some(CodePath::Phased) {
+                return Err(EngineError::LegacyCode {
+                    plan: plan.name().to_owned(),
+                    operation: (*name).to_owned(),
+                    problem: "has `only: phased` in the plan: the legacy loop never runs it, so it has no legacy code",
+                });
+            }
+            legacy_code[op.index()] = true;
+        }
         // Every named group must exist, whatever the mode: a typo is an error, not a no-op.
         plan.group_members(&settings.enforced_groups)?;
         if let Some(groups) = &settings.candidate_groups {
@@ -177,6 +217,8 @@ impl<R: Reconciler> Engine<R> {
         Ok(Self {
             reconciler,
             plan,
+            legacy_code,
+            kinds: writes::Kinds::default(),
             flag,
             policies: std::sync::Mutex::new(Arc::new(policies)),
             dry: dryrun::DryRunClient::new(client.clone()),
@@ -257,12 +299,25 @@ impl<R: Reconciler> Engine<R> {
         let policies = self.policies(&flag);
         let evaluation = evaluate(&flag, &policies.flag, object.as_ref());
         let (control_policy, candidate_policy) = policies.for_mode(evaluation.mode);
-        let (control_report, control, state) =
-            self.run_control(control_policy, &object, started).await;
+        let mut shadow = runs::Shadow::new(self.plan.len(), started);
+        let (control_report, control, state) = self
+            .run_control(
+                (control_policy, candidate_policy),
+                &object,
+                started,
+                &mut shadow,
+            )
+            .await;
         let candidate = match candidate_policy {
             Some(policy) => Some(
-                self.run_candidate(policy, started, &object, &control_report, &control, state)
-                    .await,
+                self.run_candidate(
+                    policy,
+                    &object,
+                    (&control_report, &control),
+                    state,
+                    &mut shadow,
+                )
+                .await,
             ),
             None => None,
         };
@@ -273,12 +328,14 @@ impl<R: Reconciler> Engine<R> {
             (evaluation.mode, Some(evaluation)),
             started_at,
             (&control_report, &control),
-            candidate.as_ref().map(|(report, trace, _)| (report, trace)),
+            candidate.as_ref().map(|report| (report, &shadow.trace)),
             Some(self.next_trace_id()),
         );
-        if let Some((_, _, guard)) = &candidate {
+        if candidate.is_some() {
+            let guard = shadow.guard();
             record.guard_refusals = u32::try_from(guard.refused()).unwrap_or(u32::MAX);
             record.dry_run_requests = u32::try_from(guard.dry_run_requests()).unwrap_or(u32::MAX);
+            record.write_differences = std::mem::take(&mut shadow.differences);
         }
         record.duration = started.elapsed();
         for sink in &self.sinks {
@@ -291,106 +348,6 @@ impl<R: Reconciler> Engine<R> {
         }
     }
 
-    /// Whether `op` runs with retry-on-conflict under `policy`: only enforced operations whose
-    /// plan says so, in the phased model.
-    fn retries(&self, op: crate::vocab::OpId, policy: &Policy) -> bool {
-        policy.kind() == crate::model::ModelKind::Phased
-            && policy.enforced().contains(op)
-            && self.plan.operation(op).retry_on_conflict()
-    }
-
-    async fn run_control(
-        &self,
-        policy: &Policy,
-        object: &Arc<R::Object>,
-        origin: Instant,
-    ) -> (crate::model::Report, Trace, R::State) {
-        let mut ctx = OpContext::new(
-            self.real.clone(),
-            object.clone(),
-            R::State::default(),
-            Execution::Real,
-        );
-        let mut trace = Trace::new(self.plan.len(), origin);
-        let mut run = policy.start();
-        while let Some(decision) = run.next() {
-            let Decision::Run(op) = decision else {
-                continue;
-            };
-            let retry = self.retries(op, policy);
-            ctx.prepare(retry);
-            trace.retried[op.index()] = retry;
-            trace.executions[op.index()] = Execution::Real;
-            let result = self.execute(op, &mut ctx, &mut trace).await;
-            run.complete(op, result)
-                .expect("the engine completes the pending operation");
-        }
-        (
-            run.into_report()
-                .expect("the engine decides every operation"),
-            trace,
-            ctx.state,
-        )
-    }
-
-    /// The candidate: reuse what the control ran, dry-run the rest, skip what is `shadow: skip`.
-    async fn run_candidate(
-        &self,
-        policy: &Policy,
-        origin: Instant,
-        object: &Arc<R::Object>,
-        control_report: &crate::model::Report,
-        control: &Trace,
-        state: R::State,
-    ) -> (crate::model::Report, Trace, Arc<dryrun::GuardStats>) {
-        // The dry-run client (a client of its own, with its overlay and a worker task) is made
-        // only when a step must be dry-run: on the happy path every step is reused and the
-        // candidate costs no client at all.
-        let (mut state, mut guard, mut ctx) = (Some(state), None, None);
-        let mut trace = Trace::new(self.plan.len(), origin);
-        let mut run = policy.start();
-        while let Some(decision) = run.next() {
-            let Decision::Run(op) = decision else {
-                continue;
-            };
-            let i = op.index();
-            let theirs = control_report.step(op);
-            let retry = self.retries(op, policy);
-            let failed_on_conflict =
-                theirs.outcome.error_class() == Some(crate::vocab::ErrorClass::Conflict);
-            let reevaluate = failed_on_conflict && retry && !control.retried[i];
-            let result = if theirs.executed && !reevaluate && !self.sampled() {
-                trace.executions[i] = Execution::Reused;
-                trace.conflicts[i] = control.conflicts[i];
-                reuse(theirs)
-            } else if self.plan.operation(op).shadow() == ShadowPolicy::Skip {
-                trace.executions[i] = Execution::NotSimulated;
-                StepResult::not_simulated()
-            } else {
-                // Never ran in the control, or failed there on a conflict the candidate would
-                // retry: find out, through the dry-run client, what the candidate would get.
-                trace.executions[i] = Execution::DryRun;
-                trace.retried[i] = retry;
-                let ctx = ctx.get_or_insert_with(|| {
-                    let (client, counted) = self.dry.for_reconcile_counted();
-                    guard = Some(counted);
-                    let state = state.take().expect("the state goes to the one context");
-                    OpContext::new(client, object.clone(), state, Execution::DryRun)
-                });
-                ctx.prepare(retry);
-                self.execute(op, ctx, &mut trace).await
-            };
-            run.complete(op, result)
-                .expect("the engine completes the pending operation");
-        }
-        (
-            run.into_report()
-                .expect("the engine decides every operation"),
-            trace,
-            guard.unwrap_or_default(),
-        )
-    }
-
     /// A fresh W3C trace id (32 hex digits, never all zero) for the next reconcile.
     fn next_trace_id(&self) -> String {
         let n = self
@@ -400,17 +357,6 @@ impl<R: Reconciler> Engine<R> {
             crate::util::Rng::new(self.trace_seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let (high, low) = (rng.next_u64(), rng.next_u64() | 1);
         format!("{high:016x}{low:016x}")
-    }
-
-    /// Whether this reused step is re-executed instead (the sample rate, drawn deterministically).
-    fn sampled(&self) -> bool {
-        if self.sample_rate <= 0.0 {
-            return false;
-        }
-        let n = self
-            .samples
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        crate::util::Rng::new(n).next_f64() < self.sample_rate
     }
 
     async fn write_condition(
@@ -425,24 +371,6 @@ impl<R: Reconciler> Engine<R> {
                 tracing::warn!(%error, object = name, "cannot write the ReconciliationSucceeded condition");
                 false
             }
-        }
-    }
-
-    async fn execute(
-        &self,
-        op: crate::vocab::OpId,
-        ctx: &mut OpContext<R::Object, R::State>,
-        trace: &mut Trace,
-    ) -> StepResult {
-        let name = self.plan.name_of(op);
-        let started = Instant::now();
-        trace.offsets[op.index()] = started.duration_since(trace.origin);
-        let result = self.reconciler.run(name, ctx).await;
-        trace.durations[op.index()] = started.elapsed();
-        trace.conflicts[op.index()] = ctx.conflicts();
-        match result {
-            Ok(output) => with_requeue(StepResult::succeeded(), output.requeue_after()),
-            Err(error) => StepResult::failed(error.class(), error.message().to_owned()),
         }
     }
 }
@@ -504,27 +432,6 @@ fn evaluate<K: Resource>(state: &FlagState, flag: &PlanFlag, object: &K) -> Eval
         .and_then(|a| a.get(crate::flag::ANNOTATION))
         .map(String::as_str);
     state.evaluate(flag, uid, annotation)
-}
-
-fn with_requeue(result: StepResult, requeue: Option<Duration>) -> StepResult {
-    match requeue {
-        Some(after) => result.with_requeue(after),
-        None => result,
-    }
-}
-
-/// The control's result of a step, as the candidate reuses it.
-fn reuse(step: &crate::model::Step) -> StepResult {
-    let result = match &step.outcome {
-        Outcome::Failed { class } => {
-            StepResult::failed(*class, step.message.clone().unwrap_or_default())
-        }
-        Outcome::Unknown { .. } => StepResult::not_simulated(),
-        Outcome::Succeeded | Outcome::Blocked { .. } | Outcome::Skipped { .. } => {
-            StepResult::succeeded()
-        }
-    };
-    with_requeue(result, step.requeue_after)
 }
 
 fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> ObjectKey {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::classify::classify;
-use crate::vocab::{ErrorClass, Execution};
+use crate::vocab::{CodePath, ErrorClass, Execution};
 
 /// An operation's error: its class and its text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +116,7 @@ pub struct OpContext<K, S> {
     /// and a later one needs). The candidate starts from a copy of the control's final state.
     pub state: S,
     execution: Execution,
+    path: CodePath,
     retry_on_conflict: bool,
     conflicts: u32,
 }
@@ -125,16 +126,22 @@ impl<K, S> OpContext<K, S> {
         client: kube::Client,
         object: Arc<K>,
         state: S,
-        execution: Execution,
+        (execution, path): (Execution, CodePath),
     ) -> Self {
         Self {
             client,
             object,
             state,
             execution,
+            path,
             retry_on_conflict: false,
             conflicts: 0,
         }
+    }
+
+    /// Runs the next operations with `client`, returning the one used so far.
+    pub(super) fn swap_client(&mut self, client: kube::Client) -> kube::Client {
+        std::mem::replace(&mut self.client, client)
     }
 
     pub(super) fn prepare(&mut self, retry_on_conflict: bool) {
@@ -157,6 +164,14 @@ impl<K, S> OpContext<K, S> {
     pub const fn is_dry_run(&self) -> bool {
         matches!(self.execution, Execution::DryRun)
     }
+    /// Which code path runs the operation: `legacy` in the legacy loop (the `sequential`
+    /// model), `phased` in the phased reconcile. An operation whose code differs between the
+    /// two is dispatched to [`Reconciler::run_legacy`] or [`Reconciler::run`] by the engine;
+    /// code shared by both may read this to log or label.
+    #[must_use]
+    pub const fn path(&self) -> CodePath {
+        self.path
+    }
     /// Whether the operation runs under the retry-on-conflict policy.
     #[must_use]
     pub const fn retry_on_conflict(&self) -> bool {
@@ -173,12 +188,21 @@ impl<K, S> OpContext<K, S> {
     }
 }
 
-/// A reconciler: the operations of a plan, implemented once, as async functions.
+/// A reconciler: the operations of a plan, as async functions.
 ///
 /// `run` dispatches on the operation name; `operations` lists every name it implements, and the
 /// engine refuses to start when the plan and this list differ. The object's type must carry
 /// `status.conditions` (the engine reads the `ReconciliationSucceeded` condition from it to write
 /// it only when it changed) and have a status subresource.
+///
+/// **Two code paths.** By default an operation is one piece of code that the legacy loop and
+/// the phased reconcile both run, so the candidate reuses the control's result. When the legacy
+/// code of some operations differs (a fix landed in the phased path only, the legacy loop does a
+/// step inline), list them in [`legacy_code`](Reconciler::legacy_code) and implement them in
+/// [`run_legacy`](Reconciler::run_legacy): the legacy loop runs that code, the phased reconcile
+/// `run`'s, and the engine runs the candidate's code in dry-run on the same world just before
+/// the control's and records what it would have written differently. An operation the plan
+/// marks `only: legacy` is implemented by `run_legacy` alone.
 pub trait Reconciler: Send + Sync + 'static {
     /// The kind reconciled.
     type Object: kube::Resource<DynamicType = ()>
@@ -195,10 +219,27 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The names of the operations implemented.
     fn operations(&self) -> &'static [&'static str];
 
-    /// Runs the operation `op`.
+    /// Runs the operation `op`: its phased code, and its legacy code too unless it is listed in
+    /// [`legacy_code`](Reconciler::legacy_code).
     fn run<'a>(
         &'a self,
         op: &'a str,
         ctx: &'a mut OpContext<Self::Object, Self::State>,
     ) -> impl Future<Output = OpResult> + Send + 'a;
+
+    /// The operations whose legacy code is [`run_legacy`](Reconciler::run_legacy)'s rather than
+    /// `run`'s (each also in `operations`). Default: none, one code for both paths.
+    fn legacy_code(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Runs the legacy code of an operation listed in
+    /// [`legacy_code`](Reconciler::legacy_code). The engine calls it for nothing else.
+    fn run_legacy<'a>(
+        &'a self,
+        op: &'a str,
+        ctx: &'a mut OpContext<Self::Object, Self::State>,
+    ) -> impl Future<Output = OpResult> + Send + 'a {
+        self.run(op, ctx)
+    }
 }

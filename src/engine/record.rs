@@ -132,6 +132,10 @@ pub struct ReconcileRecord {
     pub guard_refusals: u32,
     /// Dry-run mutating requests the candidate sent.
     pub dry_run_requests: u32,
+    /// What the candidate's code would have written differently from the control's, per
+    /// operation and object (operations whose legacy and phased code differ, and the writes of
+    /// operations that exist in one code path only).
+    pub write_differences: Vec<super::WriteDifference>,
 }
 
 impl ReconcileRecord {
@@ -330,6 +334,7 @@ pub(crate) fn assemble(
         trace_id,
         guard_refusals: 0,
         dry_run_requests: 0,
+        write_differences: Vec::new(),
     };
     if let Some((report, trace)) = candidate {
         let diff = Diff::between(control_report, report).expect("both runs follow the plan");
@@ -397,7 +402,7 @@ pub fn record_of_world(
     let mut candidate_trace = Trace::new(plan.len(), origin);
     let candidate_report = drive(candidate, |op| {
         let i = op.id().index();
-        candidate_trace.executions[i] = if control_report.step(op.id()).executed {
+        candidate_trace.executions[i] = if control_report.get(op.id()).is_some_and(|s| s.executed) {
             Execution::Reused
         } else if op.shadow() == ShadowPolicy::Skip {
             Execution::NotSimulated

@@ -20,7 +20,9 @@ impl Diff {
     /// - `changed`: both ran it to a known outcome, and the outcomes differ.
     /// - `reordered`: pairs `(a, b)` both ran where the control ran `a` first and the candidate `b`.
     ///
-    /// An operation the candidate left `unknown` without running it is in none of the lists.
+    /// An operation the candidate left `unknown` without running it is in none of the lists, and
+    /// so is an operation that exists in one of the two runs only (`only:` in the plan: the
+    /// legacy loop and the phased reconcile do not have the same operations).
     pub fn between(control: &Report, candidate: &Report) -> Result<Self, ModelError> {
         let (cp, kp) = (control.plan(), candidate.plan());
         if cp.name() != kp.name() || cp.hash() != kp.hash() {
@@ -31,7 +33,9 @@ impl Diff {
         }
         let mut diff = Self::default();
         for step in candidate.steps() {
-            let theirs = control.step(step.op);
+            let Some(theirs) = control.get(step.op) else {
+                continue;
+            };
             match (theirs.executed, step.executed) {
                 (false, true) => diff.unblocked.push(step.op),
                 (true, false)
@@ -60,7 +64,7 @@ impl Diff {
         let both: Vec<OpId> = control
             .steps()
             .iter()
-            .filter(|s| s.executed && candidate.step(s.op).executed)
+            .filter(|s| s.executed && candidate.get(s.op).is_some_and(|k| k.executed))
             .map(|s| s.op)
             .collect();
         for (i, &a) in both.iter().enumerate() {

@@ -33,8 +33,31 @@ pub use driver::drive;
 pub use report::{Condition, ConditionStatus, Report, Step};
 pub use run::{Decision, ModelError, Run, StepResult};
 
+/// How the candidate obtains an operation's result, the rule both engines (Rust, Go) follow and
+/// the shared vectors hold them to: its own code's dry run where its code differs from the
+/// control's (`distinct`) or the control did not run it; the control's result, reused, where the
+/// control ran the same code; not simulated where it would have to run an operation declared
+/// `shadow: skip`. (An engine may re-execute a reusable step instead: a conflict the candidate
+/// would retry, or a sampled re-execution.)
+#[must_use]
+pub fn candidate_execution(
+    op: &crate::plan::Operation,
+    control: &Report,
+    distinct: bool,
+) -> crate::vocab::Execution {
+    use crate::vocab::{Execution, ShadowPolicy};
+    let ran = control.get(op.id()).is_some_and(|s| s.executed);
+    if ran && !distinct {
+        Execution::Reused
+    } else if op.shadow() == ShadowPolicy::Skip {
+        Execution::NotSimulated
+    } else {
+        Execution::DryRun
+    }
+}
+
 use crate::plan::{LookupError, ReconcilePlan};
-use crate::vocab::{Category, Gate, OpId, OpSet};
+use crate::vocab::{Category, CodePath, Gate, OpId, OpSet};
 
 /// Which scheduler a policy uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,7 +111,8 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The legacy loop: legacy order, stop at the first failure.
+    /// The legacy loop: legacy order, stop at the first failure. It runs the operations of the
+    /// legacy code path (every one but those with `only: phased`).
     #[must_use]
     pub fn sequential(plan: Arc<ReconcilePlan>) -> Self {
         let order = plan.legacy_order().to_vec();
@@ -102,7 +126,8 @@ impl Policy {
         }
     }
 
-    /// The phased model with the named rollout groups enforced.
+    /// The phased model with the named rollout groups enforced. It runs the operations of the
+    /// phased code path (every one but those with `only: legacy`).
     pub fn phased<S: AsRef<str>>(
         plan: Arc<ReconcilePlan>,
         enforced_groups: &[S],
@@ -114,7 +139,7 @@ impl Policy {
     /// The phased model with every rollout group enforced: the plan exactly as classified.
     #[must_use]
     pub fn phased_all_groups(plan: Arc<ReconcilePlan>) -> Self {
-        let every = (0..plan.len()).map(OpId::from_index).collect();
+        let every = plan.phased_order().iter().copied().collect();
         Self::phased_enforcing(plan, every)
     }
 
@@ -165,6 +190,15 @@ impl Policy {
     #[must_use]
     pub fn order(&self) -> &[OpId] {
         &self.order
+    }
+    /// The code path whose operations this policy runs: legacy for `sequential`, phased for
+    /// `phased`.
+    #[must_use]
+    pub const fn path(&self) -> CodePath {
+        match self.kind {
+            ModelKind::Sequential => CodePath::Legacy,
+            ModelKind::Phased => CodePath::Phased,
+        }
     }
     /// The category `op` runs under in this policy.
     #[must_use]

@@ -50,7 +50,7 @@ pub fn candidate_result(
     control: &Report,
     world: &[StepResult],
 ) -> StepResult {
-    if control.step(op.id()).executed {
+    if control.get(op.id()).is_some_and(|s| s.executed) {
         world[op.id().index()].clone()
     } else if op.shadow() == ShadowPolicy::Skip {
         StepResult::not_simulated()

@@ -112,11 +112,31 @@ impl Report {
         &self.steps
     }
     /// The step of `op`.
+    ///
+    /// # Panics
+    /// If `op` is not in this run's code path (an operation with `only:` the other path): use
+    /// [`Report::get`] where that can happen.
     #[must_use]
     pub fn step(&self, op: OpId) -> &Step {
-        &self.steps[self.index[op.index()] as usize]
+        self.get(op).unwrap_or_else(|| {
+            panic!(
+                "operation {} is not in the {} run of plan {}",
+                self.plan.name_of(op),
+                self.kind,
+                self.plan.name()
+            )
+        })
+    }
+    /// The step of `op`, `None` when `op` is not in this run's code path (`only:`).
+    #[must_use]
+    pub fn get(&self, op: OpId) -> Option<&Step> {
+        let at = *self.index.get(op.index())?;
+        self.steps.get(at as usize)
     }
     /// The outcome of `op`.
+    ///
+    /// # Panics
+    /// As [`Report::step`].
     #[must_use]
     pub fn outcome(&self, op: OpId) -> &Outcome {
         &self.step(op).outcome

@@ -1,10 +1,13 @@
 //! The plan's content hash: same plan, same hash, whatever the YAML formatting.
 //!
-//! The hash covers everything that changes what a model decides or how a step is executed: the
-//! plan name, each operation's name, phase, category, gate, dependencies, shadow and conflict
-//! policies in listing order (listing order breaks ties within a phase), the legacy order, and the
-//! rollout groups (as sets). Descriptions, comments, key order, quoting and the order of
-//! `dependsOn` entries and of groups are not covered.
+//! The hash covers everything that changes what a model decides, how a step is executed or what
+//! is recorded: the plan name, each operation's name, phase, category, gate, dependencies, shadow
+//! and conflict policies and code path (`only`) in listing order (listing order breaks ties
+//! within a phase), the legacy order, the rollout groups (as sets) and the volatile fields of the
+//! write comparison and the intended write differences (recorded with every difference).
+//! Descriptions, comments, key order, quoting, the order of `dependsOn` entries, of groups, of
+//! intended differences and of volatile fields, and an intended difference's `reason` are not
+//! covered.
 
 use std::fmt;
 
@@ -50,6 +53,25 @@ impl PlanHash {
             } else {
                 "no-retry"
             });
+            // Only when set, so that the hash of a plan without `only:` stays what it was; the
+            // marker cannot be an operation name (':' is not allowed in one).
+            if let Some(only) = op.only {
+                canonical.field(&format!("only:{only}"));
+            }
+            // Only when declared; the marker cannot be an operation name either.
+            if !op.intended.is_empty() {
+                canonical.field("intended:");
+                let mut entries: Vec<Vec<String>> =
+                    op.intended.iter().map(canonical_intended).collect();
+                entries.sort();
+                canonical.count(entries.len());
+                for entry in entries {
+                    canonical.count(entry.len());
+                    for part in entry {
+                        canonical.field(&part);
+                    }
+                }
+            }
         }
         canonical.count(plan.legacy_order.len());
         for &op in &plan.legacy_order {
@@ -67,8 +89,35 @@ impl PlanHash {
             canonical.field(&group.name);
             canonical.names(plan, group.operations.as_slice().iter().copied());
         }
+        // Volatile fields change which write differences are recorded; only when declared (the
+        // hash of a plan without them stays what it was).
+        if !plan.volatile.is_empty() {
+            canonical.field("volatile");
+            canonical.count(plan.volatile.len());
+            for path in &plan.volatile {
+                canonical.field(&path.to_string());
+            }
+        }
         Self(canonical.0.finalize().into())
     }
+}
+
+/// An intended difference as strings: what matches, `*` for a part it leaves open (no object
+/// kind, name or subresource is `*`), fields sorted.
+fn canonical_intended(i: &super::IntendedDifference) -> Vec<String> {
+    let open = |v: Option<&str>| v.unwrap_or("*").to_owned();
+    let mut fields: Vec<String> = i.fields.iter().map(ToString::to_string).collect();
+    fields.sort();
+    fields.dedup();
+    let mut out = vec![
+        i.kind.clone(),
+        open(i.name.as_deref()),
+        open(i.subresource.as_deref()),
+        open(i.control.map(crate::vocab::WriteAction::as_str)),
+        open(i.candidate.map(crate::vocab::WriteAction::as_str)),
+    ];
+    out.extend(fields);
+    out
 }
 
 impl fmt::Display for PlanHash {

@@ -8,6 +8,7 @@
 //! [`vocab`](crate::vocab); nothing here may use a module of its layer or above.
 
 mod diagnostic;
+pub mod fields;
 mod hash;
 mod raw;
 mod summary;
@@ -17,10 +18,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::Diagnostic;
+pub use fields::FieldPath;
 pub use hash::PlanHash;
 pub use summary::Summary;
 
-use crate::vocab::{Category, Gate, OpId, OpSet, ShadowPolicy};
+use crate::vocab::{Category, CodePath, Gate, OpId, OpSet, ShadowPolicy, WriteAction};
 
 /// The `apiVersion` every plan must declare.
 pub const API_VERSION: &str = "shadow-reconciler.io/v1alpha1";
@@ -76,6 +78,8 @@ pub struct Operation {
     depends_on: OpSet,
     shadow: ShadowPolicy,
     retry_on_conflict: bool,
+    only: Option<CodePath>,
+    intended: Vec<IntendedDifference>,
 }
 
 impl Operation {
@@ -124,6 +128,80 @@ impl Operation {
     pub const fn retry_on_conflict(&self) -> bool {
         self.retry_on_conflict
     }
+    /// The one code path the operation exists in (`only:`), `None` when it is in both.
+    ///
+    /// An operation with `only: legacy` has no phase, category or gate of its own: it reads as
+    /// phase 0, critical, gated (fail-fast, as every step of the legacy loop), shadow `skip`.
+    #[must_use]
+    pub const fn only(&self) -> Option<CodePath> {
+        self.only
+    }
+    /// Whether the operation exists in this code path.
+    #[must_use]
+    pub fn in_path(&self, path: CodePath) -> bool {
+        self.only.is_none_or(|only| only == path)
+    }
+    /// The write differences the phased code of this operation is meant to make.
+    #[must_use]
+    pub fn intended_differences(&self) -> &[IntendedDifference] {
+        &self.intended
+    }
+}
+
+/// A write difference the plan declares intended (`intendedDifferences`): the phased code
+/// writes differently from the legacy code on purpose (a fix), so the difference does not hold
+/// back the operation's rollout group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntendedDifference {
+    kind: String,
+    name: Option<String>,
+    subresource: Option<String>,
+    control: Option<WriteAction>,
+    candidate: Option<WriteAction>,
+    fields: Vec<FieldPath>,
+    reason: Option<String>,
+}
+
+impl IntendedDifference {
+    /// The object kind it concerns (`Secret`).
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+    /// The object name, when it names one.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    /// Free text: why the difference is intended.
+    #[must_use]
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Whether a difference on an object of `kind`, `name` and `subresource` (empty for the
+    /// object itself), where the control did `control` and the candidate `candidate`, with
+    /// these differing `fields`, is this declared one. Every given part must match; declared
+    /// fields are patterns that must cover every differing field.
+    #[must_use]
+    pub fn matches(
+        &self,
+        kind: &str,
+        name: &str,
+        subresource: &str,
+        (control, candidate): (WriteAction, WriteAction),
+        fields: &[FieldPath],
+    ) -> bool {
+        self.kind == kind
+            && self.name.as_deref().is_none_or(|n| n == name)
+            && self.subresource.as_deref().is_none_or(|s| s == subresource)
+            && self.control.is_none_or(|c| c == control)
+            && self.candidate.is_none_or(|c| c == candidate)
+            && (self.fields.is_empty()
+                || fields
+                    .iter()
+                    .all(|f| self.fields.iter().any(|pattern| pattern.covers(f))))
+    }
 }
 
 /// A named set of operations that enforce moves through together.
@@ -164,6 +242,7 @@ pub struct ReconcilePlan {
     legacy_order: Vec<OpId>,
     groups: Vec<RolloutGroup>,
     groups_declared: bool,
+    volatile: Vec<FieldPath>,
     hash: PlanHash,
 }
 
@@ -236,12 +315,32 @@ impl ReconcilePlan {
     pub fn is_empty(&self) -> bool {
         self.operations.is_empty()
     }
-    /// The phased order: by phase, then by listing order.
+    /// The phased order: by phase, then by listing order; the operations of the phased code
+    /// path (every one but those with `only: legacy`).
     #[must_use]
     pub fn phased_order(&self) -> &[OpId] {
         &self.phased_order
     }
-    /// The legacy sequential order (`legacy.order`).
+    /// The order in which `path`'s model considers its operations.
+    #[must_use]
+    pub fn order(&self, path: CodePath) -> &[OpId] {
+        match path {
+            CodePath::Legacy => &self.legacy_order,
+            CodePath::Phased => &self.phased_order,
+        }
+    }
+    /// Whether some operation exists in one code path only.
+    #[must_use]
+    pub fn has_one_sided(&self) -> bool {
+        self.operations.iter().any(|op| op.only.is_some())
+    }
+    /// Field paths the write comparison ignores besides the built-in ones (`compare.volatile`).
+    #[must_use]
+    pub fn volatile(&self) -> &[FieldPath] {
+        &self.volatile
+    }
+    /// The legacy sequential order (`legacy.order`): the operations of the legacy code path
+    /// (every one but those with `only: phased`).
     #[must_use]
     pub fn legacy_order(&self) -> &[OpId] {
         &self.legacy_order

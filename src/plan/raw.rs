@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
-use crate::vocab::{Category, Gate, ShadowPolicy};
+use crate::vocab::{Category, CodePath, Gate, ShadowPolicy, WriteAction};
 
 /// The whole document.
 #[derive(Debug, Deserialize)]
@@ -33,6 +33,16 @@ pub(super) struct RawSpec {
     pub legacy: RawLegacy,
     #[serde(default)]
     pub rollout: Option<RawRollout>,
+    #[serde(default)]
+    pub compare: Option<RawCompare>,
+}
+
+/// How the candidate's writes are compared with the control's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCompare {
+    #[serde(default)]
+    pub volatile: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -41,15 +51,41 @@ pub(super) struct RawOperation {
     pub name: Spanned<String>,
     #[serde(default)]
     pub description: Option<String>,
-    pub phase: Spanned<u32>,
-    pub category: Spanned<Category>,
     #[serde(default)]
-    pub gate: Gate,
+    pub only: Option<Spanned<CodePath>>,
     #[serde(default)]
-    pub depends_on: Vec<Spanned<String>>,
-    pub shadow: ShadowPolicy,
+    pub phase: Option<Spanned<u32>>,
     #[serde(default)]
-    pub retry_on_conflict: bool,
+    pub category: Option<Spanned<Category>>,
+    #[serde(default)]
+    pub gate: Option<Spanned<Gate>>,
+    #[serde(default)]
+    pub depends_on: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub shadow: Option<Spanned<ShadowPolicy>>,
+    #[serde(default)]
+    pub retry_on_conflict: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub intended_differences: Option<Spanned<Vec<Spanned<RawIntended>>>>,
+}
+
+/// A write difference the phased code is meant to make (`intendedDifferences`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIntended {
+    pub kind: Spanned<String>,
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub subresource: Option<Spanned<String>>,
+    #[serde(default)]
+    pub control: Option<Spanned<WriteAction>>,
+    #[serde(default)]
+    pub candidate: Option<Spanned<WriteAction>>,
+    #[serde(default)]
+    pub fields: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,6 +126,8 @@ pub(super) struct LooseSpec {
     pub legacy: Option<Spanned<IgnoredAny>>,
     #[serde(default)]
     pub rollout: Option<Spanned<IgnoredAny>>,
+    #[serde(default)]
+    pub compare: Option<Spanned<IgnoredAny>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::ReconcilePlan;
-use crate::vocab::{Category, Gate, ShadowPolicy};
+use crate::vocab::{Category, CodePath, Gate, ShadowPolicy};
 
 /// Counts that let a reviewer see the shape of a plan at a glance.
 #[derive(Debug)]
@@ -21,11 +21,16 @@ impl<'p> Summary<'p> {
 impl fmt::Display for Summary<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plan = self.plan;
-        let ops = plan.operations();
+        let all = plan.operations();
+        // The phased model's fields describe the operations of the phased path only.
+        let ops: Vec<&super::Operation> = all
+            .iter()
+            .filter(|op| op.in_path(CodePath::Phased))
+            .collect();
         let count =
             |pred: &dyn Fn(&super::Operation) -> bool| ops.iter().filter(|op| pred(op)).count();
         let mut phases: BTreeMap<u32, usize> = BTreeMap::new();
-        for op in ops {
+        for op in &ops {
             *phases.entry(op.phase()).or_default() += 1;
         }
         writeln!(f, "{}: plan {} is valid", plan.source(), plan.name())?;
@@ -38,6 +43,29 @@ impl fmt::Display for Summary<'_> {
             phases.len(),
             per_phase.join(", ")
         )?;
+        let only = |path: CodePath| -> Vec<&str> {
+            all.iter()
+                .filter(|op| op.only() == Some(path))
+                .map(super::Operation::name)
+                .collect()
+        };
+        let (legacy_only, phased_only) = (only(CodePath::Legacy), only(CodePath::Phased));
+        if !legacy_only.is_empty() || !phased_only.is_empty() {
+            let list = |names: &[&str]| {
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            };
+            writeln!(
+                f,
+                "  code paths      {} in both; legacy only: {}; phased only: {}",
+                all.len() - legacy_only.len() - phased_only.len(),
+                list(&legacy_only),
+                list(&phased_only)
+            )?;
+        }
         writeln!(
             f,
             "  critical        {} (non-critical {})",
@@ -62,17 +90,32 @@ impl fmt::Display for Summary<'_> {
             count(&|op| op.shadow() == ShadowPolicy::Skip),
             count(&|op| op.retry_on_conflict())
         )?;
-        let moved = plan
-            .legacy_order()
-            .iter()
-            .zip(plan.phased_order())
-            .filter(|(legacy, phased)| legacy != phased)
+        // Positions where the two orders hold different operations, over the longer order.
+        let (legacy, phased) = (plan.legacy_order(), plan.phased_order());
+        let longest = legacy.len().max(phased.len());
+        let moved = (0..longest)
+            .filter(|&i| legacy.get(i) != phased.get(i))
             .count();
         writeln!(
             f,
-            "  legacy order    differs from phased order at {moved} of {} positions",
-            ops.len()
+            "  legacy order    differs from phased order at {moved} of {longest} positions"
         )?;
+        let intended: usize = all.iter().map(|op| op.intended_differences().len()).sum();
+        if intended > 0 || !plan.volatile().is_empty() {
+            let volatile: Vec<String> = plan.volatile().iter().map(ToString::to_string).collect();
+            let on = count(&|op| !op.intended_differences().is_empty());
+            writeln!(
+                f,
+                "  writes          {intended} intended difference{} on {on} operation{}; volatile fields: {}",
+                if intended == 1 { "" } else { "s" },
+                if on == 1 { "" } else { "s" },
+                if volatile.is_empty() {
+                    "none".to_owned()
+                } else {
+                    volatile.join(", ")
+                }
+            )?;
+        }
         let groups: Vec<String> = plan
             .groups()
             .iter()

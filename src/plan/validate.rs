@@ -4,11 +4,12 @@ use std::collections::HashMap;
 
 use serde_saphyr::{Location, Spanned};
 
-use super::raw::{LooseDoc, LooseName, RawOperation, RawPlan};
+use super::raw::{LooseDoc, LooseName, RawIntended, RawOperation, RawPlan};
 use super::{
-    API_VERSION, Diagnostic, IMPLICIT_GROUP, KIND, Operation, PlanHash, ReconcilePlan, RolloutGroup,
+    API_VERSION, Diagnostic, FieldPath, IMPLICIT_GROUP, IntendedDifference, KIND, Operation,
+    PlanHash, ReconcilePlan, RolloutGroup,
 };
-use crate::vocab::{OpId, OpSet};
+use crate::vocab::{Category, CodePath, Gate, OpId, OpSet, ShadowPolicy, WriteAction};
 
 /// Longest accepted plan, group or operation name (a Kubernetes label value's limit).
 const MAX_NAME_LEN: usize = 63;
@@ -62,7 +63,7 @@ fn operation_at(text: &str, at: Location) -> Option<String> {
         .get(index + 1)
         .map(|next| position(&next.referenced))
         .or_else(|| {
-            [&spec.legacy, &spec.rollout]
+            [&spec.legacy, &spec.rollout, &spec.compare]
                 .into_iter()
                 .flatten()
                 .map(|sibling| position(&sibling.referenced))
@@ -145,26 +146,32 @@ impl Validator<'_> {
                 "the plan has no operations; list at least one under spec.operations",
             );
         }
-        let by_name = self.index_names(&spec.operations.value);
-        let phased_order = phased_order(&spec.operations.value);
-        let mut position = vec![0; spec.operations.value.len()];
+        let ops = &spec.operations.value;
+        let by_name = self.index_names(ops);
+        let resolved: Vec<Resolved> = ops.iter().map(|op| self.resolve(&op.value)).collect();
+        let phased_order = phased_order(&resolved);
+        let mut position = vec![usize::MAX; ops.len()];
         for (pos, id) in phased_order.iter().enumerate() {
             position[id.index()] = pos;
         }
 
-        let depends_on = self.dependencies(&spec.operations.value, &by_name, &position);
-        let legacy_order = self.legacy_order(&spec.legacy.order, &by_name, &spec.operations.value);
+        let depends_on = self.dependencies(ops, &resolved, &by_name, &position);
+        let legacy_order = self.legacy_order(&spec.legacy.order, &by_name, ops, &resolved);
         let groups_declared = spec.rollout.as_ref().is_some_and(|r| !r.groups.is_empty());
         let groups = match spec.rollout {
-            Some(rollout) if groups_declared => self.groups(rollout.groups, &by_name),
+            Some(rollout) if groups_declared => self.groups(rollout.groups, &by_name, &resolved),
             _ => vec![RolloutGroup {
                 name: IMPLICIT_GROUP.to_owned(),
                 description: Some("every operation (the plan declares no rollout groups)".into()),
-                operations: (0..spec.operations.value.len())
-                    .map(OpId::from_index)
-                    .collect(),
+                operations: phased_order.iter().copied().collect(),
             }],
         };
+        let intended: Vec<Vec<IntendedDifference>> = ops
+            .iter()
+            .zip(&resolved)
+            .map(|(op, r)| self.intended(&op.value, r.only))
+            .collect();
+        let volatile = self.volatile(spec.compare.map(|c| c.volatile).unwrap_or_default());
 
         if !self.diagnostics.is_empty() {
             return Err(self.diagnostics);
@@ -174,19 +181,23 @@ impl Validator<'_> {
             .value
             .into_iter()
             .zip(depends_on)
+            .zip(resolved)
+            .zip(intended)
             .enumerate()
-            .map(|(i, (op, depends_on))| {
+            .map(|(i, (((op, depends_on), r), intended))| {
                 let op = op.value;
                 Operation {
                     id: OpId::from_index(i),
                     name: op.name.value,
                     description: op.description,
-                    phase: op.phase.value,
-                    category: op.category.value,
-                    gate: op.gate,
+                    phase: r.phase,
+                    category: r.category,
+                    gate: r.gate,
                     depends_on,
-                    shadow: op.shadow,
-                    retry_on_conflict: op.retry_on_conflict,
+                    shadow: r.shadow,
+                    retry_on_conflict: r.retry_on_conflict,
+                    only: r.only,
+                    intended,
                 }
             })
             .collect();
@@ -200,10 +211,216 @@ impl Validator<'_> {
             legacy_order,
             groups,
             groups_declared,
+            volatile,
             hash: PlanHash([0; 32]),
         };
         plan.hash = PlanHash::of(&plan);
         Ok(plan)
+    }
+
+    /// The operation's classification with the defaults filled in, checking which fields its
+    /// code path allows and needs: an operation of the phased path needs a phase, a category
+    /// and a shadow policy; one with `only: legacy` is scheduled by the legacy loop alone and
+    /// takes none of the phased model's fields.
+    fn resolve(&mut self, op: &RawOperation) -> Resolved {
+        let name = op.name.value.as_str();
+        let only = op.only.as_ref().map(|o| o.value);
+        if only == Some(CodePath::Legacy) {
+            let mut given: Vec<(&str, Location)> = Vec::new();
+            if let Some(v) = &op.phase {
+                given.push(("phase", v.referenced));
+            }
+            if let Some(v) = &op.category {
+                given.push(("category", v.referenced));
+            }
+            if let Some(v) = &op.gate {
+                given.push(("gate", v.referenced));
+            }
+            if let Some(v) = &op.depends_on {
+                given.push(("dependsOn", v.referenced));
+            }
+            if let Some(v) = &op.shadow {
+                given.push(("shadow", v.referenced));
+            }
+            if let Some(v) = &op.retry_on_conflict {
+                given.push(("retryOnConflict", v.referenced));
+            }
+            for (field, at) in given {
+                self.error(
+                    at,
+                    Some(name),
+                    format!(
+                        "`{field}` is a field of the phased model, and an operation with `only: legacy` runs in the legacy loop alone (fail-fast, in legacy.order); remove it"
+                    ),
+                );
+            }
+            return Resolved {
+                only,
+                phase: 0,
+                category: Category::Critical,
+                gate: Gate::NoCriticalFailure,
+                shadow: ShadowPolicy::Skip,
+                retry_on_conflict: false,
+            };
+        }
+        let at = op.name.referenced;
+        let mut missing = |field: &str| {
+            self.error(
+                at,
+                Some(name),
+                format!(
+                    "the required field `{field}` is missing (every operation of the phased path needs one; only an operation with `only: legacy` goes without)"
+                ),
+            );
+        };
+        let phase = op.phase.as_ref().map(|p| p.value);
+        if phase.is_none() {
+            missing("phase");
+        }
+        let category = op.category.as_ref().map(|c| c.value);
+        if category.is_none() {
+            missing("category");
+        }
+        let shadow = op.shadow.as_ref().map(|s| s.value);
+        if shadow.is_none() {
+            missing("shadow");
+        }
+        Resolved {
+            only,
+            phase: phase.unwrap_or_default(),
+            category: category.unwrap_or(Category::Critical),
+            gate: op.gate.as_ref().map_or(Gate::None, |g| g.value),
+            shadow: shadow.unwrap_or(ShadowPolicy::DryRun),
+            retry_on_conflict: op.retry_on_conflict.as_ref().is_some_and(|r| r.value),
+        }
+    }
+
+    /// `intendedDifferences`: each entry names a kind and says how the write differs.
+    fn intended(&mut self, op: &RawOperation, only: Option<CodePath>) -> Vec<IntendedDifference> {
+        let name = op.name.value.as_str();
+        let Some(entries) = &op.intended_differences else {
+            return Vec::new();
+        };
+        if let Some(only) = only {
+            self.error(
+                entries.referenced,
+                Some(name),
+                format!(
+                    "an operation with `only: {only}` exists in one code path, so every write of it is a difference the plan already declares; remove intendedDifferences"
+                ),
+            );
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(entries.value.len());
+        for entry in &entries.value {
+            if let Some(intended) = self.intended_entry(name, entry) {
+                out.push(intended);
+            }
+        }
+        out
+    }
+
+    fn intended_entry(
+        &mut self,
+        op: &str,
+        entry: &Spanned<RawIntended>,
+    ) -> Option<IntendedDifference> {
+        let raw = &entry.value;
+        let mut ok = true;
+        if raw.kind.value.trim().is_empty() {
+            self.error(
+                raw.kind.referenced,
+                Some(op),
+                "an intended difference needs the kind of the object it concerns (e.g. Secret)",
+            );
+            ok = false;
+        }
+        let control = raw.control.as_ref().map(|c| c.value);
+        let candidate = raw.candidate.as_ref().map(|c| c.value);
+        let given_fields = raw.fields.as_ref().is_some_and(|f| !f.is_empty());
+        if control.is_none() && candidate.is_none() && !given_fields {
+            self.error(
+                entry.referenced,
+                Some(op),
+                "an intended difference says what differs: `control` and `candidate` (none, write, delete) or `fields`",
+            );
+            ok = false;
+        }
+        if control == candidate && control.is_some() && !given_fields {
+            self.error(
+                entry.referenced,
+                Some(op),
+                format!(
+                    "`control` and `candidate` are both {}: that is no difference; give `fields` for a write whose content differs",
+                    control.map_or("", WriteAction::as_str)
+                ),
+            );
+            ok = false;
+        }
+        if given_fields
+            && [control, candidate]
+                .into_iter()
+                .flatten()
+                .any(|a| a != WriteAction::Write)
+        {
+            self.error(
+                entry.referenced,
+                Some(op),
+                "`fields` differ only where both sides write the object; with `fields`, `control` and `candidate` may only be write",
+            );
+            ok = false;
+        }
+        let mut fields = Vec::new();
+        for field in raw.fields.iter().flatten() {
+            match FieldPath::parse(&field.value) {
+                Ok(path) => fields.push(path),
+                Err(error) => {
+                    self.error(
+                        field.referenced,
+                        Some(op),
+                        format!(
+                            "field path {:?}: {} (at character {})",
+                            field.value,
+                            error.message,
+                            error.offset + 1
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then(|| IntendedDifference {
+            kind: raw.kind.value.clone(),
+            name: raw.name.as_ref().map(|n| n.value.clone()),
+            subresource: raw.subresource.as_ref().map(|s| s.value.clone()),
+            control,
+            candidate,
+            fields,
+            reason: raw.reason.clone(),
+        })
+    }
+
+    /// `compare.volatile`: field paths the write comparison ignores, sorted, each once.
+    fn volatile(&mut self, entries: Vec<Spanned<String>>) -> Vec<FieldPath> {
+        let mut paths = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match FieldPath::parse(&entry.value) {
+                Ok(path) => paths.push(path),
+                Err(error) => self.error(
+                    entry.referenced,
+                    None,
+                    format!(
+                        "compare.volatile: field path {:?}: {} (at character {})",
+                        entry.value,
+                        error.message,
+                        error.offset + 1
+                    ),
+                ),
+            }
+        }
+        paths.sort_by_cached_key(ToString::to_string);
+        paths.dedup();
+        paths
     }
 
     /// Checks names and maps each to its first occurrence.
@@ -242,13 +459,22 @@ impl Validator<'_> {
     fn dependencies(
         &mut self,
         ops: &[Spanned<RawOperation>],
+        resolved: &[Resolved],
         by_name: &HashMap<String, OpId>,
         position: &[usize],
     ) -> Vec<OpSet> {
         let mut edges: Vec<Vec<(OpId, Location)>> = vec![Vec::new(); ops.len()];
         for (i, op) in ops.iter().enumerate() {
             let name = op.value.name.value.as_str();
-            for dep in &op.value.depends_on {
+            if resolved[i].only == Some(CodePath::Legacy) {
+                continue; // reported by `resolve`
+            }
+            let deps = op
+                .value
+                .depends_on
+                .as_ref()
+                .map_or(&[][..], |d| &d.value[..]);
+            for dep in deps {
                 match by_name.get(&dep.value) {
                     None => self.error(
                         dep.referenced,
@@ -263,6 +489,16 @@ impl Validator<'_> {
                         Some(name),
                         format!("dependsOn lists {:?} twice", dep.value),
                     ),
+                    Some(&target) if resolved[target.index()].only == Some(CodePath::Legacy) => {
+                        self.error(
+                            dep.referenced,
+                            Some(name),
+                            format!(
+                                "dependsOn names {:?}, which runs in the legacy loop alone (`only: legacy`): the phased model never runs it",
+                                dep.value
+                            ),
+                        );
+                    }
                     Some(&target) => edges[i].push((target, dep.referenced)),
                 }
             }
@@ -275,6 +511,7 @@ impl Validator<'_> {
                 }
                 if position[target.index()] >= position[i] {
                     let (op, dep) = (&ops[i].value, &ops[target.index()].value);
+                    let phase = |i: usize| resolved[i].phase;
                     self.error(
                         at,
                         Some(&op.name.value),
@@ -282,7 +519,10 @@ impl Validator<'_> {
                             "depends on {:?}, which does not come earlier in phased order \
                              ({:?} is in phase {}, this operation in phase {}); move it to an \
                              earlier phase or list it first",
-                            dep.name.value, dep.name.value, dep.phase.value, op.phase.value
+                            dep.name.value,
+                            dep.name.value,
+                            phase(target.index()),
+                            phase(i)
                         ),
                     );
                 }
@@ -353,6 +593,7 @@ impl Validator<'_> {
         order: &Spanned<Vec<Spanned<String>>>,
         by_name: &HashMap<String, OpId>,
         ops: &[Spanned<RawOperation>],
+        resolved: &[Resolved],
     ) -> Vec<OpId> {
         let mut seen = vec![false; ops.len()];
         let mut legacy = Vec::with_capacity(ops.len());
@@ -369,8 +610,16 @@ impl Validator<'_> {
                 Some(&id) if seen[id.index()] => self.error(
                     entry.referenced,
                     Some(&entry.value),
-                    "legacy.order lists this operation twice; it must be a permutation of the operations",
+                    "legacy.order lists this operation twice; it must list every operation of the legacy path exactly once",
                 ),
+                Some(&id) if resolved[id.index()].only == Some(CodePath::Phased) => {
+                    seen[id.index()] = true;
+                    self.error(
+                        entry.referenced,
+                        Some(&entry.value),
+                        "legacy.order names an operation with `only: phased`: the legacy loop does not run it; remove it from legacy.order or drop `only`",
+                    );
+                }
                 Some(&id) => {
                     seen[id.index()] = true;
                     legacy.push(id);
@@ -379,11 +628,14 @@ impl Validator<'_> {
         }
         for (i, op) in ops.iter().enumerate() {
             let name = &op.value.name.value;
-            if !seen[i] && by_name.get(name) == Some(&OpId::from_index(i)) {
+            if !seen[i]
+                && resolved[i].only != Some(CodePath::Phased)
+                && by_name.get(name) == Some(&OpId::from_index(i))
+            {
                 self.error(
                     order.referenced,
                     Some(name),
-                    "missing from legacy.order, which must list every operation exactly once",
+                    "missing from legacy.order, which must list every operation of the legacy path exactly once (mark one the legacy loop does not have `only: phased`)",
                 );
             }
         }
@@ -394,6 +646,7 @@ impl Validator<'_> {
         &mut self,
         groups: Vec<Spanned<super::raw::RawGroup>>,
         by_name: &HashMap<String, OpId>,
+        resolved: &[Resolved],
     ) -> Vec<RolloutGroup> {
         let mut owner: HashMap<OpId, String> = HashMap::new();
         let mut names: HashMap<String, u64> = HashMap::new();
@@ -437,6 +690,14 @@ impl Validator<'_> {
                     );
                     continue;
                 };
+                if resolved[id.index()].only == Some(CodePath::Legacy) {
+                    self.error(
+                        entry.referenced,
+                        Some(&entry.value),
+                        format!("rollout group {gname:?} names an operation with `only: legacy`; groups are the phased model's, which never runs it"),
+                    );
+                    continue;
+                }
                 match owner.get(&id) {
                     Some(other) if *other == gname => self.error(
                         entry.referenced,
@@ -464,9 +725,22 @@ impl Validator<'_> {
     }
 }
 
-/// By phase, then by listing order (a stable sort).
-fn phased_order(ops: &[Spanned<RawOperation>]) -> Vec<OpId> {
-    let mut order: Vec<OpId> = (0..ops.len()).map(OpId::from_index).collect();
-    order.sort_by_key(|id| ops[id.index()].value.phase.value);
+/// An operation's classification after defaults.
+struct Resolved {
+    only: Option<CodePath>,
+    phase: u32,
+    category: Category,
+    gate: Gate,
+    shadow: ShadowPolicy,
+    retry_on_conflict: bool,
+}
+
+/// The operations of the phased path by phase, then by listing order (a stable sort).
+fn phased_order(resolved: &[Resolved]) -> Vec<OpId> {
+    let mut order: Vec<OpId> = (0..resolved.len())
+        .filter(|&i| resolved[i].only != Some(CodePath::Legacy))
+        .map(OpId::from_index)
+        .collect();
+    order.sort_by_key(|id| resolved[id.index()].phase);
     order
 }

@@ -12,7 +12,8 @@ use crate::reconcilers::addon::{
     SELF_MANAGED_ANNOTATION,
 };
 use crate::reconcilers::hostedcluster::{
-    HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, Release,
+    HostedCluster, HostedClusterSpec, HostedControlPlane, LocalRef, MANAGED_HSM_ANNOTATION,
+    Release, control_plane_namespace,
 };
 use crate::util::Rng;
 
@@ -33,6 +34,13 @@ pub struct Faults {
     pub missing_pull_secret: f64,
     /// Whose release image carries no parseable version.
     pub bad_release_image: f64,
+    /// That reference no SSH key any more, while the copy made when they did is still in their
+    /// control-plane namespace (the legacy loop never removes it; the phased code does). Drawn
+    /// among those not missing their SSH key secret.
+    pub stale_ssh_key_copy: f64,
+    /// That keep their encryption keys in a managed HSM but run a release older than 4.17
+    /// (`ManagedHSMVersionCheck`, in the phased path only, fails).
+    pub managed_hsm_old_release: f64,
 }
 
 impl Faults {
@@ -42,11 +50,13 @@ impl Faults {
         missing_audit_webhook: 0.0,
         missing_pull_secret: 0.0,
         bad_release_image: 0.0,
+        stale_ssh_key_copy: 0.0,
+        managed_hsm_old_release: 0.0,
     };
 
     /// The scenario's faults. `missing-secrets` and `mixed` plant each fault in at least 30 of
     /// the default 200 HostedClusters (the analyzer's default `--min-samples`), except the
-    /// audit-webhook secret, which stays rarer so that one fault is below it.
+    /// audit-webhook secret and the managed HSM, which stay rarer so that faults are below it.
     #[must_use]
     pub const fn of(scenario: Scenario) -> Self {
         if scenario.missing_secrets() {
@@ -55,6 +65,8 @@ impl Faults {
                 missing_audit_webhook: 0.05,
                 missing_pull_secret: 0.17,
                 bad_release_image: 0.17,
+                stale_ssh_key_copy: 0.15,
+                managed_hsm_old_release: 0.05,
             }
         } else {
             Self::NONE
@@ -83,6 +95,27 @@ fn draw(rng: &mut Rng, n: usize, rate: f64) -> Vec<bool> {
     chosen
 }
 
+/// `k` distinct indices among the `eligible` ones (all of them when fewer), drawn with `rng`.
+fn draw_among(rng: &mut Rng, eligible: &[bool], rate: f64) -> Vec<bool> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )] // a share of a population size
+    let k = (rate.clamp(0.0, 1.0) * eligible.len() as f64).round() as usize;
+    let candidates: Vec<usize> = (0..eligible.len()).filter(|&i| eligible[i]).collect();
+    let picked = draw(
+        rng,
+        candidates.len(),
+        k as f64 / candidates.len().max(1) as f64,
+    );
+    let mut chosen = vec![false; eligible.len()];
+    for (j, &i) in candidates.iter().enumerate() {
+        chosen[i] = picked[j];
+    }
+    chosen
+}
+
 /// What was planted: how many objects miss which input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Planted {
@@ -97,6 +130,10 @@ pub struct Planted {
     /// Whose release image carries no parseable version (`ReleaseImageVersion` fails, and every
     /// operation that uses the version cannot run).
     pub bad_release_image: usize,
+    /// Referencing no SSH key, with a stale copy in their control-plane namespace.
+    pub stale_ssh_key_copy: usize,
+    /// With keys in a managed HSM and a release older than 4.17.
+    pub managed_hsm_old_release: usize,
     /// ClusterManagementAddOns created.
     pub addons: usize,
 }
@@ -201,6 +238,11 @@ pub async fn create(
     let audit = draw(rng, hosted_clusters, faults.missing_audit_webhook);
     let pull = draw(rng, hosted_clusters, faults.missing_pull_secret);
     let release = draw(rng, hosted_clusters, faults.bad_release_image);
+    // Drawn after the others, so that a seed plants the faults above where it always did.
+    let present_ssh: Vec<bool> = ssh.iter().map(|missing| !missing).collect();
+    let stale = draw_among(rng, &present_ssh, faults.stale_ssh_key_copy);
+    let good_release: Vec<bool> = release.iter().map(|bad| !bad).collect();
+    let hsm = draw_among(rng, &good_release, faults.managed_hsm_old_release);
     for n in 0..NAMESPACES.min(hosted_clusters.max(1)) {
         let ns = Namespace {
             metadata: named(&format!("team-{n}"), None),
@@ -220,6 +262,11 @@ pub async fn create(
         planted.missing_ssh_key += usize::from(missing_ssh);
         planted.missing_audit_webhook += usize::from(missing_audit);
         planted.missing_pull_secret += usize::from(missing_pull);
+        planted.stale_ssh_key_copy += usize::from(stale[i]);
+        planted.managed_hsm_old_release += usize::from(hsm[i]);
+        if stale[i] {
+            plant_stale_ssh_key(client, &ns, &name).await?;
+        }
         for (suffix, missing) in [
             ("pull-secret", missing_pull),
             ("ssh-key", missing_ssh),
@@ -254,14 +301,14 @@ pub async fn create(
                 } else {
                     format!(
                         "quay.io/openshift-release-dev/ocp-release:4.{}.{}-x86_64",
-                        16 + i % 3,
+                        if hsm[i] { 16 } else { 16 + i % 3 },
                         i % 10
                     )
                 },
             },
             platform: ["AWS", "Azure", "KubeVirt"][i % 3].to_owned(),
             pull_secret: local("pull-secret"),
-            ssh_key: Some(local("ssh-key")),
+            ssh_key: (!stale[i]).then(|| local("ssh-key")),
             audit_webhook: Some(local("audit-webhook")),
             additional_trust_bundle: Some(local("ca")),
             secret_encryption: Some(local("encryption-key")),
@@ -269,12 +316,45 @@ pub async fn create(
         };
         let mut hc = HostedCluster::new(&name, spec);
         hc.metadata.namespace = Some(ns.clone());
+        if hsm[i] {
+            hc.metadata.annotations =
+                Some([(MANAGED_HSM_ANNOTATION.to_owned(), "true".to_owned())].into());
+        }
         Api::<HostedCluster>::namespaced(client.clone(), &ns)
             .create(&pp, &hc)
             .await?;
     }
     create_addons(client, addons).await?;
     Ok(planted)
+}
+
+/// The control-plane namespace of `namespace/name` with the SSH key copy an earlier reconcile
+/// made, before the HostedCluster stopped referencing a key.
+async fn plant_stale_ssh_key(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let pp = PostParams::default();
+    let mut hc = HostedCluster::new(name, HostedClusterSpec::default());
+    hc.metadata.namespace = Some(namespace.to_owned());
+    let cp = control_plane_namespace(&hc);
+    let ns = Namespace {
+        metadata: named(&cp, None),
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &ns)
+        .await?;
+    let copy = Secret {
+        metadata: named("ssh-key", Some(&cp)),
+        string_data: Some([("value".to_owned(), format!("{name}-ssh-key"))].into()),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), &cp)
+        .create(&pp, &copy)
+        .await?;
+    Ok(())
 }
 
 /// Creates the add-ons: 20% manual, 10% self-managed, the rest installed by placements.

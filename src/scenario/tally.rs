@@ -153,6 +153,7 @@ mod tests {
             trace_id: None,
             guard_refusals: 0,
             dry_run_requests: 0,
+            write_differences: Vec::new(),
         }
     }
 

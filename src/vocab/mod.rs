@@ -1,6 +1,6 @@
-//! The shared vocabulary at the bottom of the crate: operation ids and sets, and the bounded
-//! enums of a step (category, gate, shadow policy, error class, outcome, execution) and of the
-//! engine (mode).
+//! The shared vocabulary at the bottom of the crate: operation ids and sets, the bounded enums of
+//! a step (category, gate, shadow policy, error class, outcome, execution), of the engine (mode)
+//! of a reconciler's code (code path) and of its writes (verb, action).
 //!
 //! Layer 0: this module imports nothing of the crate; every other layer builds on it. A plan
 //! names its operations with these ids, the models decide with them, the flag and the engine
@@ -9,12 +9,16 @@
 mod mode;
 mod op;
 mod outcome;
+mod path;
+mod write;
 
 pub use mode::Mode;
 pub use op::{OpId, OpSet};
 pub use outcome::{
     Category, ErrorClass, Execution, Gate, Outcome, ShadowPolicy, UnknownErrorClass,
 };
+pub use path::CodePath;
+pub use write::{WriteAction, WriteVerb};
 
 /// The prefix of every metric this crate publishes (`shadow_reconciler_…`).
 pub const METRIC_PREFIX: &str = "shadow_reconciler";

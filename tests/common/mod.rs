@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod apiserver;
+pub mod hostedcluster;
 
 /// A valid plan of three operations and two rollout groups, which the validation tests break
 /// line by line (`tests/plan_validation.rs`) and the shared plan vectors edit

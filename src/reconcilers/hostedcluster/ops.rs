@@ -69,11 +69,33 @@ pub(super) async fn run(op: &str, ctx: &mut Ctx) -> OpResult {
         "PlatformOIDCAndCSI" => platform_oidc_and_csi(ctx).await,
         "MonitoringAndCLISecrets" => monitoring_and_cli_secrets(ctx).await,
         "ReleaseImageVersion" => release_image_version(ctx),
+        "ManagedHSMVersionCheck" => managed_hsm_version_check(ctx),
         "OperatorDeployments" => operator_deployments(ctx).await,
         "RBACAndPolicies" => rbac_and_policies(ctx).await,
         "PublicEndpointExposed" => public_endpoint_exposed(ctx).await,
         other => Err(OpError::internal(format!(
             "operation {other} is not implemented"
+        ))),
+    }
+}
+
+/// Dispatches the legacy code of the operations in [`super::LEGACY_CODE`].
+pub(super) async fn run_legacy(op: &str, ctx: &mut Ctx) -> OpResult {
+    match op {
+        "SSHKeySync" => legacy_ssh_key_sync(ctx).await,
+        "ValidConfigurationCondition" => {
+            set_condition(
+                ctx,
+                "ValidConfiguration",
+                true,
+                "AsExpected",
+                "Configuration passes validation",
+            )
+            .await?;
+            Ok(OpOutput::done())
+        }
+        other => Err(OpError::internal(format!(
+            "operation {other} has no legacy code of its own"
         ))),
     }
 }
@@ -263,6 +285,22 @@ async fn ssh_key_sync(ctx: &mut Ctx) -> OpResult {
     Ok(OpOutput::done())
 }
 
+/// The legacy loop's SSH key code: it copies the key, and never removes a copy once the
+/// HostedCluster references none (the clean-up fix landed in the phased path only).
+async fn legacy_ssh_key_sync(ctx: &mut Ctx) -> OpResult {
+    if let Some(r) = hc(ctx).spec.ssh_key {
+        copy_secret(
+            &ctx.client(),
+            &hc_namespace(ctx),
+            &r.name,
+            &cp_namespace(ctx),
+            "ssh-key",
+        )
+        .await?;
+    }
+    Ok(OpOutput::done())
+}
+
 async fn trust_bundle(ctx: &mut Ctx) -> OpResult {
     match hc(ctx).spec.additional_trust_bundle {
         Some(r) => {
@@ -439,6 +477,36 @@ fn release_image_version(ctx: &mut Ctx) -> OpResult {
         )
     })?;
     ctx.state.release_version = Some(version);
+    Ok(OpOutput::done())
+}
+
+/// The first release that supports keys in a managed HSM.
+const MANAGED_HSM_SINCE: (u32, u32) = (4, 17);
+
+/// A HostedCluster whose keys live in a managed HSM must run a release that supports it.
+fn managed_hsm_version_check(ctx: &mut Ctx) -> OpResult {
+    let hc = hc(ctx);
+    if hc
+        .annotations()
+        .get(super::MANAGED_HSM_ANNOTATION)
+        .is_none_or(|v| v != "true")
+    {
+        return Ok(OpOutput::done());
+    }
+    let version = ctx.state.release_version.clone().ok_or_else(|| {
+        OpError::precondition("no release version: ReleaseImageVersion did not run")
+    })?;
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) < MANAGED_HSM_SINCE {
+        return Err(OpError::new(
+            crate::vocab::ErrorClass::Invalid,
+            format!(
+                "the encryption keys are in a managed HSM, which needs release {}.{} or later; the HostedCluster runs {version}",
+                MANAGED_HSM_SINCE.0, MANAGED_HSM_SINCE.1
+            ),
+        ));
+    }
     Ok(OpOutput::done())
 }
 

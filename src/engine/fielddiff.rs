@@ -1,0 +1,235 @@
+//! Field-by-field comparison of two answers of the API server for one object: the fields whose
+//! values differ, ignoring what the server itself changes from one write to the next.
+//!
+//! Ignored everywhere: `metadata.resourceVersion`, `uid`, `generation`, `creationTimestamp`,
+//! `managedFields` and `selfLink`; any field whose key ends in `Time` or `Timestamp`
+//! (`lastTransitionTime`, `lastHeartbeatTime`...); and the plan's volatile fields. A list of
+//! objects that all carry a distinct `name` (else `type`) is compared by that key, as
+//! Kubernetes merges it, so the same conditions in another order are no difference. A `null`
+//! equals a missing field.
+
+use serde_json::{Map, Value};
+
+use crate::plan::FieldPath;
+use crate::plan::fields::Segment;
+
+/// At most this many differing fields are listed per object; the rest are counted.
+pub const MAX_FIELDS: usize = 32;
+
+/// The metadata fields the server sets on every write.
+const SERVER_METADATA: [&str; 6] = [
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "selfLink",
+];
+
+/// The fields of `control` and `candidate` (two versions of one object) whose values differ, in
+/// path order, without the ignored ones; at most [`MAX_FIELDS`], with the count of all.
+#[must_use]
+pub fn differing_fields(
+    control: &Value,
+    candidate: &Value,
+    volatile: &[FieldPath],
+) -> (Vec<FieldPath>, usize) {
+    let mut out = Vec::new();
+    walk(control, candidate, &FieldPath::root(), volatile, &mut out);
+    out.sort();
+    let total = out.len();
+    out.truncate(MAX_FIELDS);
+    (out, total)
+}
+
+fn ignored(path: &FieldPath, volatile: &[FieldPath]) -> bool {
+    let segments = path.segments();
+    if let [Segment::Key(first), Segment::Key(second)] = segments
+        && first == "metadata"
+        && SERVER_METADATA.contains(&second.as_str())
+    {
+        return true;
+    }
+    if let Some(Segment::Key(last)) = segments.last()
+        && (last.ends_with("Time") || last.ends_with("Timestamp"))
+    {
+        return true;
+    }
+    volatile.iter().any(|pattern| pattern.covers(path))
+}
+
+fn is_absent(value: Option<&Value>) -> bool {
+    value.is_none_or(Value::is_null)
+}
+
+fn walk(a: &Value, b: &Value, path: &FieldPath, volatile: &[FieldPath], out: &mut Vec<FieldPath>) {
+    if ignored(path, volatile) {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => objects(a, b, path, volatile, out),
+        (Value::Array(a), Value::Array(b)) => arrays(a, b, path, volatile, out),
+        _ if a == b => {}
+        _ => out.push(path.clone()),
+    }
+}
+
+fn objects(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    path: &FieldPath,
+    volatile: &[FieldPath],
+    out: &mut Vec<FieldPath>,
+) {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for key in keys {
+        let (x, y) = (a.get(key), b.get(key));
+        let child = path.child(Segment::Key(key.clone()));
+        match (is_absent(x), is_absent(y)) {
+            (true, true) => {}
+            (false, false) => walk(
+                x.unwrap_or(&Value::Null),
+                y.unwrap_or(&Value::Null),
+                &child,
+                volatile,
+                out,
+            ),
+            _ => {
+                if !ignored(&child, volatile) {
+                    out.push(child);
+                }
+            }
+        }
+    }
+}
+
+/// The key field of a list whose elements are all objects with a distinct string value of it.
+fn list_key(a: &[Value], b: &[Value]) -> Option<&'static str> {
+    ["name", "type"].into_iter().find(|field| {
+        [a, b].iter().all(|list| {
+            let mut seen = std::collections::HashSet::new();
+            !list.is_empty()
+                && list.iter().all(|item| {
+                    item.get(field)
+                        .and_then(Value::as_str)
+                        .is_some_and(|v| seen.insert(v))
+                })
+        })
+    })
+}
+
+fn arrays(
+    a: &[Value],
+    b: &[Value],
+    path: &FieldPath,
+    volatile: &[FieldPath],
+    out: &mut Vec<FieldPath>,
+) {
+    if let Some(field) = list_key(a, b) {
+        let by_key = |list: &[Value]| -> Vec<(String, Value)> {
+            list.iter()
+                .map(|item| {
+                    let key = item.get(field).and_then(Value::as_str).unwrap_or_default();
+                    (key.to_owned(), item.clone())
+                })
+                .collect()
+        };
+        let (a, b) = (by_key(a), by_key(b));
+        let mut keys: Vec<&String> = a.iter().chain(&b).map(|(k, _)| k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            let child = path.child(Segment::Keyed {
+                field: field.to_owned(),
+                value: key.clone(),
+            });
+            let find = |list: &[(String, Value)]| {
+                list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+            };
+            match (find(&a), find(&b)) {
+                (Some(x), Some(y)) => walk(&x, &y, &child, volatile, out),
+                _ => {
+                    if !ignored(&child, volatile) {
+                        out.push(child);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for i in 0..a.len().max(b.len()) {
+        let child = path.child(Segment::Index(i));
+        match (a.get(i), b.get(i)) {
+            (Some(x), Some(y)) => walk(x, y, &child, volatile, out),
+            _ => {
+                if !ignored(&child, volatile) {
+                    out.push(child);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn paths(a: &Value, b: &Value, volatile: &[&str]) -> Vec<String> {
+        let volatile: Vec<FieldPath> = volatile
+            .iter()
+            .map(|v| FieldPath::parse(v).unwrap())
+            .collect();
+        differing_fields(a, b, &volatile)
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn server_fields_and_times_are_ignored() {
+        let a = json!({"metadata": {"name": "x", "resourceVersion": "1", "uid": "a",
+            "creationTimestamp": "t1", "managedFields": [{"manager": "a"}], "generation": 1},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t1"}]}});
+        let b = json!({"metadata": {"name": "x", "resourceVersion": "2", "uid": "b",
+            "creationTimestamp": "t2", "managedFields": [{"manager": "b"}], "generation": 2},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t2"}]}});
+        assert_eq!(paths(&a, &b, &[]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn keyed_lists_ignore_order_and_name_the_element() {
+        let a = json!({"status": {"conditions": [
+            {"type": "A", "status": "True"}, {"type": "B", "status": "False"}]}});
+        let b = json!({"status": {"conditions": [
+            {"type": "B", "status": "True"}, {"type": "A", "status": "True"}]}});
+        assert_eq!(paths(&a, &b, &[]), ["status.conditions[type=B].status"]);
+    }
+
+    #[test]
+    fn added_removed_and_changed_fields() {
+        let a = json!({"data": {"a": "1", "b": "2"}, "spec": {"args": ["x", "y"]}, "n": null});
+        let b = json!({"data": {"a": "1", "c": "3", "tls.crt": "z"}, "spec": {"args": ["x"]}});
+        assert_eq!(
+            paths(&a, &b, &[]),
+            ["data.b", "data.c", "data[\"tls.crt\"]", "spec.args[1]"]
+        );
+        assert_eq!(paths(&a, &b, &["data"]), ["spec.args[1]"]);
+        assert_eq!(
+            paths(&a, &b, &["data.*", "spec.args[*]"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn many_differences_are_bounded_and_counted() {
+        let a =
+            json!({"data": (0..50).map(|i| (format!("k{i:02}"), json!(i))).collect::<Map<_, _>>()});
+        let (listed, total) = differing_fields(&a, &json!({"data": {}}), &[]);
+        assert_eq!((listed.len(), total), (MAX_FIELDS, 50));
+    }
+}
