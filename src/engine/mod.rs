@@ -14,7 +14,7 @@ pub mod condition;
 pub mod conflict;
 pub mod controller;
 pub mod dryrun;
-mod fielddiff;
+pub mod fielddiff;
 pub mod operation;
 pub mod record;
 mod recording;

@@ -182,7 +182,8 @@ impl IntendedDifference {
     /// Whether a difference on an object of `kind`, `name` and `subresource` (empty for the
     /// object itself), where the control did `control` and the candidate `candidate`, with
     /// these differing `fields`, is this declared one. Every given part must match; declared
-    /// fields are patterns that must cover every differing field.
+    /// fields are patterns that must cover every differing field, and match only a difference
+    /// of fields (both sides wrote the object).
     #[must_use]
     pub fn matches(
         &self,
@@ -198,9 +199,10 @@ impl IntendedDifference {
             && self.control.is_none_or(|c| c == control)
             && self.candidate.is_none_or(|c| c == candidate)
             && (self.fields.is_empty()
-                || fields
-                    .iter()
-                    .all(|f| self.fields.iter().any(|pattern| pattern.covers(f))))
+                || (!fields.is_empty()
+                    && fields
+                        .iter()
+                        .all(|f| self.fields.iter().any(|pattern| pattern.covers(f)))))
     }
 }
 
