@@ -206,6 +206,8 @@ pub struct PlanCounts {
     pub unblocked: Vec<Rate>,
     /// Step rows naming an operation the plan does not have.
     pub unknown_operations: HashMap<String, u64>,
+    /// The `writes` table's differences, by operation and kind of difference.
+    pub writes: std::collections::BTreeMap<super::writes::WriteKey, super::writes::WriteCounts>,
 }
 
 impl PlanCounts {
@@ -222,6 +224,7 @@ impl PlanCounts {
             runs_not_kept: 0,
             unblocked: vec![Rate::default(); n * n],
             unknown_operations: HashMap::new(),
+            writes: std::collections::BTreeMap::new(),
         }
     }
 
@@ -267,6 +270,9 @@ impl PlanCounts {
         self.runs_not_kept += other.runs_not_kept;
         for (k, v) in other.unknown_operations {
             *self.unknown_operations.entry(k).or_default() += v;
+        }
+        for (key, counts) in other.writes {
+            self.writes.entry(key).or_default().merge(counts);
         }
         for (key, theirs) in other.objects {
             let ns = theirs.namespace.as_deref().map(str::to_owned);

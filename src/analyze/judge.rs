@@ -424,6 +424,7 @@ pub(super) fn judge(
         }
     }
     let objects = c.object_count();
+    let writes = super::writes::reports(plan, &c.writes);
     PlanReport {
         plan: plan.name().to_owned(),
         plan_hash: plan.hash().to_hex(),
@@ -444,10 +445,18 @@ pub(super) fn judge(
             .iter()
             .map(|&op| operation_report(plan, op, &c.ops[op.index()], evidences[op.index()].failed))
             .collect(),
-        readiness: readiness::groups(plan, c, objects, &verdicts, &dependencies, min_samples),
+        readiness: readiness::groups(
+            plan,
+            c,
+            (objects, min_samples),
+            &verdicts,
+            &dependencies,
+            &writes,
+        ),
         pairs: found.pairs,
         dependencies,
         unblocked,
+        writes,
         verdicts,
     }
 }

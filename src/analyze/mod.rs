@@ -17,6 +17,7 @@ pub mod render;
 pub mod scan;
 pub mod stats;
 pub mod suggest;
+pub mod writes;
 
 use std::path::{Path, PathBuf};
 
@@ -331,6 +332,19 @@ pub enum FindingCode {
     ResolvedByRetry,
     /// Inconclusive: the memory bound left failing runs out of the ordering pairs.
     RunsNotKept,
+    /// Not ready: the candidate's code of a member writes differently from the legacy code, and
+    /// the plan does not declare the difference intended.
+    UnexpectedWrites,
+    /// A notice: the candidate's code of a member writes differently as the plan declares
+    /// (`intendedDifferences`): enforcing makes these writes.
+    IntendedWrites,
+    /// A notice: a member exists in the phased reconcile only (`only: phased`); what it did in
+    /// the candidate (runs, failures, writes) is what enforcing adds.
+    PhasedOnly,
+    /// A notice for every group: an operation of the legacy loop only (`only: legacy`); what it
+    /// did in the control (runs, failures, writes) is what enforcing, which runs the phased
+    /// model, drops.
+    LegacyOnly,
 }
 
 /// One fact behind a group's readiness.
@@ -397,6 +411,9 @@ pub struct PlanReport {
     pub dependencies: Vec<Pair>,
     /// First failure x unblocked operation.
     pub unblocked: Vec<Unblocked>,
+    /// What the candidate's code would have written differently, per operation and kind of
+    /// difference (`writes` table).
+    pub writes: Vec<writes::WriteReport>,
     /// Per operation.
     pub verdicts: Vec<VerdictReport>,
     /// Per rollout group.

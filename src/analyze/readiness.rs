@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::counts::{PlanCounts, flag};
+use super::writes::WriteReport;
 use super::{Finding, FindingCode, GroupReport, Pair, Readiness, Reason, Verdict, VerdictReport};
 use crate::plan::ReconcilePlan;
 use crate::vocab::OpId;
@@ -86,17 +87,44 @@ fn verdict_finding(v: &VerdictReport) -> Option<Finding> {
 
 fn summary(readiness: Readiness, findings: &[Finding], min_samples: u64) -> String {
     let mut text = judgement(readiness, findings, min_samples);
-    let newly: Vec<&str> = findings
-        .iter()
-        .filter(|f| notice(f))
-        .flat_map(|f| f.operations.iter().map(String::as_str))
-        .collect();
+    let of = |code: FindingCode| -> Vec<&str> {
+        findings
+            .iter()
+            .filter(|f| f.code == code)
+            .flat_map(|f| f.operations.iter().map(String::as_str))
+            .collect()
+    };
+    let newly = of(FindingCode::NewlyBlocked);
     if !newly.is_empty() {
         let _ = write!(
             text,
             "; note: enforcing stops running {} where the legacy loop ran {} (see the findings)",
             newly.join(", "),
             if newly.len() == 1 { "it" } else { "them" }
+        );
+    }
+    let intended = of(FindingCode::IntendedWrites);
+    if !intended.is_empty() {
+        let _ = write!(
+            text,
+            "; note: enforcing makes the writes the plan declares different for {} (see the findings)",
+            intended.join(", ")
+        );
+    }
+    let phased = of(FindingCode::PhasedOnly);
+    if !phased.is_empty() {
+        let _ = write!(
+            text,
+            "; note: enforcing adds {}, which the legacy loop never ran (see the findings)",
+            phased.join(", ")
+        );
+    }
+    let legacy = of(FindingCode::LegacyOnly);
+    if !legacy.is_empty() {
+        let _ = write!(
+            text,
+            "; note: enforcing drops {}, which the legacy loop alone runs (see the findings)",
+            legacy.join(", ")
         );
     }
     text
@@ -118,6 +146,10 @@ fn judgement(readiness: Readiness, findings: &[Finding], min_samples: u64) -> St
                     "non-critical operations whose failure harms later ones",
                 ),
                 (FindingCode::GuardRefusals, "shadow guard refusals"),
+                (
+                    FindingCode::UnexpectedWrites,
+                    "operations whose candidate code writes differently, undeclared",
+                ),
             ] {
                 let n = count(code);
                 if n > 0 {
@@ -182,10 +214,10 @@ fn plural(n: usize, what: &str) -> String {
 pub(super) fn groups(
     plan: &ReconcilePlan,
     c: &PlanCounts,
-    objects: u64,
+    (objects, min_samples): (u64, u64),
     verdicts: &[VerdictReport],
     dependencies: &[Pair],
-    min_samples: u64,
+    writes: &[WriteReport],
 ) -> Vec<GroupReport> {
     let mut groups: Vec<(String, Vec<OpId>)> = plan
         .groups()
@@ -201,6 +233,7 @@ pub(super) fn groups(
             let names: Vec<&str> = ops.iter().map(|&o| plan.name_of(o)).collect();
             let member = |op: &str| names.contains(&op);
             let mut findings = blocking_findings(plan, c, &ops, dependencies);
+            findings.extend(path_findings(plan, c, &names, writes));
             for v in verdicts.iter().filter(|v| member(&v.operation)) {
                 findings.extend(verdict_finding(v));
             }
@@ -260,14 +293,106 @@ pub(super) fn groups(
 fn blocking(f: &Finding) -> bool {
     matches!(
         f.code,
-        FindingCode::UndeclaredDependency | FindingCode::HarmsLater | FindingCode::GuardRefusals
+        FindingCode::UndeclaredDependency
+            | FindingCode::HarmsLater
+            | FindingCode::GuardRefusals
+            | FindingCode::UnexpectedWrites
     )
 }
 
 /// Whether a finding only tells what enforcing changes: the candidate blocking operations the
-/// control ran is what a gate or a dependency asks for, not a contradiction of the plan.
+/// control ran is what a gate or a dependency asks for, and writes the plan declares different
+/// are what it intends, not a contradiction of the plan.
 fn notice(f: &Finding) -> bool {
-    f.code == FindingCode::NewlyBlocked
+    matches!(
+        f.code,
+        FindingCode::NewlyBlocked
+            | FindingCode::IntendedWrites
+            | FindingCode::PhasedOnly
+            | FindingCode::LegacyOnly
+    )
+}
+
+/// The findings of a group whose members are `members` about the two code paths: per member,
+/// its unexpected write differences (they stop the group) and its intended ones (a notice), what
+/// a member of the phased path only did (a notice); and, in every group, what the legacy loop's
+/// own operations did, which enforcing (the phased model) drops.
+fn path_findings(
+    plan: &ReconcilePlan,
+    c: &PlanCounts,
+    members: &[&str],
+    writes: &[WriteReport],
+) -> Vec<Finding> {
+    use crate::vocab::CodePath;
+    let mut out: Vec<Finding> = Vec::new();
+    for op in plan.operations() {
+        let (code, what) = match op.only() {
+            Some(CodePath::Phased) if members.contains(&op.name()) => (
+                FindingCode::PhasedOnly,
+                "runs in the phased reconcile only, which enforcing adds",
+            ),
+            Some(CodePath::Legacy) => (
+                FindingCode::LegacyOnly,
+                "runs in the legacy loop only, which enforcing (the phased model) drops",
+            ),
+            _ => continue,
+        };
+        let i = op.id().index();
+        let count = |flag: u8| c.objects.values().filter(|o| o.has(i, flag)).count();
+        let mut evidence = format!(
+            "{} {what}: it ran in {} objects and failed in {}",
+            op.name(),
+            count(flag::EXECUTED),
+            count(flag::FAILED)
+        );
+        for w in writes.iter().filter(|w| w.operation == op.name()) {
+            let _ = write!(evidence, "; {}", sentence_rest(&w.text, &w.operation));
+        }
+        out.push(finding(code, &[op.name()], evidence));
+    }
+    let mut add = |code: FindingCode, w: &WriteReport| {
+        if let Some(f) = out
+            .iter_mut()
+            .find(|f| f.code == code && f.operations[0] == w.operation)
+        {
+            let _ = write!(f.evidence, "; {}", sentence_rest(&w.text, &w.operation));
+            return;
+        }
+        let mut f = finding(code, &[&w.operation], w.text.clone());
+        if code == FindingCode::UnexpectedWrites {
+            f.fix = Some(format!(
+                "if the phased code of {op} is meant to write so, declare it in {op}'s intendedDifferences (e.g. `- {{kind: {kind}{name}, control: {control}, candidate: {candidate}}}`); if not, the phased code has a regression to fix",
+                op = w.operation,
+                kind = w.kind,
+                name = match (w.names.len(), w.other_names) {
+                    (1, 0) => format!(", name: {}", w.names.keys().next().map_or("", String::as_str)),
+                    _ => String::new(),
+                },
+                control = w.control,
+                candidate = w.candidate,
+            ));
+        }
+        out.push(f);
+    };
+    for w in writes.iter().filter(|w| w.only.is_none() && members.contains(&w.operation.as_str())) {
+        add(
+            if w.intended {
+                FindingCode::IntendedWrites
+            } else {
+                FindingCode::UnexpectedWrites
+            },
+            w,
+        );
+    }
+    out
+}
+
+/// A write report's sentence without its leading `Operation: `, to join several of one
+/// operation.
+fn sentence_rest<'t>(text: &'t str, operation: &str) -> &'t str {
+    text.strip_prefix(operation)
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(text)
 }
 
 /// The group findings that do not come from verdicts: guard refusals and the dependencies that

@@ -170,14 +170,17 @@ pub fn scan_at(
         several,
     };
     let mut total = Counts::new(plans);
-    total.skipped.extend(parts.orphans.into_iter().map(|o| Skipped {
-        error: format!(
-            "half of a rotation: this {} file has no {} file of the same name (a writer stopped between committing the two); not counted",
-            o.table.as_str(),
-            o.table.other().as_str(),
-        ),
-        path: o.path,
+    total.skipped.extend(parts.orphans.iter().map(|o| Skipped {
+        error: match o.table {
+            Table::Reconciles => "part of a rotation: this reconciles file has no steps file of the same name; not counted".to_owned(),
+            table => format!(
+                "part of a rotation: this {} file has no reconciles file of the same name (a writer stopped between committing them); not counted",
+                table.as_str()
+            ),
+        },
+        path: o.path.clone(),
     }));
+    let writes = &parts.writes;
     let mut by_cluster: std::collections::BTreeMap<String, Vec<PlanCounts>> =
         std::collections::BTreeMap::new();
     std::thread::scope(|scope| {
@@ -189,7 +192,8 @@ pub fn scan_at(
                     let mut mine = Counts::new(ctx.plans);
                     let mut clusters = std::collections::BTreeMap::new();
                     for (reconciles, steps) in pairs.iter().skip(t).step_by(threads) {
-                        count_part(reconciles, steps, ctx, &mut mine, &mut clusters);
+                        let files = (reconciles.as_path(), steps.as_path(), writes.get(reconciles).map(PathBuf::as_path));
+                        count_part(files, ctx, &mut mine, &mut clusters);
                     }
                     (mine, clusters)
                 })
@@ -232,18 +236,17 @@ fn merge_plans(
     }
 }
 
-/// Counts one whole part into `into`: both files, or neither (each unreadable file skipped
-/// with its error, a readable sibling with the reason it is not counted).
+/// Counts one whole part into `into`: every file, or none (each unreadable file skipped with
+/// its error, a readable one with the reason it is not counted).
 fn count_part(
-    reconciles: &Path,
-    steps: &Path,
+    (reconciles, steps, writes): (&Path, &Path, Option<&Path>),
     ctx: &Ctx,
     into: &mut Counts,
     clusters: &mut std::collections::BTreeMap<String, Vec<PlanCounts>>,
 ) {
     let mut counts = Counts::new(ctx.plans);
     let cluster = ctx.several.then(|| cluster_of(reconciles));
-    let results = [
+    let mut results = vec![
         (
             Table::Reconciles,
             reconciles,
@@ -257,8 +260,27 @@ fn count_part(
             reader::guarded(steps, || count_steps(steps, ctx, cluster, &mut counts)),
         ),
     ];
+    if let Some(writes) = writes {
+        results.push((
+            Table::Writes,
+            writes,
+            reader::guarded(writes, || {
+                let resolve = |plan: &str, hash: &str| match ctx.resolve(plan, hash) {
+                    Resolved::Plan(p) => Some(p),
+                    Resolved::OtherVersion(_) | Resolved::Unknown => None,
+                };
+                super::writes::count_writes(
+                    writes,
+                    ctx.location,
+                    (ctx.plans, &resolve),
+                    cluster,
+                    &mut counts.plans,
+                )
+            }),
+        ));
+    }
     if results.iter().all(|(_, _, r)| r.is_ok()) {
-        counts.files_read = 2;
+        counts.files_read = results.len() as u64;
         if let Some(cluster) = cluster {
             merge_plans(clusters, cluster.to_owned(), counts.plans.clone());
         }
@@ -269,8 +291,7 @@ fn count_part(
         let error = match result {
             Err(e) => e.to_string(),
             Ok(()) => format!(
-                "its {} file cannot be read, so this {} file is not counted either (a part counts whole or not at all)",
-                table.other().as_str(),
+                "another file of its part cannot be read, so this {} file is not counted either (a part counts whole or not at all)",
                 table.as_str()
             ),
         };

@@ -1,5 +1,6 @@
 //! Records to Arrow batches: one `reconciles` row and one `steps` row per operation per policy,
-//! with every error message bounded and redacted on the way.
+//! with every error message bounded and redacted on the way (the `writes` rows are built in
+//! [`super::writes`]).
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -132,7 +133,7 @@ pub fn time_micros(record: &ReconcileRecord) -> i64 {
 
 /// The string columns both tables take from a reconcile: `reconcile_id`, then from `plan` to
 /// `name` (the schema's order), one value per [`append`](Self::append).
-struct ReconcileStrings {
+pub(super) struct ReconcileStrings {
     reconcile_id: StringBuilder,
     plan: StringBuilder,
     plan_hash: StringBuilder,
@@ -143,7 +144,7 @@ struct ReconcileStrings {
 }
 
 impl ReconcileStrings {
-    fn new(reconciles: usize) -> Self {
+    pub(super) fn new(reconciles: usize) -> Self {
         Self {
             reconcile_id: strings(reconciles, 32),
             plan: strings(reconciles, 16),
@@ -156,11 +157,11 @@ impl ReconcileStrings {
     }
 
     /// Values appended since the last [`finish`](Self::finish).
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.plan.len()
     }
 
-    fn append(&mut self, r: &ReconcileRecord, id: &str) {
+    pub(super) fn append(&mut self, r: &ReconcileRecord, id: &str) {
         self.reconcile_id.append_value(id);
         self.plan.append_value(&r.plan);
         self.plan_hash.append_value(&r.plan_hash);
@@ -171,7 +172,7 @@ impl ReconcileStrings {
     }
 
     /// `reconcile_id`, and the columns from `plan` to `name`.
-    fn finish(&mut self) -> (StringArray, [StringArray; 6]) {
+    pub(super) fn finish(&mut self) -> (StringArray, [StringArray; 6]) {
         (
             self.reconcile_id.finish(),
             [
@@ -288,11 +289,11 @@ impl PerReconcile {
 
 /// A string builder sized for `rows` values of about `bytes` bytes: the builders are filled to a
 /// row group each time, and growing them by doubling would copy every value again.
-fn strings(rows: usize, bytes: usize) -> StringBuilder {
+pub(super) fn strings(rows: usize, bytes: usize) -> StringBuilder {
     StringBuilder::with_capacity(rows, rows * bytes)
 }
 
-fn append_names(builder: &mut ListBuilder<StringBuilder>, names: &[String]) {
+pub(super) fn append_names(builder: &mut ListBuilder<StringBuilder>, names: &[String]) {
     for name in names {
         builder.values().append_value(name);
     }

@@ -1,4 +1,4 @@
-//! The Parquet dataset: two tables (`reconciles`, `steps`) in hive-style partitions
+//! The Parquet dataset: three tables (`reconciles`, `steps`, `writes`) in hive-style partitions
 //! (`table=steps/date=YYYY-MM-DD/hour=HH/part-....parquet`), written by a sink off the reconcile
 //! path and read back, file by file, by the analyzer. Layout and columns: `docs/parquet.md`.
 //!
@@ -14,6 +14,7 @@ pub mod sink;
 pub mod store;
 pub mod upload;
 pub mod writer;
+pub mod writes;
 
 pub use schema::Table;
 pub use sink::{HealthCounters, ParquetSink, ShutdownError, SinkConfig, SinkStats};

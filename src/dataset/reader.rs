@@ -72,7 +72,8 @@ pub fn files(dir: &Path, table: Table) -> Result<Vec<PathBuf>, ReadError> {
     Ok(found)
 }
 
-/// A file of one table whose sibling in the other table is missing: half of a rotation.
+/// A file of a part whose `reconciles` file (the commit point) is missing, or a `reconciles`
+/// file without its `steps` file: part of a rotation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Orphan {
     /// The table the file belongs to.
@@ -81,15 +82,27 @@ pub struct Orphan {
     pub path: PathBuf,
 }
 
-/// The dataset's committed parts: files of both tables that pair up (the same partition and
-/// name under `table=reconciles` and `table=steps`, as the writer commits them), and the files
-/// whose sibling is missing (a writer died between its two renames; see docs/parquet.md).
+/// The dataset's committed parts: the files of the tables that belong together (the same
+/// partition and name under `table=reconciles`, `table=steps` and `table=writes`, as the writer
+/// commits them), and the files whose part is not whole (a writer died between its renames;
+/// see docs/parquet.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Parts {
     /// The whole parts: (`reconciles` file, `steps` file), sorted by path.
     pub pairs: Vec<(PathBuf, PathBuf)>,
-    /// Files without their sibling, sorted by path: not part of the dataset.
+    /// The `writes` file of a whole part, by its `reconciles` file. A part written before the
+    /// table existed has none (it recorded no write difference).
+    pub writes: std::collections::BTreeMap<PathBuf, PathBuf>,
+    /// Files of parts that are not whole, sorted by path: not part of the dataset.
     pub orphans: Vec<Orphan>,
+}
+
+impl Parts {
+    /// The `writes` file of the part whose `reconciles` file is `reconciles`.
+    #[must_use]
+    pub fn writes_of(&self, reconciles: &Path) -> Option<&Path> {
+        self.writes.get(reconciles).map(PathBuf::as_path)
+    }
 }
 
 /// The parts of the dataset under `dir`.
@@ -141,20 +154,27 @@ fn pair(
         };
     let reconciles = by_key(Table::Reconciles)?;
     let mut steps = by_key(Table::Steps)?;
+    let mut writes = by_key(Table::Writes)?;
     let mut parts = Parts::default();
     for (key, r) in reconciles {
         match steps.remove(&key) {
-            Some(s) => parts.pairs.push((r, s)),
+            Some(s) => {
+                if let Some(w) = writes.remove(&key) {
+                    parts.writes.insert(r.clone(), w);
+                }
+                parts.pairs.push((r, s));
+            }
             None => parts.orphans.push(Orphan {
                 table: Table::Reconciles,
                 path: r,
             }),
         }
     }
-    parts.orphans.extend(steps.into_values().map(|path| Orphan {
-        table: Table::Steps,
-        path,
-    }));
+    for (table, rest) in [(Table::Steps, steps), (Table::Writes, writes)] {
+        parts
+            .orphans
+            .extend(rest.into_values().map(|path| Orphan { table, path }));
+    }
     parts.pairs.sort();
     parts.orphans.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(parts)

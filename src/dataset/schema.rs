@@ -1,22 +1,26 @@
-//! The Arrow schemas of the two Parquet tables, `reconciles` and `steps` (documented column by
-//! column in `docs/parquet.md`, checked against it by a test).
+//! The Arrow schemas of the three Parquet tables, `reconciles`, `steps` and `writes` (documented
+//! column by column in `docs/parquet.md`, checked against it by a test).
 
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-/// The two tables of the dataset.
+/// The tables of the dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Table {
     /// One row per reconcile.
     Reconciles,
     /// One row per operation per policy per reconcile.
     Steps,
+    /// One row per object an operation wrote differently in the candidate's code and the
+    /// control's (`ReconcileRecord::write_differences`).
+    Writes,
 }
 
 impl Table {
-    /// Both tables.
-    pub const ALL: [Self; 2] = [Self::Reconciles, Self::Steps];
+    /// Every table, in the order a rotation commits them last to first: `reconciles`, the
+    /// commit point, is renamed into place last.
+    pub const ALL: [Self; 3] = [Self::Reconciles, Self::Steps, Self::Writes];
 
     /// The table's name, as in its partition directory `table=<name>`.
     #[must_use]
@@ -24,15 +28,7 @@ impl Table {
         match self {
             Self::Reconciles => "reconciles",
             Self::Steps => "steps",
-        }
-    }
-
-    /// The other table: where a file's sibling of the same part lives.
-    #[must_use]
-    pub const fn other(self) -> Self {
-        match self {
-            Self::Reconciles => Self::Steps,
-            Self::Steps => Self::Reconciles,
+            Self::Writes => "writes",
         }
     }
 
@@ -42,6 +38,7 @@ impl Table {
         match self {
             Self::Reconciles => reconciles(),
             Self::Steps => steps(),
+            Self::Writes => writes(),
         }
     }
 
@@ -53,6 +50,7 @@ impl Table {
     pub fn batch_schema(self) -> SchemaRef {
         match self {
             Self::Reconciles => reconciles(),
+            Self::Writes => writes(),
             Self::Steps => {
                 let fields: Vec<Field> = steps()
                     .fields()
@@ -90,6 +88,7 @@ impl Table {
                 "candidate_error",
             ],
             Self::Steps => &["reconcile_id", "message"],
+            Self::Writes => &["reconcile_id", "object_name"],
         }
     }
 }
@@ -168,6 +167,27 @@ fn steps() -> SchemaRef {
         Field::new("duration_us", DataType::Int64, false),
         Field::new("conflicts", DataType::UInt32, false),
         Field::new("conflict_resolution", DataType::Utf8, true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+fn writes() -> SchemaRef {
+    let mut fields = common(Table::Writes);
+    fields.extend([
+        Field::new("operation", DataType::Utf8, false),
+        Field::new("only", DataType::Utf8, true),
+        Field::new("object_group", DataType::Utf8, false),
+        Field::new("object_kind", DataType::Utf8, false),
+        Field::new("object_namespace", DataType::Utf8, true),
+        Field::new("object_name", DataType::Utf8, false),
+        Field::new("object_subresource", DataType::Utf8, true),
+        Field::new("control_verb", DataType::Utf8, true),
+        Field::new("candidate_verb", DataType::Utf8, true),
+        Field::new("control_action", DataType::Utf8, false),
+        Field::new("candidate_action", DataType::Utf8, false),
+        Field::new("fields", names(), false),
+        Field::new("fields_total", DataType::UInt32, false),
+        Field::new("intended", DataType::Boolean, false),
     ]);
     Arc::new(Schema::new(fields))
 }

@@ -17,6 +17,7 @@ use parquet::schema::types::ColumnPath;
 
 use super::encode::{ReconcileRows, StepRows, time_micros};
 use super::schema::Table;
+use super::writes::WriteRows;
 use crate::engine::ReconcileRecord;
 
 /// Where and how files are written and rotated.
@@ -81,7 +82,7 @@ pub enum WriteError {
     Batch(#[from] arrow_schema::ArrowError),
 }
 
-/// The rows of one open part: buffered batches of both tables for one partition.
+/// The rows of one open part: buffered batches of every table for one partition.
 struct Part {
     partition: String,
     opened: Instant,
@@ -89,13 +90,15 @@ struct Part {
     opened_at: u64,
     reconciles: ReconcileRows,
     steps: StepRows,
-    /// Finished batches per table, and whether that table's file is already committed.
-    batches: [Vec<RecordBatch>; 2],
+    writes: WriteRows,
+    /// Finished batches per table (in [`Table`] order), and whether that table's file is
+    /// already committed.
+    batches: [Vec<RecordBatch>; 3],
     /// The `steps` row groups being encoded ahead, one per batch, and whether every batch has
     /// its group (a failed rotation consumes them: the retry encodes from the batches).
     groups: Vec<Group>,
     ahead: bool,
-    committed: [bool; 2],
+    committed: [bool; 3],
     step_rows: usize,
     records: usize,
     bytes: usize,
@@ -111,10 +114,11 @@ impl Part {
                 .map_or(0, |d| d.as_secs()),
             reconciles: reconcile_rows(rows, cluster),
             steps: step_rows(rows, cluster),
-            batches: [Vec::new(), Vec::new()],
+            writes: WriteRows::default().with_cluster(cluster.clone()),
+            batches: [Vec::new(), Vec::new(), Vec::new()],
             groups: Vec::new(),
             ahead: true,
-            committed: [false; 2],
+            committed: [false; 3],
             step_rows: 0,
             records: 0,
             bytes: 0,
@@ -144,6 +148,11 @@ impl Part {
                 _ => self.ahead = false,
             }
             self.batches[1].push(batch);
+        }
+        if self.writes.rows() > 0 {
+            let batch = self.writes.finish()?;
+            self.bytes += data_bytes(&batch);
+            self.batches[2].push(batch);
         }
         Ok(())
     }
@@ -192,7 +201,7 @@ pub struct WriterStats {
 /// thread.
 pub struct DatasetWriter {
     config: WriterConfig,
-    properties: [WriterProperties; 2],
+    properties: [WriterProperties; 3],
     /// Encodes the `steps` row groups as they are sealed (`None`: at rotation only).
     ahead: Option<AheadEncoder>,
     part: Option<Part>,
@@ -238,7 +247,11 @@ impl DatasetWriter {
         let steps = properties(Table::Steps, config.row_group_rows);
         Self {
             ahead: AheadEncoder::new(Table::Steps.schema(), &steps).ok(),
-            properties: [properties(Table::Reconciles, config.row_group_rows), steps],
+            properties: [
+                properties(Table::Reconciles, config.row_group_rows),
+                steps,
+                properties(Table::Writes, config.row_group_rows),
+            ],
             config,
             part: None,
             instance: format!("{:08x}", rng.next_u64() & 0xffff_ffff),
@@ -287,6 +300,7 @@ impl DatasetWriter {
             )
         });
         part.reconciles.append(record, id);
+        part.writes.append(record, id);
         let before = part.steps.rows();
         part.steps.append(record, id);
         part.step_rows += part.steps.rows() - before;
@@ -345,11 +359,12 @@ impl DatasetWriter {
             part.opened_at, self.instance, self.sequence
         );
         // Phase 1: each table's file written under its temporary name and fsynced. Phase 2:
-        // renamed into place, steps first: the reconciles file is the part's commit point. A
-        // crash between the two renames leaves a steps file without its reconciles file, which
-        // readers skip and report (`reader::parts`) and the next writer completes or removes.
-        // Both tables' files at once: the steps' row groups are mostly encoded already, the
-        // reconciles' are encoded now, beside them.
+        // renamed into place, writes first, then steps: the reconciles file is the part's
+        // commit point. A crash between the renames leaves a writes or steps file without its
+        // reconciles file, which readers skip and report (`reader::parts`) and the next writer
+        // completes or removes. The files are prepared at once: the steps' row groups are
+        // mostly encoded already, the reconciles' and the writes' (few rows: the write
+        // differences, often none) are encoded now, beside them.
         let groups = std::mem::take(&mut part.groups);
         let ahead = std::mem::replace(&mut part.ahead, false) && !groups.is_empty();
         let prepare = |table: Table, groups: Option<Vec<Group>>| {
@@ -373,14 +388,21 @@ impl DatasetWriter {
             Ok::<_, WriteError>(Some((i, dir, tmp)))
         };
         let (steps, reconciles) = std::thread::scope(|scope| {
-            let reconciles = scope.spawn(|| prepare(Table::Reconciles, None));
+            let reconciles = scope.spawn(|| {
+                let writes = prepare(Table::Writes, None);
+                (writes, prepare(Table::Reconciles, None))
+            });
             // Encoded ahead when every batch has its group; else (after a failed rotation
             // consumed them) encoded here from the batches.
             let steps = prepare(Table::Steps, ahead.then_some(groups));
             (steps, reconciles.join())
         });
-        let reconciles = reconciles.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        let prepared: Vec<_> = [steps?, reconciles?].into_iter().flatten().collect();
+        let (writes, reconciles) =
+            reconciles.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let prepared: Vec<_> = [writes?, steps?, reconciles?]
+            .into_iter()
+            .flatten()
+            .collect();
         for (i, dir, tmp) in prepared {
             commit_file(&dir, &tmp, &name)?;
             part.committed[i] = true;
@@ -433,7 +455,7 @@ fn prepare_file(
                 let encoder = AheadEncoder::new(table.schema(), properties).map_err(encode)?;
                 Some(batches.iter().map(|b| encoder.spawn(b.clone())).collect())
             }
-            (None, Table::Reconciles) => None,
+            (None, Table::Reconciles | Table::Writes) => None,
         };
         let file = if let Some(groups) = groups {
             super::rowgroup::write_file(file, table.schema(), properties, groups).map_err(encode)?

@@ -2,12 +2,12 @@
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The two code paths a reconciler may keep side by side: the legacy sequential loop and the
 /// phased reconcile. An operation exists in both unless its plan says `only: legacy` or
 /// `only: phased`; the `sequential` model schedules the legacy path, `phased` the phased one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CodePath {
     /// The legacy loop (`legacy.order`, the `sequential` model).

@@ -1,0 +1,359 @@
+//! What the candidate's code would have written differently: the `writes` table counted per
+//! operation and kind of difference, in objects, and the findings it makes (an unexpected
+//! difference stops the operation's rollout group; an intended one, or the writes of an
+//! operation that exists in one code path only, is a notice of what enforcing changes).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use serde::Serialize;
+
+use crate::dataset::{Location, reader};
+use crate::plan::ReconcilePlan;
+use crate::vocab::CodePath;
+
+/// Columns of `writes` the analysis reads.
+pub const WRITE_COLUMNS: [&str; 14] = [
+    "plan",
+    "object_namespace",
+    "plan_hash",
+    "kind",
+    "namespace",
+    "name",
+    "operation",
+    "object_kind",
+    "object_name",
+    "object_subresource",
+    "control_action",
+    "candidate_action",
+    "fields",
+    "intended",
+];
+
+/// Distinct written object names kept per kind of difference (the rest are counted).
+const MAX_NAMES: usize = 8;
+/// Distinct field paths kept per kind of difference (the rest are counted).
+const MAX_FIELDS: usize = 16;
+
+/// One kind of difference of one operation: what each side did to objects of one kind.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriteKey {
+    /// The operation (its index in the plan).
+    pub op: usize,
+    /// The written object's kind.
+    pub kind: String,
+    /// The subresource written, if any.
+    pub subresource: Option<String>,
+    /// What the control did: `none`, `write` or `delete`.
+    pub control: String,
+    /// What the candidate did.
+    pub candidate: String,
+    /// Whether the plan declares it.
+    pub intended: bool,
+}
+
+/// The counts of one [`WriteKey`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteCounts {
+    /// Rows (one per written object per reconcile).
+    pub rows: u64,
+    /// The reconciled objects (`kind/namespace/name`) it appeared in.
+    pub objects: BTreeSet<Box<str>>,
+    /// Written object names and their rows, at most [`MAX_NAMES`].
+    pub names: BTreeMap<String, u64>,
+    /// Rows whose name was not kept.
+    pub other_names: u64,
+    /// Differing fields and their rows, at most [`MAX_FIELDS`].
+    pub fields: BTreeMap<String, u64>,
+    /// Field rows not kept.
+    pub other_fields: u64,
+    /// Rows whose written object is the reconciled object itself.
+    pub itself: u64,
+}
+
+impl WriteCounts {
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: Self) {
+        self.rows += other.rows;
+        self.itself += other.itself;
+        self.objects.extend(other.objects);
+        for (name, n) in other.names {
+            add_bounded(&mut self.names, &mut self.other_names, &name, n, MAX_NAMES);
+        }
+        self.other_names += other.other_names;
+        for (field, n) in other.fields {
+            add_bounded(
+                &mut self.fields,
+                &mut self.other_fields,
+                &field,
+                n,
+                MAX_FIELDS,
+            );
+        }
+        self.other_fields += other.other_fields;
+    }
+}
+
+/// Whether two nullable string columns hold the same value (or both null) at row `i`.
+fn col_eq(a: &arrow_array::StringArray, b: &arrow_array::StringArray, i: usize) -> bool {
+    match (a.is_valid(i), b.is_valid(i)) {
+        (true, true) => a.value(i) == b.value(i),
+        (false, false) => true,
+        _ => false,
+    }
+}
+
+fn add_bounded(map: &mut BTreeMap<String, u64>, other: &mut u64, key: &str, n: u64, max: usize) {
+    if let Some(count) = map.get_mut(key) {
+        *count += n;
+    } else if map.len() < max {
+        map.insert(key.to_owned(), n);
+    } else {
+        *other += n;
+    }
+}
+
+/// Counts a `writes` file into `plans` (per plan, by [`WriteKey`]); `resolve` gives the index of
+/// the analysed plan a row's plan name and hash belong to. With `cluster`, objects are named
+/// `CLUSTER/...`.
+pub fn count_writes(
+    path: &Path,
+    location: &Location,
+    (plans, resolve): (&[ReconcilePlan], &dyn Fn(&str, &str) -> Option<usize>),
+    cluster: Option<&str>,
+    into: &mut [super::counts::PlanCounts],
+) -> Result<(), reader::ReadError> {
+    let invalid = |message: String| reader::ReadError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    for batch in reader::open_at(location, path, &WRITE_COLUMNS)? {
+        let batch = batch?;
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| invalid(format!("column {name} is not a string column")))
+        };
+        let (plan, hash, kind, namespace, name) = (
+            col("plan")?,
+            col("plan_hash")?,
+            col("kind")?,
+            col("namespace")?,
+            col("name")?,
+        );
+        let (operation, object_kind, object_name, subresource) = (
+            col("operation")?,
+            col("object_kind")?,
+            col("object_name")?,
+            col("object_subresource")?,
+        );
+        let (control, candidate) = (col("control_action")?, col("candidate_action")?);
+        let object_namespace = col("object_namespace")?;
+        let fields = batch
+            .column_by_name("fields")
+            .and_then(|c| c.as_list_opt::<i32>())
+            .ok_or_else(|| invalid("column fields is not a list".into()))?;
+        let field_names = fields
+            .values()
+            .as_string_opt::<i32>()
+            .ok_or_else(|| invalid("column fields is not a list of strings".into()))?;
+        let intended = batch
+            .column_by_name("intended")
+            .and_then(|c| c.as_boolean_opt())
+            .ok_or_else(|| invalid("column intended is not a boolean column".into()))?;
+        for i in 0..batch.num_rows() {
+            let Some(p) = resolve(plan.value(i), hash.value(i)) else {
+                continue;
+            };
+            let Some(op) = plans[p].lookup(operation.value(i)) else {
+                continue;
+            };
+            let key = WriteKey {
+                op: op.index(),
+                kind: object_kind.value(i).to_owned(),
+                subresource: subresource
+                    .is_valid(i)
+                    .then(|| subresource.value(i).to_owned()),
+                control: control.value(i).to_owned(),
+                candidate: candidate.value(i).to_owned(),
+                intended: intended.value(i),
+            };
+            let itself = object_kind.value(i) == kind.value(i)
+                && object_name.value(i) == name.value(i)
+                && col_eq(object_namespace, namespace, i);
+            let counts = into[p].writes.entry(key).or_default();
+            counts.rows += 1;
+            counts.itself += u64::from(itself);
+            let object = format!(
+                "{}{}/{}/{}",
+                cluster.map(|c| format!("{c}/")).unwrap_or_default(),
+                kind.value(i),
+                if namespace.is_valid(i) {
+                    namespace.value(i)
+                } else {
+                    ""
+                },
+                name.value(i)
+            );
+            if !counts.objects.contains(object.as_str()) {
+                counts.objects.insert(object.into());
+            }
+            add_bounded(
+                &mut counts.names,
+                &mut counts.other_names,
+                object_name.value(i),
+                1,
+                MAX_NAMES,
+            );
+            let offsets = fields.value_offsets();
+            let (start, end) = (
+                usize::try_from(offsets[i]).unwrap_or(0),
+                usize::try_from(offsets[i + 1]).unwrap_or(0),
+            );
+            for j in start..end {
+                add_bounded(
+                    &mut counts.fields,
+                    &mut counts.other_fields,
+                    field_names.value(j),
+                    1,
+                    MAX_FIELDS,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One kind of write difference of one operation, as the analysis reports it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct WriteReport {
+    /// The operation.
+    pub operation: String,
+    /// `legacy` or `phased` when the operation exists in that code path only.
+    pub only: Option<CodePath>,
+    /// The written objects' kind.
+    pub kind: String,
+    /// The subresource written, if any.
+    pub subresource: Option<String>,
+    /// What the control's code did: `none`, `write` or `delete`.
+    pub control: String,
+    /// What the candidate's code did.
+    pub candidate: String,
+    /// Whether the plan declares it (`intendedDifferences`, or `only`).
+    pub intended: bool,
+    /// Reconciled objects it appeared in: the unit of evidence.
+    pub objects: u64,
+    /// Rows (one per written object per reconcile).
+    pub rows: u64,
+    /// Written object names with their rows (at most 8; `other_names` counts the rest).
+    pub names: BTreeMap<String, u64>,
+    /// Rows of names not listed.
+    pub other_names: u64,
+    /// Differing fields with their rows (at most 16; `other_fields` counts the rest).
+    pub fields: BTreeMap<String, u64>,
+    /// Field rows not listed.
+    pub other_fields: u64,
+    /// One sentence.
+    pub text: String,
+}
+
+fn phrase(action: &str, _: Option<CodePath>) -> &'static str {
+    match action {
+        "write" => "writes",
+        "delete" => "deletes",
+        _ => "writes nothing",
+    }
+}
+
+/// The reports of a plan's counted differences, by operation (phased order, then legacy-only
+/// operations) and kind.
+#[must_use]
+pub fn reports(plan: &ReconcilePlan, counted: &BTreeMap<WriteKey, WriteCounts>) -> Vec<WriteReport> {
+    let mut out: Vec<WriteReport> = counted
+        .iter()
+        .map(|(key, c)| {
+            let op = &plan.operations()[key.op];
+            let subject = match (&key.subresource, c.itself == c.rows) {
+                (Some(sub), true) => format!("the reconciled {}'s {sub}", key.kind),
+                (None, true) => format!("the reconciled {} itself", key.kind),
+                (Some(sub), false) => format!("{} {sub}", key.kind),
+                (None, false) => key.kind.clone(),
+            };
+            let names: Vec<&str> = c.names.keys().map(String::as_str).collect();
+            let which = match (names.as_slice(), c.other_names) {
+                _ if c.itself == c.rows => String::new(),
+                ([one], 0) => format!(" {one}"),
+                (_, 0) => format!(" ({} names: {})", names.len(), names.join(", ")),
+                _ => format!(
+                    " (more than {} names, e.g. {})",
+                    names.len(),
+                    names.iter().take(3).copied().collect::<Vec<_>>().join(", ")
+                ),
+            };
+            let objects = c.objects.len() as u64;
+            let of = |n: u64| if n == 1 { "1 object".to_owned() } else { format!("{n} objects") };
+            let text = if key.control == "write" && key.candidate == "write" {
+                let fields: Vec<&str> = c.fields.keys().map(String::as_str).collect();
+                format!(
+                    "{}: the candidate writes {subject}{which} with other values than the legacy code ({}{}), in {}",
+                    op.name(),
+                    fields.join(", "),
+                    if c.other_fields > 0 { ", ..." } else { "" },
+                    of(objects)
+                )
+            } else {
+                match op.only() {
+                    Some(CodePath::Legacy) => format!(
+                        "{}: the legacy loop {} {subject}{which}, which the phased reconcile never does, in {}",
+                        op.name(),
+                        phrase(&key.control, None),
+                        of(objects)
+                    ),
+                    Some(CodePath::Phased) => format!(
+                        "{}: the candidate {} {subject}{which}, which the legacy loop never does, in {}",
+                        op.name(),
+                        phrase(&key.candidate, None),
+                        of(objects)
+                    ),
+                    None => format!(
+                        "{}: the candidate {} {subject}{which} where the legacy code {}, in {}",
+                        op.name(),
+                        phrase(&key.candidate, None),
+                        phrase(&key.control, None),
+                        of(objects)
+                    ),
+                }
+            };
+            WriteReport {
+                operation: op.name().to_owned(),
+                only: op.only(),
+                kind: key.kind.clone(),
+                subresource: key.subresource.clone(),
+                control: key.control.clone(),
+                candidate: key.candidate.clone(),
+                intended: key.intended,
+                objects,
+                rows: c.rows,
+                names: c.names.clone(),
+                other_names: c.other_names,
+                fields: c.fields.clone(),
+                other_fields: c.other_fields,
+                text,
+            }
+        })
+        .collect();
+    let position = |name: &str| {
+        let op = plan.lookup(name).map_or(usize::MAX, |op| {
+            plan.phased_order()
+                .iter()
+                .position(|&o| o == op)
+                .unwrap_or(plan.len() + op.index())
+        });
+        op
+    };
+    out.sort_by_key(|r| (position(&r.operation), !r.intended as u8, r.kind.clone()));
+    out
+}
