@@ -240,9 +240,15 @@ fn check(part: usize, steps: bool, damage: &Damage) {
             skipped.iter().any(|(p, _)| *p == sibling_name),
             "{damage:?}: {name} was skipped but not its sibling: {skipped:?}"
         );
+        // The part's files: reconciles, steps, and its writes file when it has one.
+        let writes = root
+            .join(reconciles_file)
+            .to_string_lossy()
+            .replace("table=reconciles", "table=writes");
+        let files = 2 + usize::from(std::path::Path::new(&writes).exists());
         assert_eq!(
             skipped.len(),
-            2,
+            files,
             "{damage:?}: only the damaged part: {skipped:?}"
         );
         assert!(

@@ -94,38 +94,33 @@ fn summary(readiness: Readiness, findings: &[Finding], min_samples: u64) -> Stri
             .flat_map(|f| f.operations.iter().map(String::as_str))
             .collect()
     };
+    let mut notes: Vec<String> = Vec::new();
     let newly = of(FindingCode::NewlyBlocked);
     if !newly.is_empty() {
-        let _ = write!(
-            text,
-            "; note: enforcing stops running {} where the legacy loop ran {} (see the findings)",
-            newly.join(", "),
-            if newly.len() == 1 { "it" } else { "them" }
-        );
+        notes.push(format!(
+            "blocks {}, which the legacy loop ran",
+            newly.join(", ")
+        ));
     }
     let intended = of(FindingCode::IntendedWrites);
     if !intended.is_empty() {
-        let _ = write!(
-            text,
-            "; note: enforcing makes the writes the plan declares different for {} (see the findings)",
-            intended.join(", ")
-        );
+        notes.push(format!("writes as declared for {}", intended.join(", ")));
     }
     let phased = of(FindingCode::PhasedOnly);
     if !phased.is_empty() {
-        let _ = write!(
-            text,
-            "; note: enforcing adds {}, which the legacy loop never ran (see the findings)",
-            phased.join(", ")
-        );
+        notes.push(format!("adds {}", phased.join(", ")));
     }
     let legacy = of(FindingCode::LegacyOnly);
     if !legacy.is_empty() {
-        let _ = write!(
-            text,
-            "; note: enforcing drops {}, which the legacy loop alone runs (see the findings)",
-            legacy.join(", ")
-        );
+        notes.push(format!("drops {}", legacy.join(", ")));
+    }
+    if let Some((last, rest)) = notes.split_last() {
+        let joined = if rest.is_empty() {
+            last.clone()
+        } else {
+            format!("{} and {last}", rest.join(", "))
+        };
+        let _ = write!(text, "; note: enforcing {joined}");
     }
     text
 }
@@ -365,7 +360,10 @@ fn path_findings(
                 op = w.operation,
                 kind = w.kind,
                 name = match (w.names.len(), w.other_names) {
-                    (1, 0) => format!(", name: {}", w.names.keys().next().map_or("", String::as_str)),
+                    (1, 0) => format!(
+                        ", name: {}",
+                        w.names.keys().next().map_or("", String::as_str)
+                    ),
                     _ => String::new(),
                 },
                 control = w.control,
@@ -374,7 +372,10 @@ fn path_findings(
         }
         out.push(f);
     };
-    for w in writes.iter().filter(|w| w.only.is_none() && members.contains(&w.operation.as_str())) {
+    for w in writes
+        .iter()
+        .filter(|w| w.only.is_none() && members.contains(&w.operation.as_str()))
+    {
         add(
             if w.intended {
                 FindingCode::IntendedWrites

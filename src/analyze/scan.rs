@@ -192,7 +192,11 @@ pub fn scan_at(
                     let mut mine = Counts::new(ctx.plans);
                     let mut clusters = std::collections::BTreeMap::new();
                     for (reconciles, steps) in pairs.iter().skip(t).step_by(threads) {
-                        let files = (reconciles.as_path(), steps.as_path(), writes.get(reconciles).map(PathBuf::as_path));
+                        let files = (
+                            reconciles.as_path(),
+                            steps.as_path(),
+                            writes.get(reconciles).map(PathBuf::as_path),
+                        );
                         count_part(files, ctx, &mut mine, &mut clusters);
                     }
                     (mine, clusters)

@@ -271,7 +271,10 @@ fn phrase(action: &str, _: Option<CodePath>) -> &'static str {
 /// The reports of a plan's counted differences, by operation (phased order, then legacy-only
 /// operations) and kind.
 #[must_use]
-pub fn reports(plan: &ReconcilePlan, counted: &BTreeMap<WriteKey, WriteCounts>) -> Vec<WriteReport> {
+pub fn reports(
+    plan: &ReconcilePlan,
+    counted: &BTreeMap<WriteKey, WriteCounts>,
+) -> Vec<WriteReport> {
     let mut out: Vec<WriteReport> = counted
         .iter()
         .map(|(key, c)| {

@@ -199,7 +199,7 @@ fn upload_all(
     loop {
         let draining = shared.draining.load(Ordering::SeqCst);
         let pending = spooled(spool, shared, health);
-        let Some((reconciles, steps)) = pending.into_iter().next() else {
+        let Some((reconciles, steps, writes)) = pending.into_iter().next() else {
             if draining {
                 return true;
             }
@@ -210,8 +210,7 @@ fn upload_all(
             spool,
             &config.remote,
             config.part_bytes,
-            &reconciles,
-            &steps,
+            (&reconciles, &steps, writes.as_deref()),
         ) {
             Ok((files, records)) => {
                 wait = backoff.0;
@@ -253,8 +252,19 @@ fn spooled(
     spool: &Path,
     shared: &Shared,
     health: Option<&UploadHealth>,
-) -> Vec<(PathBuf, PathBuf)> {
-    let parts = reader::parts(spool).map(|p| p.pairs).unwrap_or_default();
+) -> Vec<(PathBuf, PathBuf, Option<PathBuf>)> {
+    let found = reader::parts(spool).unwrap_or_default();
+    let parts: Vec<(PathBuf, PathBuf, Option<PathBuf>)> = found
+        .pairs
+        .iter()
+        .map(|(r, s)| {
+            (
+                r.clone(),
+                s.clone(),
+                found.writes_of(r).map(Path::to_path_buf),
+            )
+        })
+        .collect();
     let bytes = spool_bytes(spool);
     shared.spool_bytes.store(bytes, Ordering::Relaxed);
     shared
@@ -288,15 +298,14 @@ pub fn spool_bytes(spool: &Path) -> u64 {
     total
 }
 
-/// Uploads one part (steps, then reconciles: the commit point), then removes its local files
-/// (reconciles first, so a crash in between leaves a local half that the writer's repair
+/// Uploads one part (writes, steps, then reconciles: the commit point), then removes its local
+/// files (reconciles first, so a crash in between leaves a local half that the writer's repair
 /// removes, never a part uploaded twice under a new name). Returns (files, records).
 fn upload_part(
     spool: &Path,
     remote: &Remote,
     part_bytes: usize,
-    reconciles: &Path,
-    steps: &Path,
+    (reconciles, steps, writes): (&Path, &Path, Option<&Path>),
 ) -> Result<(u64, u64), String> {
     // The records, for the counters only: a file whose footer cannot be read is uploaded all
     // the same (readers skip and report it) rather than hold back every part after it.
@@ -319,7 +328,12 @@ fn upload_part(
         tracing::warn!(%error, "uploading a part whose reconciles file cannot be read");
         0
     });
-    for (table, path) in [(Table::Steps, steps), (Table::Reconciles, reconciles)] {
+    let files: Vec<(Table, &Path)> = writes
+        .map(|w| (Table::Writes, w))
+        .into_iter()
+        .chain([(Table::Steps, steps), (Table::Reconciles, reconciles)])
+        .collect();
+    for &(table, path) in &files {
         let relative = path
             .strip_prefix(spool)
             .map_err(|_| format!("{} is not under the spool", path.display()))?;
@@ -329,9 +343,9 @@ fn upload_part(
             .upload(path, &relative, part_bytes)
             .map_err(|e| e.to_string())?;
     }
-    for path in [reconciles, steps] {
+    for &(_, path) in files.iter().rev() {
         std::fs::remove_file(path)
             .map_err(|e| format!("uploaded, but cannot remove {}: {e}", path.display()))?;
     }
-    Ok((2, records))
+    Ok((files.len() as u64, records))
 }

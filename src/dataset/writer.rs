@@ -489,47 +489,52 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError {
     move |source| WriteError::Io { path, source }
 }
 
-/// Completes or removes the halves of rotations a writer that died left (see
-/// [`DatasetWriter::rotate`]): a steps file without its reconciles file gets it from the
-/// prepared temporary file when that is a whole Parquet file, else, once older than `age` (a
-/// live writer may be between its two renames, or retrying), the orphan steps file is removed.
-/// Returns (completed, removed).
+/// Completes or removes the parts of rotations a writer that died left (see
+/// [`DatasetWriter::rotate`], which renames writes, then steps, then reconciles): a writes or
+/// steps file without its reconciles file gets the missing later files from their prepared
+/// temporary files when those are whole Parquet files; else, once older than `age` (a live
+/// writer may be between its renames, or retrying), the orphan is removed. Returns (completed,
+/// removed).
 pub fn repair_half_rotations(dir: &Path, age: Duration) -> (usize, usize) {
     let (mut completed, mut removed) = (0, 0);
     let Ok(orphans) = super::reader::parts(dir).map(|p| p.orphans) else {
         return (0, 0);
     };
     for orphan in orphans {
-        if orphan.table != Table::Steps {
-            continue; // a reconciles file without steps cannot come from this writer's order
-        }
+        // A reconciles file without steps cannot come from this writer's order.
+        let later: &[Table] = match orphan.table {
+            Table::Writes => &[Table::Steps, Table::Reconciles],
+            Table::Steps => &[Table::Reconciles],
+            Table::Reconciles => continue,
+        };
         let Some(name) = orphan.path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
         let relative = orphan
             .path
-            .strip_prefix(dir.join("table=steps"))
+            .strip_prefix(dir.join(format!("table={}", orphan.table.as_str())))
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let reconciles_dir = dir
-            .join("table=reconciles")
-            .join(relative.parent().unwrap_or(Path::new("")));
-        let tmp = reconciles_dir.join(temporary_name(name));
-        // Guarded: the Parquet library panics on some damaged footers.
-        let whole = super::reader::guarded(&tmp, || {
-            let file = File::open(&tmp).map_err(|source| super::reader::ReadError::Io {
-                path: tmp.clone(),
-                source,
-            })?;
-            parquet::file::reader::SerializedFileReader::new(file).map_err(|e| {
-                super::reader::ReadError::Invalid {
-                    path: tmp.clone(),
-                    message: e.to_string(),
-                }
-            })
-        })
-        .is_ok();
-        if whole && commit_file(&reconciles_dir, &tmp, name).is_ok() {
+        let at = |table: Table| {
+            dir.join(format!("table={}", table.as_str()))
+                .join(relative.parent().unwrap_or(Path::new("")))
+        };
+        // Each later file: committed already (a writes orphan whose steps file was renamed:
+        // the steps orphan completes the part), or completed from its whole temporary file.
+        let mut whole = true;
+        for &table in later {
+            let table_dir = at(table);
+            if table_dir.join(name).exists() {
+                continue;
+            }
+            let tmp = table_dir.join(temporary_name(name));
+            let readable = whole && parquet_whole(&tmp);
+            if readable && commit_file(&table_dir, &tmp, name).is_ok() {
+                continue;
+            }
+            whole = false;
+        }
+        if whole {
             completed += 1;
             continue;
         }
@@ -543,6 +548,24 @@ pub fn repair_half_rotations(dir: &Path, age: Duration) -> (usize, usize) {
         }
     }
     (completed, removed)
+}
+
+/// Whether `path` is a whole Parquet file (its footer reads).
+fn parquet_whole(path: &Path) -> bool {
+    // Guarded: the Parquet library panics on some damaged footers.
+    super::reader::guarded(path, || {
+        let file = File::open(path).map_err(|source| super::reader::ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        parquet::file::reader::SerializedFileReader::new(file).map_err(|e| {
+            super::reader::ReadError::Invalid {
+                path: path.to_owned(),
+                message: e.to_string(),
+            }
+        })
+    })
+    .is_ok()
 }
 
 /// Removes temporary files left by writers that died (older than `age`) under `dir`; returns

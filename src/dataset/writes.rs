@@ -90,7 +90,8 @@ impl WriteRows {
                 .append_option(d.control.map(|v| v.as_str()));
             self.candidate_verb
                 .append_option(d.candidate.map(|v| v.as_str()));
-            self.control_action.append_value(d.control_action().as_str());
+            self.control_action
+                .append_value(d.control_action().as_str());
             self.candidate_action
                 .append_value(d.candidate_action().as_str());
             append_names(&mut self.fields, &d.fields);

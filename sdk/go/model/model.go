@@ -1,7 +1,8 @@
 // Package model holds the two models of a reconcile, the same as the Rust crate's (docs/design.md):
-// sequential (the legacy loop: legacy order, stop at the first failure) and phased (HyperShift's
-// error-collecting reconcile: phase order, gates and dependencies, errors collected with their
-// category). A model never runs anything: bound to a plan as a Policy, it hands out a Run per
+// sequential (the legacy loop: legacy order, stop at the first failure; it runs the legacy code
+// path's operations) and phased (HyperShift's error-collecting reconcile: phase order, gates and
+// dependencies, errors collected with their category; it runs the phased code path's
+// operations). A model never runs anything: bound to a plan as a Policy, it hands out a Run per
 // reconcile, which says what to execute next and records the results into a Report. The shared
 // test vectors (tests/data/model-vectors.json) hold both implementations to the same decisions.
 package model
@@ -97,7 +98,8 @@ type Policy struct {
 	effective []effective
 }
 
-// NewSequential is the legacy loop.
+// NewSequential is the legacy loop: legacy order, stop at the first failure. It runs the
+// operations of the legacy code path (every one but those with only: phased).
 func NewSequential(p *plan.Plan) *Policy {
 	eff := make([]effective, len(p.Operations))
 	for i := range eff {
@@ -107,7 +109,8 @@ func NewSequential(p *plan.Plan) *Policy {
 }
 
 // NewPhased is the phased model with the named rollout groups enforced; the operations outside
-// them behave fail-fast (critical, gated).
+// them behave fail-fast (critical, gated). It runs the operations of the phased code path
+// (every one but those with only: legacy).
 func NewPhased(p *plan.Plan, groups []string) (*Policy, error) {
 	enforced, err := p.GroupMembers(groups)
 	if err != nil {
@@ -123,16 +126,51 @@ func NewPhased(p *plan.Plan, groups []string) (*Policy, error) {
 	return &Policy{Plan: p, Kind: Phased, Enforced: enforced, Order: p.PhasedOrder, effective: eff}, nil
 }
 
-// NewPhasedAll is the phased model with every operation enforced: the plan exactly as
-// classified (the candidate when the flag names no candidate group).
+// NewPhasedAll is the phased model with every operation of the phased path enforced: the plan
+// exactly as classified (the candidate when the flag names no candidate group).
 func NewPhasedAll(p *plan.Plan) *Policy {
 	eff := make([]effective, len(p.Operations))
-	enforced := make([]int, len(p.Operations))
+	enforced := ids.Extend(nil, p.PhasedOrder)
 	for i, op := range p.Operations {
-		enforced[i] = i
-		eff[i] = effective{op.Category == plan.Critical, op.Gate == plan.NoCriticalFailure}
+		eff[i] = effective{true, true}
+		if ids.Contains(enforced, i) {
+			eff[i] = effective{op.Category == plan.Critical, op.Gate == plan.NoCriticalFailure}
+		}
 	}
 	return &Policy{Plan: p, Kind: Phased, Enforced: enforced, Order: p.PhasedOrder, effective: eff}
+}
+
+// Path is the code path whose operations the policy runs: legacy for sequential, phased for
+// phased.
+func (p *Policy) Path() plan.CodePath {
+	if p.Kind == Sequential {
+		return plan.PathLegacy
+	}
+	return plan.PathPhased
+}
+
+// How the candidate obtains an operation's result (CandidateExecution).
+const (
+	ExecutionReused       = "reused"
+	ExecutionDryRun       = "dry-run"
+	ExecutionNotSimulated = "not-simulated"
+)
+
+// CandidateExecution is how the candidate obtains op's result, the rule both engines follow and
+// the shared vectors hold them to: its own code's dry run where its code differs from the
+// control's (distinct) or the control did not run it; the control's result, reused, where the
+// control ran the same code; not simulated where it would have to run an operation declared
+// shadow: skip. (An engine may re-execute a reusable step instead: a conflict the candidate
+// would retry, or a sampled re-execution.)
+func CandidateExecution(op plan.Operation, control *Report, distinct bool) string {
+	theirs, ok := control.Get(op.ID)
+	switch {
+	case ok && theirs.Executed && !distinct:
+		return ExecutionReused
+	case op.Shadow == plan.ShadowSkip:
+		return ExecutionNotSimulated
+	}
+	return ExecutionDryRun
 }
 
 // Step is one decided operation.
@@ -347,8 +385,22 @@ type Report struct {
 	RequeueAfter time.Duration
 }
 
-// Step returns the step of op.
-func (r *Report) Step(op int) Step { return r.Steps[r.index[op]] }
+// Step returns the step of op; for an operation not in the run's code path (an operation with
+// only: the other path) it is Step{Op: op}, not executed, with no outcome. Get tells the two
+// apart.
+func (r *Report) Step(op int) Step {
+	s, _ := r.Get(op)
+	return s
+}
+
+// Get returns the step of op, and false (with Step{Op: op}) when op is not in the run's code
+// path (only:).
+func (r *Report) Get(op int) (Step, bool) {
+	if op < 0 || op >= len(r.index) || r.index[op] < 0 {
+		return Step{Op: op}, false
+	}
+	return r.Steps[r.index[op]], true
+}
 
 // Failures are the failed steps, in decision order.
 func (r *Report) Failures() []Step {
@@ -474,7 +526,9 @@ type Diff struct {
 	Reordered [][2]int
 }
 
-// Between compares two reports of the same plan.
+// Between compares two reports of the same plan. An operation the candidate left unknown
+// without running it is in none of the lists, and so is an operation that exists in one of the
+// two runs only (only: in the plan).
 func Between(control, candidate *Report) (*Diff, error) {
 	if control.Plan.Name != candidate.Plan.Name || control.Plan.Hash() != candidate.Plan.Hash() {
 		return nil, fmt.Errorf("cannot compare runs of different plans: %s@%s and %s@%s",
@@ -482,7 +536,10 @@ func Between(control, candidate *Report) (*Diff, error) {
 	}
 	d := &Diff{}
 	for _, step := range candidate.Steps {
-		theirs := control.Step(step.Op)
+		theirs, ok := control.Get(step.Op)
+		if !ok {
+			continue
+		}
 		switch {
 		case !theirs.Executed && step.Executed:
 			d.Unblocked = append(d.Unblocked, step.Op)
@@ -498,7 +555,7 @@ func Between(control, candidate *Report) (*Diff, error) {
 	}
 	var both []int
 	for _, s := range control.Steps {
-		if s.Executed && candidate.Step(s.Op).Executed {
+		if k, ok := candidate.Get(s.Op); s.Executed && ok && k.Executed {
 			both = append(both, s.Op)
 		}
 	}

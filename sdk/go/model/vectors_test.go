@@ -18,15 +18,30 @@ type vectorFile struct {
 	Cases  []vector `json:"cases"`
 }
 
+type failures map[string]struct{ Class, Message string }
+
 type vector struct {
-	Name           string                                     `json:"name"`
-	Plan           string                                     `json:"plan"`
-	PlanHash       string                                     `json:"plan_hash"`
-	EnforcedGroups []string                                   `json:"enforced_groups"`
-	Failures       map[string]struct{ Class, Message string } `json:"failures"`
-	Control        json.RawMessage                            `json:"control"`
-	Candidate      json.RawMessage                            `json:"candidate"`
-	Diff           json.RawMessage                            `json:"diff"`
+	Name           string   `json:"name"`
+	Plan           string   `json:"plan"`
+	PlanHash       string   `json:"plan_hash"`
+	EnforcedGroups []string `json:"enforced_groups"`
+	Failures       failures `json:"failures"`
+	// Distinct operations have legacy code of their own, whose failures are LegacyFailures.
+	Distinct       []string `json:"distinct"`
+	LegacyFailures failures `json:"legacy_failures"`
+	// CandidateExecutions is how the candidate took the result of each operation it ran.
+	CandidateExecutions map[string]string `json:"candidate_executions"`
+	Control             json.RawMessage   `json:"control"`
+	Candidate           json.RawMessage   `json:"candidate"`
+	Diff                json.RawMessage   `json:"diff"`
+}
+
+// result is an operation's result as the case draws it: failed where listed, else succeeded.
+func (f failures) result(op plan.Operation) Result {
+	if r, failed := f[op.Name]; failed {
+		return Failure(r.Class, r.Message)
+	}
+	return Success()
 }
 
 func names(p *plan.Plan, ops []int) []string {
@@ -96,7 +111,10 @@ func raw(t *testing.T, data json.RawMessage) any {
 	return out
 }
 
-// The Go models decide every case of the shared vectors exactly as the Rust models did.
+// The Go models decide every case of the shared vectors exactly as the Rust models did
+// (tests/shared_vectors.rs, case): the control runs the legacy path, each operation of
+// distinct with its legacy code's result; the candidate runs the phased path and takes each
+// result as CandidateExecution says (not simulated, or the operation's result).
 func TestSharedVectors(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(root, "tests/data/model-vectors.json"))
 	if err != nil {
@@ -125,23 +143,35 @@ func TestSharedVectors(t *testing.T) {
 		if p.Hash() != c.PlanHash {
 			t.Fatalf("%s: plan %s hashes to %s in Go, %s in Rust", c.Name, c.Plan, p.Hash(), c.PlanHash)
 		}
-		real := func(op plan.Operation) Result {
-			if f, failed := c.Failures[op.Name]; failed {
-				return Failure(f.Class, f.Message)
+		distinct := map[string]bool{}
+		for _, name := range c.Distinct {
+			if _, ok := p.Lookup(name); !ok {
+				t.Fatalf("%s: distinct operation %s is not in the plan", c.Name, name)
 			}
-			return Success()
+			distinct[name] = true
 		}
-		control := Drive(NewSequential(p), real)
+		control := Drive(NewSequential(p), func(op plan.Operation) Result {
+			if distinct[op.Name] {
+				return c.LegacyFailures.result(op)
+			}
+			return c.Failures.result(op)
+		})
 		phased, err := NewPhased(p, c.EnforcedGroups)
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
+		executions := map[string]string{}
 		candidate := Drive(phased, func(op plan.Operation) Result {
-			if op.Shadow == plan.ShadowSkip {
+			execution := CandidateExecution(op, control, distinct[op.Name])
+			executions[op.Name] = execution
+			if execution == ExecutionNotSimulated {
 				return NotSimulated()
 			}
-			return real(op)
+			return c.Failures.result(op)
 		})
+		if !reflect.DeepEqual(executions, c.CandidateExecutions) {
+			t.Fatalf("%s: the candidate's executions differ\n go:   %v\n rust: %v", c.Name, executions, c.CandidateExecutions)
+		}
 		diff, err := Between(control, candidate)
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)

@@ -9,8 +9,10 @@ import (
 )
 
 // Hash is the plan's content hash: SHA-256 over a canonical encoding of what the models use
-// (names, phases, categories, gates, dependencies, shadow policies, retries, the legacy order,
-// the groups), the same bytes the Rust crate hashes. Descriptions and layout do not count.
+// (names, phases, categories, gates, dependencies, shadow policies, retries, code paths, the
+// legacy order, the groups) and of what the write comparison records (intended differences,
+// volatile fields), the same bytes the Rust crate hashes. Descriptions, reasons, layout and the
+// order of dependencies, groups, intended differences and volatile fields do not count.
 func (p *Plan) Hash() string { return hex.EncodeToString(p.hash[:]) }
 
 // ShortHash is the hash's first 12 hex digits, as metrics label it.
@@ -54,6 +56,26 @@ func contentHash(p *Plan) [32]byte {
 		} else {
 			c.field("no-retry")
 		}
+		// Only when set or declared, so that the hash of a plan without them stays what it was;
+		// neither marker can be an operation name.
+		if op.Only != "" {
+			c.field("only:" + string(op.Only))
+		}
+		if len(op.Intended) > 0 {
+			c.field("intended:")
+			entries := make([][]string, 0, len(op.Intended))
+			for i := range op.Intended {
+				entries = append(entries, canonicalIntended(&op.Intended[i]))
+			}
+			sort.Slice(entries, func(a, b int) bool { return lessStrings(entries[a], entries[b]) })
+			c.count(len(entries))
+			for _, entry := range entries {
+				c.count(len(entry))
+				for _, part := range entry {
+					c.field(part)
+				}
+			}
+		}
 	}
 	c.count(len(p.LegacyOrder))
 	for _, op := range p.LegacyOrder {
@@ -71,9 +93,55 @@ func contentHash(p *Plan) [32]byte {
 		c.field(g.Name)
 		c.names(p, g.Operations)
 	}
+	if len(p.Volatile) > 0 {
+		c.field("volatile")
+		c.count(len(p.Volatile))
+		for _, path := range p.Volatile {
+			c.field(path.String())
+		}
+	}
 	var out [32]byte
 	copy(out[:], c.h.Sum(nil))
 	return out
+}
+
+// canonicalIntended is an intended difference as strings: what matches, "*" for a part it
+// leaves open, the fields' texts sorted and each once.
+func canonicalIntended(i *IntendedDifference) []string {
+	open := func(v *string) string {
+		if v == nil {
+			return "*"
+		}
+		return *v
+	}
+	action := func(a WriteAction) string {
+		if a == "" {
+			return "*"
+		}
+		return string(a)
+	}
+	fields := make([]string, 0, len(i.Fields))
+	for _, f := range i.Fields {
+		fields = append(fields, f.String())
+	}
+	sort.Strings(fields)
+	out := []string{i.Kind, open(i.Name), open(i.Subresource), action(i.Control), action(i.Candidate)}
+	for k, f := range fields {
+		if k == 0 || f != fields[k-1] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// lessStrings orders string lists as Rust orders Vec<String>: element by element, a prefix first.
+func lessStrings(a, b []string) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return len(a) < len(b)
 }
 
 func uitoa(n uint32) string {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -91,15 +93,33 @@ type str struct {
 	pos
 }
 
+// rawOperation is an operation as written: a field not given is nil, "" or not set.
 type rawOperation struct {
-	name            str
-	description     string
-	phase           uint32
-	category        Category
-	gate            Gate
-	dependsOn       []str
-	shadow          ShadowPolicy
-	retryOnConflict bool
+	name         str
+	description  string
+	only         CodePath
+	phase        *uint32
+	category     Category
+	gate         Gate
+	dependsOn    []str
+	hasDependsOn bool
+	shadow       ShadowPolicy
+	retry        *bool
+	// Where each given field's value is, for the rules that name it.
+	phaseAt, categoryAt, gateAt, dependsOnAt, shadowAt, retryAt pos
+	intended                                                    []rawIntended
+	hasIntended                                                 bool
+	intendedAt                                                  pos
+}
+
+// rawIntended is one entry of intendedDifferences as written.
+type rawIntended struct {
+	at                 pos
+	kind               str
+	name, subresource  *string
+	control, candidate WriteAction
+	fields             []str
+	reason             string
 }
 
 type rawGroup struct {
@@ -117,6 +137,7 @@ type rawPlan struct {
 	order                  []str
 	orderAt                pos
 	groups                 []rawGroup
+	volatile               []str
 }
 
 // schemaError is the first error of reading the document's structure (as serde stops at its
@@ -313,7 +334,7 @@ func readPlan(root *yaml.Node) (*rawPlan, error) {
 }
 
 func readSpec(r *reader, n *yaml.Node, raw *rawPlan) error {
-	return r.fields(n, "struct RawSpec", []string{"operations", "legacy", "rollout"}, []string{"operations", "legacy"}, func(key string, value *yaml.Node) error {
+	return r.fields(n, "struct RawSpec", []string{"operations", "legacy", "rollout", "compare"}, []string{"operations", "legacy"}, func(key string, value *yaml.Node) error {
 		switch key {
 		case "operations":
 			if err := r.sequence(value); err != nil {
@@ -362,6 +383,14 @@ func readSpec(r *reader, n *yaml.Node, raw *rawPlan) error {
 				}
 				return nil
 			})
+		case "compare":
+			if isNull(value) {
+				return nil
+			}
+			return r.fields(value, "struct RawCompare", []string{"volatile"}, nil, func(_ string, volatile *yaml.Node) (err error) {
+				raw.volatile, err = r.strings(volatile)
+				return err
+			})
 		}
 		return nil
 	})
@@ -376,40 +405,49 @@ func readOperation(n *yaml.Node) (rawOperation, error) {
 			}
 		}
 	}
-	op := rawOperation{gate: GateNone}
+	var op rawOperation
 	err := r.fields(n, "struct RawOperation",
-		[]string{"name", "description", "phase", "category", "gate", "dependsOn", "shadow", "retryOnConflict"},
-		[]string{"name", "phase", "category", "shadow"},
+		[]string{"name", "description", "only", "phase", "category", "gate", "dependsOn", "shadow", "retryOnConflict", "intendedDifferences"},
+		[]string{"name"},
 		func(key string, value *yaml.Node) (err error) {
+			if key != "name" && isNull(value) {
+				return nil // every other field is optional: null is not given
+			}
 			var variant string
 			switch key {
 			case "name":
 				op.name, err = r.string(value)
 			case "description":
 				op.description, err = r.optionalString(value)
+			case "only":
+				variant, err = r.enum(value, string(PathLegacy), string(PathPhased))
+				op.only = CodePath(variant)
 			case "phase":
 				// Any integer form serde-saphyr reads: decimal, +, 0x, 0o, 0b, '_', quoted.
 				n, perr := strconv.ParseInt(value.Value, 0, 64)
 				if value.Kind != yaml.ScalarNode || perr != nil || n < 0 || n > 1<<32-1 {
 					return r.fail(value, "expected a whole number from 0 to 4294967295")
 				}
-				op.phase = uint32(n)
+				phase := uint32(n)
+				op.phase, op.phaseAt = &phase, at(value)
 			case "category":
 				variant, err = r.enum(value, string(Critical), string(NonCritical))
-				op.category = Category(variant)
+				op.category, op.categoryAt = Category(variant), at(value)
 			case "gate":
 				variant, err = r.enum(value, string(GateNone), string(NoCriticalFailure))
-				op.gate = Gate(variant)
+				op.gate, op.gateAt = Gate(variant), at(value)
 			case "dependsOn":
 				op.dependsOn, err = r.strings(value)
+				op.hasDependsOn, op.dependsOnAt = true, at(value)
 			case "shadow":
 				variant, err = r.enum(value, string(ShadowDryRun), string(ShadowSkip))
-				op.shadow = ShadowPolicy(variant)
+				op.shadow, op.shadowAt = ShadowPolicy(variant), at(value)
 			case "retryOnConflict":
 				// YAML 1.1's booleans too, quoted or not, as serde-saphyr reads them.
+				retry := false
 				switch strings.ToLower(value.Value) {
 				case "true", "yes", "y", "on":
-					op.retryOnConflict = value.Kind == yaml.ScalarNode
+					retry = true
 				case "false", "no", "n", "off":
 				default:
 					return r.fail(value, "expected true or false")
@@ -417,10 +455,60 @@ func readOperation(n *yaml.Node) (rawOperation, error) {
 				if value.Kind != yaml.ScalarNode {
 					return r.fail(value, "expected true or false")
 				}
+				op.retry, op.retryAt = &retry, at(value)
+			case "intendedDifferences":
+				if err := r.sequence(value); err != nil {
+					return err
+				}
+				op.hasIntended, op.intendedAt = true, at(value)
+				for _, item := range value.Content {
+					entry, err := readIntended(r, resolve(item))
+					if err != nil {
+						return err
+					}
+					op.intended = append(op.intended, entry)
+				}
 			}
 			return err
 		})
 	return op, err
+}
+
+func readIntended(r *reader, n *yaml.Node) (rawIntended, error) {
+	entry := rawIntended{at: at(n)}
+	optional := func(value *yaml.Node) (*string, error) {
+		s, err := r.string(value)
+		return &s.value, err
+	}
+	err := r.fields(n, "struct RawIntended",
+		[]string{"kind", "name", "subresource", "control", "candidate", "fields", "reason"},
+		[]string{"kind"},
+		func(key string, value *yaml.Node) (err error) {
+			if key != "kind" && isNull(value) {
+				return nil // every other field is optional: null is not given
+			}
+			var variant string
+			switch key {
+			case "kind":
+				entry.kind, err = r.string(value)
+			case "name":
+				entry.name, err = optional(value)
+			case "subresource":
+				entry.subresource, err = optional(value)
+			case "control":
+				variant, err = r.enum(value, string(ActionNone), string(ActionWrite), string(ActionDelete))
+				entry.control = WriteAction(variant)
+			case "candidate":
+				variant, err = r.enum(value, string(ActionNone), string(ActionWrite), string(ActionDelete))
+				entry.candidate = WriteAction(variant)
+			case "fields":
+				entry.fields, err = r.strings(value)
+			case "reason":
+				entry.reason, err = r.optionalString(value)
+			}
+			return err
+		})
+	return entry, err
 }
 
 // ---- the rules ----
@@ -445,8 +533,45 @@ func diagnostic(source string, p pos, operation, message string) Diagnostic {
 	return Diagnostic{source, p.line, p.column, text.Bounded(operation, maxEcho), text.Bounded(text.BoundedQuotes(message, maxEcho), maxMessage)}
 }
 
-// debug formats a string as the Rust crate's {:?} does for the names of plans.
-func debug(s string) string { return strconv.Quote(s) }
+// debug formats a string as the Rust crate's {:?} does: '"' and '\\' escaped, \t \r \n \0,
+// other control and unprintable characters as \u{hex}.
+func debug(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == 0:
+			b.WriteString(`\0`)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteRune(c)
+		case c < 0x80 || !unicode.IsPrint(c) || unicode.In(c, unicode.Mn, unicode.Me):
+			fmt.Fprintf(&b, `\u{%x}`, c)
+		default:
+			b.WriteRune(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// resolved is an operation's classification with the defaults filled in.
+type resolved struct {
+	only            CodePath
+	phase           uint32
+	category        Category
+	gate            Gate
+	shadow          ShadowPolicy
+	retryOnConflict bool
+}
 
 func (v *validator) validate(raw *rawPlan) (*Plan, error) {
 	if raw.apiVersion.value != APIVersion {
@@ -463,41 +588,194 @@ func (v *validator) validate(raw *rawPlan) (*Plan, error) {
 		v.error(raw.operationsAt, "", "the plan has no operations; list at least one under spec.operations")
 	}
 	byName := v.indexNames(ops)
-	phased := make([]int, len(ops))
-	for i := range phased {
-		phased[i] = i
+	res := make([]resolved, len(ops))
+	for i := range ops {
+		res[i] = v.resolve(&ops[i])
 	}
-	sort.SliceStable(phased, func(a, b int) bool { return ops[phased[a]].phase < ops[phased[b]].phase })
+	// The phased path's operations by phase, then by listing order (a stable sort).
+	var phased []int
+	for i := range ops {
+		if res[i].only != PathLegacy {
+			phased = append(phased, i)
+		}
+	}
+	sort.SliceStable(phased, func(a, b int) bool { return res[phased[a]].phase < res[phased[b]].phase })
 	position := make([]int, len(ops))
+	for i := range position {
+		position[i] = math.MaxInt
+	}
 	for p, id := range phased {
 		position[id] = p
 	}
-	dependsOn := v.dependencies(ops, byName, position)
-	legacy := v.legacyOrder(raw, byName)
+	dependsOn := v.dependencies(ops, res, byName, position)
+	legacy := v.legacyOrder(raw, byName, res)
 	declared := len(raw.groups) > 0
 	var groups []Group
 	if declared {
-		groups = v.groups(raw.groups, byName)
+		groups = v.groups(raw.groups, byName, res)
 	} else {
 		all := Group{Name: ImplicitGroup, Description: "every operation (the plan declares no rollout groups)"}
-		for i := range ops {
-			all.Operations = append(all.Operations, i)
-		}
+		all.Operations = ids.Extend(nil, phased)
 		groups = []Group{all}
 	}
+	intended := make([][]IntendedDifference, len(ops))
+	for i := range ops {
+		intended[i] = v.intended(&ops[i], res[i].only)
+	}
+	volatile := v.volatile(raw.volatile)
 	if len(v.diagnostics) > 0 {
 		return nil, &InvalidError{Diagnostics: v.diagnostics}
 	}
 	p := &Plan{Source: v.source, Name: raw.name.value, Description: raw.description, byName: byName,
-		PhasedOrder: phased, LegacyOrder: legacy, Groups: groups, GroupsDeclared: declared}
+		PhasedOrder: phased, LegacyOrder: legacy, Groups: groups, GroupsDeclared: declared, Volatile: volatile}
 	for i, op := range ops {
+		r := res[i]
 		p.Operations = append(p.Operations, Operation{
-			ID: i, Name: op.name.value, Description: op.description, Phase: op.phase, Category: op.category,
-			Gate: op.gate, DependsOn: dependsOn[i], Shadow: op.shadow, RetryOnConflict: op.retryOnConflict,
+			ID: i, Name: op.name.value, Description: op.description, Phase: r.phase, Category: r.category,
+			Gate: r.gate, DependsOn: dependsOn[i], Shadow: r.shadow, RetryOnConflict: r.retryOnConflict,
+			Only: r.only, Intended: intended[i],
 		})
 	}
 	p.hash = contentHash(p)
 	return p, nil
+}
+
+// resolve fills in an operation's defaults, checking which fields its code path allows and
+// needs: an operation of the phased path needs a phase, a category and a shadow policy; one
+// with only: legacy is scheduled by the legacy loop alone and takes none of the phased model's
+// fields.
+func (v *validator) resolve(op *rawOperation) resolved {
+	name := op.name.value
+	if op.only == PathLegacy {
+		given := []struct {
+			field string
+			set   bool
+			at    pos
+		}{
+			{"phase", op.phase != nil, op.phaseAt},
+			{"category", op.category != "", op.categoryAt},
+			{"gate", op.gate != "", op.gateAt},
+			{"dependsOn", op.hasDependsOn, op.dependsOnAt},
+			{"shadow", op.shadow != "", op.shadowAt},
+			{"retryOnConflict", op.retry != nil, op.retryAt},
+		}
+		for _, g := range given {
+			if g.set {
+				v.error(g.at, name, "`%s` is a field of the phased model, and an operation with `only: legacy` runs in the legacy loop alone (fail-fast, in legacy.order); remove it", g.field)
+			}
+		}
+		return resolved{only: PathLegacy, category: Critical, gate: NoCriticalFailure, shadow: ShadowSkip}
+	}
+	missing := func(field string) {
+		v.error(op.name.pos, name, "the required field `%s` is missing (every operation of the phased path needs one; only an operation with `only: legacy` goes without)", field)
+	}
+	r := resolved{only: op.only, category: op.category, gate: op.gate, shadow: op.shadow}
+	if op.phase == nil {
+		missing("phase")
+	} else {
+		r.phase = *op.phase
+	}
+	if r.category == "" {
+		missing("category")
+		r.category = Critical
+	}
+	if r.shadow == "" {
+		missing("shadow")
+		r.shadow = ShadowDryRun
+	}
+	if r.gate == "" {
+		r.gate = GateNone
+	}
+	r.retryOnConflict = op.retry != nil && *op.retry
+	return r
+}
+
+// intended checks intendedDifferences: each entry names a kind and says how the write differs.
+func (v *validator) intended(op *rawOperation, only CodePath) []IntendedDifference {
+	if !op.hasIntended {
+		return nil
+	}
+	name := op.name.value
+	if only != "" {
+		v.error(op.intendedAt, name, "an operation with `only: %s` exists in one code path, so every write of it is a difference the plan already declares; remove intendedDifferences", only)
+		return nil
+	}
+	var out []IntendedDifference
+	for i := range op.intended {
+		if d, ok := v.intendedEntry(name, &op.intended[i]); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (v *validator) intendedEntry(op string, raw *rawIntended) (IntendedDifference, bool) {
+	ok := true
+	if strings.TrimSpace(raw.kind.value) == "" {
+		v.error(raw.kind.pos, op, "an intended difference needs the kind of the object it concerns (e.g. Secret)")
+		ok = false
+	}
+	control, candidate := raw.control, raw.candidate
+	givenFields := len(raw.fields) > 0
+	if control == "" && candidate == "" && !givenFields {
+		v.error(raw.at, op, "an intended difference says what differs: `control` and `candidate` (none, write, delete) or `fields`")
+		ok = false
+	}
+	if control == candidate && control != "" && !givenFields {
+		v.error(raw.at, op, "`control` and `candidate` are both %s: that is no difference; give `fields` for a write whose content differs", control)
+		ok = false
+	}
+	if givenFields && ((control != "" && control != ActionWrite) || (candidate != "" && candidate != ActionWrite)) {
+		v.error(raw.at, op, "`fields` differ only where both sides write the object; with `fields`, `control` and `candidate` may only be write")
+		ok = false
+	}
+	var fields []FieldPath
+	for _, field := range raw.fields {
+		path, err := ParseFieldPath(field.value)
+		if err != nil {
+			pe := err.(*PathError)
+			v.error(field.pos, op, "field path %s: %s (at character %d)", debug(field.value), pe.Message, pe.Offset+1)
+			ok = false
+			continue
+		}
+		fields = append(fields, path)
+	}
+	if !ok {
+		return IntendedDifference{}, false
+	}
+	return IntendedDifference{Kind: raw.kind.value, Name: raw.name, Subresource: raw.subresource,
+		Control: control, Candidate: candidate, Fields: fields, Reason: raw.reason}, true
+}
+
+// volatile checks compare.volatile: field paths the write comparison ignores, sorted by text,
+// each once.
+func (v *validator) volatile(entries []str) []FieldPath {
+	var paths []FieldPath
+	for _, entry := range entries {
+		path, err := ParseFieldPath(entry.value)
+		if err != nil {
+			pe := err.(*PathError)
+			v.error(entry.pos, "", "compare.volatile: field path %s: %s (at character %d)", debug(entry.value), pe.Message, pe.Offset+1)
+			continue
+		}
+		paths = append(paths, path)
+	}
+	texts := make([]string, len(paths))
+	for i, p := range paths {
+		texts[i] = p.String()
+	}
+	order := make([]int, len(paths))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return texts[order[a]] < texts[order[b]] })
+	var out []FieldPath
+	for _, i := range order {
+		if len(out) == 0 || !out[len(out)-1].Equal(paths[i]) {
+			out = append(out, paths[i])
+		}
+	}
+	return out
 }
 
 func (v *validator) indexNames(ops []rawOperation) map[string]int {
@@ -521,9 +799,12 @@ type edge struct {
 	at     pos
 }
 
-func (v *validator) dependencies(ops []rawOperation, byName map[string]int, position []int) [][]int {
+func (v *validator) dependencies(ops []rawOperation, res []resolved, byName map[string]int, position []int) [][]int {
 	edges := make([][]edge, len(ops))
 	for i, op := range ops {
+		if res[i].only == PathLegacy {
+			continue // reported by resolve
+		}
 		for _, dep := range op.dependsOn {
 			target, ok := byName[dep.value]
 			switch {
@@ -531,6 +812,8 @@ func (v *validator) dependencies(ops []rawOperation, byName map[string]int, posi
 				v.error(dep.pos, op.name.value, "dependsOn names %s, which is not an operation of this plan", debug(dep.value))
 			case hasTarget(edges[i], target):
 				v.error(dep.pos, op.name.value, "dependsOn lists %s twice", debug(dep.value))
+			case res[target].only == PathLegacy:
+				v.error(dep.pos, op.name.value, "dependsOn names %s, which runs in the legacy loop alone (`only: legacy`): the phased model never runs it", debug(dep.value))
 			default:
 				edges[i] = append(edges[i], edge{target, dep.pos})
 			}
@@ -547,7 +830,7 @@ func (v *validator) dependencies(ops []rawOperation, byName map[string]int, posi
 			if position[e.target] >= position[i] {
 				op, dep := ops[i], ops[e.target]
 				v.error(e.at, op.name.value, "depends on %s, which does not come earlier in phased order (%s is in phase %d, this operation in phase %d); move it to an earlier phase or list it first",
-					debug(dep.name.value), debug(dep.name.value), dep.phase, op.phase)
+					debug(dep.name.value), debug(dep.name.value), res[e.target].phase, res[i].phase)
 			}
 		}
 	}
@@ -615,7 +898,7 @@ func (v *validator) cycles(ops []rawOperation, edges [][]edge) []bool {
 	return inCycle
 }
 
-func (v *validator) legacyOrder(raw *rawPlan, byName map[string]int) []int {
+func (v *validator) legacyOrder(raw *rawPlan, byName map[string]int, res []resolved) []int {
 	seen := make([]bool, len(raw.operations))
 	var legacy []int
 	for _, entry := range raw.order {
@@ -624,21 +907,24 @@ func (v *validator) legacyOrder(raw *rawPlan, byName map[string]int) []int {
 		case !ok:
 			v.error(entry.pos, entry.value, "legacy.order names %s, which is not an operation of this plan", debug(entry.value))
 		case seen[id]:
-			v.error(entry.pos, entry.value, "legacy.order lists this operation twice; it must be a permutation of the operations")
+			v.error(entry.pos, entry.value, "legacy.order lists this operation twice; it must list every operation of the legacy path exactly once")
+		case res[id].only == PathPhased:
+			seen[id] = true
+			v.error(entry.pos, entry.value, "legacy.order names an operation with `only: phased`: the legacy loop does not run it; remove it from legacy.order or drop `only`")
 		default:
 			seen[id] = true
 			legacy = append(legacy, id)
 		}
 	}
 	for i, op := range raw.operations {
-		if id, ok := byName[op.name.value]; !seen[i] && ok && id == i {
-			v.error(raw.orderAt, op.name.value, "missing from legacy.order, which must list every operation exactly once")
+		if id, ok := byName[op.name.value]; !seen[i] && res[i].only != PathPhased && ok && id == i {
+			v.error(raw.orderAt, op.name.value, "missing from legacy.order, which must list every operation of the legacy path exactly once (mark one the legacy loop does not have `only: phased`)")
 		}
 	}
 	return legacy
 }
 
-func (v *validator) groups(raw []rawGroup, byName map[string]int) []Group {
+func (v *validator) groups(raw []rawGroup, byName map[string]int, res []resolved) []Group {
 	owner := map[int]string{}
 	lines := map[string]int{}
 	var out []Group
@@ -660,6 +946,10 @@ func (v *validator) groups(raw []rawGroup, byName map[string]int) []Group {
 			id, ok := byName[entry.value]
 			if !ok {
 				v.error(entry.pos, entry.value, "rollout group %s names %s, which is not an operation of this plan", debug(name), debug(entry.value))
+				continue
+			}
+			if res[id].only == PathLegacy {
+				v.error(entry.pos, entry.value, "rollout group %s names an operation with `only: legacy`; groups are the phased model's, which never runs it", debug(name))
 				continue
 			}
 			switch other, taken := owner[id]; {

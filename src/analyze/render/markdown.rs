@@ -104,6 +104,9 @@ fn edits_markdown(a: &Analysis, fold: bool) -> String {
     out
 }
 
+/// Where a group summary's notes start (`readiness::summary`).
+const NOTE: &str = "; note: ";
+
 /// The Markdown for a PR comment: the answer first (overall readiness, one row per rollout
 /// group, then the plan edits that fix what is not ready, as diffs, with their evidence once),
 /// the next steps and the details folded in `<details>` blocks.
@@ -115,15 +118,28 @@ pub fn markdown(a: &Analysis) -> String {
         "## Shadow analysis: {}\n\n| rollout group | readiness | why |\n| --- | --- | --- |",
         a.answer.readiness.as_str()
     );
+    // What enforcing changes besides the readiness (the notes of a group's summary) is said
+    // once per plan under the table, in the words of the plan's widest note, not in every row.
+    let mut notes: Vec<(&str, &str)> = Vec::new();
     for g in &a.answer.groups {
+        let (why, note) = g
+            .why
+            .split_once(NOTE)
+            .map_or((g.why.as_str(), None), |(why, note)| (why, Some(note)));
+        if let Some(note) = note {
+            match notes.iter_mut().find(|(plan, _)| *plan == g.plan) {
+                Some((_, widest)) if widest.len() < note.len() => *widest = note,
+                Some(_) => {}
+                None => notes.push((&g.plan, note)),
+            }
+        }
         md_row(
             &mut out,
             &[
                 format!("{}/{}", g.plan, g.group),
                 g.readiness.as_str().to_owned(),
                 format!(
-                    "{}{}",
-                    g.why,
+                    "{why}{}",
                     if g.fixed_by_plan_edit {
                         ": edits below"
                     } else {
@@ -132,6 +148,12 @@ pub fn markdown(a: &Analysis) -> String {
                 ),
             ],
         );
+    }
+    if !notes.is_empty() {
+        out.push('\n');
+        for (plan, note) in notes {
+            let _ = writeln!(out, "Note, `{plan}`: {note} (see the findings).");
+        }
     }
     if let Some(line) = super::clusters_line(a) {
         let _ = writeln!(out, "\n{line}");
