@@ -169,7 +169,7 @@ fn kill_repeatedly(what: &str, seed: u64, mut start: impl FnMut(&Path, usize) ->
     // young to be told from a live writer's (none here: the writer is dead, so the repair runs
     // with no age).
     for dir in existing {
-        shadow_reconciler::dataset::writer::repair_half_rotations(dir, Duration::ZERO);
+        shadow_reconciler::dataset::repair::repair_half_rotations(dir, Duration::ZERO);
         let repaired = reader::parts(dir).expect("list the dataset");
         assert!(
             repaired.orphans.is_empty(),

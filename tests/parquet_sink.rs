@@ -113,9 +113,9 @@ fn records_land_in_hive_partitions_whole_and_redacted() {
     assert_eq!(count(dir.path(), Table::Steps), 600);
     let files = reader::files(dir.path(), Table::Steps).unwrap();
     assert_eq!(
-        files.len() as u64 * 2,
+        files.len() as u64 * 3,
         stats.files,
-        "one file per table per rotation"
+        "one file per table per rotation (writes too, empty when nothing was written differently)"
     );
     assert!(files.len() >= 5, "rotated by rows: {files:?}");
     let relative = files[0]
@@ -308,6 +308,8 @@ fn the_analyzer_skips_corrupt_and_partial_files_and_counts_them() {
             "part-garbage.parquet",
             "part-truncated.parquet",
             "part-garbage.parquet",
+            "part-truncated.parquet",
+            "part-garbage.parquet",
             "part-truncated.parquet"
         ],
         "{:?}",
@@ -411,10 +413,10 @@ async fn with_the_writer_stalled_the_controllers_reconcile_as_usual() {
     );
 }
 
-/// Half of a rotation (a writer killed between committing the two tables' files) is never
-/// counted: `analyze` skips and reports the orphan, whichever table it is in; the next writer
-/// completes a part whose reconciles file was prepared whole, and removes an old orphan steps
-/// file whose reconciles file never was.
+/// Part of a rotation (a writer killed between committing the tables' files) is never counted:
+/// `analyze` skips and reports the orphans (the writes and steps files renamed before the
+/// reconciles file); the next writer completes a part whose reconciles file was prepared whole,
+/// and removes the old orphans of a part whose reconciles file never was.
 #[test]
 fn half_rotations_are_reported_never_counted_and_repaired_by_the_next_writer() {
     let dir = tempfile::tempdir().unwrap();
@@ -446,13 +448,13 @@ fn half_rotations_are_reported_never_counted_and_repaired_by_the_next_writer() {
     let scanned =
         shadow_reconciler::analyze::scan::scan(dir.path(), std::slice::from_ref(&plan), 2, &[])
             .unwrap();
-    assert_eq!(scanned.skipped.len(), 2, "{:?}", scanned.skipped);
+    assert_eq!(scanned.skipped.len(), 4, "{:?}", scanned.skipped);
     assert!(
-        scanned
-            .skipped
-            .iter()
-            .all(|s| s.error.contains("half of a rotation")
-                && s.path.to_string_lossy().contains("table=steps")),
+        scanned.skipped.iter().all(|s| {
+            let path = s.path.to_string_lossy();
+            s.error.contains("part of a rotation")
+                && (path.contains("table=steps") || path.contains("table=writes"))
+        }),
         "{:?}",
         scanned.skipped
     );
@@ -465,8 +467,9 @@ fn half_rotations_are_reported_never_counted_and_repaired_by_the_next_writer() {
     // The next writer completes the first part at once; the second orphan is removed once it is
     // old enough that no live writer can still be committing it (here: at once).
     let (completed, removed) =
-        shadow_reconciler::dataset::writer::repair_half_rotations(dir.path(), Duration::ZERO);
-    assert_eq!((completed, removed), (1, 1));
+        shadow_reconciler::dataset::repair::repair_half_rotations(dir.path(), Duration::ZERO);
+    // Orphan files: the first part's steps and writes files completed, the second's removed.
+    assert_eq!((completed, removed), (2, 2));
     assert!(first.exists());
     let repaired = reader::parts(dir.path()).unwrap();
     assert!(repaired.orphans.is_empty(), "{:?}", repaired.orphans);

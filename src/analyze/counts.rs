@@ -2,7 +2,7 @@
 //! tables), and per object (the evidence the judgement rests on: one object is one unit, however
 //! often it was reconciled).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Counts of one operation, over reconciles.
@@ -207,7 +207,7 @@ pub struct PlanCounts {
     /// Step rows naming an operation the plan does not have.
     pub unknown_operations: HashMap<String, u64>,
     /// The `writes` table's differences, by operation and kind of difference.
-    pub writes: std::collections::BTreeMap<super::writes::WriteKey, super::writes::WriteCounts>,
+    pub writes: BTreeMap<WriteKey, WriteCounts>,
 }
 
 impl PlanCounts {
@@ -224,7 +224,7 @@ impl PlanCounts {
             runs_not_kept: 0,
             unblocked: vec![Rate::default(); n * n],
             unknown_operations: HashMap::new(),
-            writes: std::collections::BTreeMap::new(),
+            writes: BTreeMap::new(),
         }
     }
 
@@ -296,6 +296,87 @@ impl PlanCounts {
     #[must_use]
     pub fn object_count(&self) -> u64 {
         self.objects.len() as u64
+    }
+}
+
+/// Distinct written object names kept per kind of difference (the rest are counted).
+pub const MAX_NAMES: usize = 8;
+/// Distinct field paths kept per kind of difference (the rest are counted).
+pub const MAX_FIELDS: usize = 16;
+
+/// One kind of difference of one operation: what each side did to objects of one kind.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriteKey {
+    /// The operation (its index in the plan).
+    pub op: usize,
+    /// The written object's kind.
+    pub kind: String,
+    /// The subresource written, if any.
+    pub subresource: Option<String>,
+    /// What the control did: `none`, `write` or `delete`.
+    pub control: String,
+    /// What the candidate did.
+    pub candidate: String,
+    /// Whether the plan declares it.
+    pub intended: bool,
+}
+
+/// The counts of one [`WriteKey`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteCounts {
+    /// Rows (one per written object per reconcile).
+    pub rows: u64,
+    /// The reconciled objects (`kind/namespace/name`) it appeared in.
+    pub objects: BTreeSet<Box<str>>,
+    /// Written object names and their rows, at most [`MAX_NAMES`].
+    pub names: BTreeMap<String, u64>,
+    /// Rows whose name was not kept.
+    pub other_names: u64,
+    /// Differing fields and their rows, at most [`MAX_FIELDS`].
+    pub fields: BTreeMap<String, u64>,
+    /// Field rows not kept.
+    pub other_fields: u64,
+    /// Rows whose written object is the reconciled object itself.
+    pub itself: u64,
+}
+
+impl WriteCounts {
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: Self) {
+        self.rows += other.rows;
+        self.itself += other.itself;
+        self.objects.extend(other.objects);
+        for (name, n) in other.names {
+            add_bounded(&mut self.names, &mut self.other_names, &name, n, MAX_NAMES);
+        }
+        self.other_names += other.other_names;
+        for (field, n) in other.fields {
+            add_bounded(
+                &mut self.fields,
+                &mut self.other_fields,
+                &field,
+                n,
+                MAX_FIELDS,
+            );
+        }
+        self.other_fields += other.other_fields;
+    }
+}
+
+/// Adds `n` to `key` of `map`, which keeps at most `max` keys; what does not fit goes to `other`.
+pub fn add_bounded(
+    map: &mut BTreeMap<String, u64>,
+    other: &mut u64,
+    key: &str,
+    n: u64,
+    max: usize,
+) {
+    if let Some(count) = map.get_mut(key) {
+        *count += n;
+    } else if map.len() < max {
+        map.insert(key.to_owned(), n);
+    } else {
+        *other += n;
     }
 }
 

@@ -335,15 +335,11 @@ pub enum FindingCode {
     /// Not ready: the candidate's code of a member writes differently from the legacy code, and
     /// the plan does not declare the difference intended.
     UnexpectedWrites,
-    /// A notice: the candidate's code of a member writes differently as the plan declares
-    /// (`intendedDifferences`): enforcing makes these writes.
+    /// A notice: a member's candidate code writes differently, as the plan declares.
     IntendedWrites,
-    /// A notice: a member exists in the phased reconcile only (`only: phased`); what it did in
-    /// the candidate (runs, failures, writes) is what enforcing adds.
+    /// A notice: a member of the phased path only (`only: phased`), which enforcing adds.
     PhasedOnly,
-    /// A notice for every group: an operation of the legacy loop only (`only: legacy`); what it
-    /// did in the control (runs, failures, writes) is what enforcing, which runs the phased
-    /// model, drops.
+    /// A notice in every group: an operation of the legacy path only, which enforcing drops.
     LegacyOnly,
 }
 

@@ -3,13 +3,14 @@
 //! difference stops the operation's rollout group; an intended one, or the writes of an
 //! operation that exists in one code path only, is a notice of what enforcing changes).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use serde::Serialize;
 
+use super::counts::{MAX_FIELDS, MAX_NAMES, WriteCounts, WriteKey, add_bounded};
 use crate::dataset::{Location, reader};
 use crate::plan::ReconcilePlan;
 use crate::vocab::CodePath;
@@ -32,86 +33,12 @@ pub const WRITE_COLUMNS: [&str; 14] = [
     "intended",
 ];
 
-/// Distinct written object names kept per kind of difference (the rest are counted).
-const MAX_NAMES: usize = 8;
-/// Distinct field paths kept per kind of difference (the rest are counted).
-const MAX_FIELDS: usize = 16;
-
-/// One kind of difference of one operation: what each side did to objects of one kind.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WriteKey {
-    /// The operation (its index in the plan).
-    pub op: usize,
-    /// The written object's kind.
-    pub kind: String,
-    /// The subresource written, if any.
-    pub subresource: Option<String>,
-    /// What the control did: `none`, `write` or `delete`.
-    pub control: String,
-    /// What the candidate did.
-    pub candidate: String,
-    /// Whether the plan declares it.
-    pub intended: bool,
-}
-
-/// The counts of one [`WriteKey`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WriteCounts {
-    /// Rows (one per written object per reconcile).
-    pub rows: u64,
-    /// The reconciled objects (`kind/namespace/name`) it appeared in.
-    pub objects: BTreeSet<Box<str>>,
-    /// Written object names and their rows, at most [`MAX_NAMES`].
-    pub names: BTreeMap<String, u64>,
-    /// Rows whose name was not kept.
-    pub other_names: u64,
-    /// Differing fields and their rows, at most [`MAX_FIELDS`].
-    pub fields: BTreeMap<String, u64>,
-    /// Field rows not kept.
-    pub other_fields: u64,
-    /// Rows whose written object is the reconciled object itself.
-    pub itself: u64,
-}
-
-impl WriteCounts {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: Self) {
-        self.rows += other.rows;
-        self.itself += other.itself;
-        self.objects.extend(other.objects);
-        for (name, n) in other.names {
-            add_bounded(&mut self.names, &mut self.other_names, &name, n, MAX_NAMES);
-        }
-        self.other_names += other.other_names;
-        for (field, n) in other.fields {
-            add_bounded(
-                &mut self.fields,
-                &mut self.other_fields,
-                &field,
-                n,
-                MAX_FIELDS,
-            );
-        }
-        self.other_fields += other.other_fields;
-    }
-}
-
 /// Whether two nullable string columns hold the same value (or both null) at row `i`.
 fn col_eq(a: &arrow_array::StringArray, b: &arrow_array::StringArray, i: usize) -> bool {
     match (a.is_valid(i), b.is_valid(i)) {
         (true, true) => a.value(i) == b.value(i),
         (false, false) => true,
         _ => false,
-    }
-}
-
-fn add_bounded(map: &mut BTreeMap<String, u64>, other: &mut u64, key: &str, n: u64, max: usize) {
-    if let Some(count) = map.get_mut(key) {
-        *count += n;
-    } else if map.len() < max {
-        map.insert(key.to_owned(), n);
-    } else {
-        *other += n;
     }
 }
 

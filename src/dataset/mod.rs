@@ -8,6 +8,7 @@
 
 pub mod encode;
 pub mod reader;
+pub mod repair;
 mod rowgroup;
 pub mod schema;
 pub mod sink;

@@ -7,7 +7,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::writer::{DatasetWriter, WriterConfig, remove_stale_temporaries};
+use super::repair::remove_stale_temporaries;
+use super::writer::{DatasetWriter, WriterConfig};
 use crate::engine::{ReconcileRecord, Sink};
 
 /// How the sink runs.
@@ -192,7 +193,7 @@ impl ParquetSink {
         upload_health: Option<super::upload::UploadHealth>,
     ) -> Self {
         let (completed, orphans) =
-            super::writer::repair_half_rotations(&config.writer.dir, Duration::from_mins(10));
+            super::repair::repair_half_rotations(&config.writer.dir, Duration::from_mins(10));
         if completed + orphans > 0 {
             tracing::warn!(dir = %config.writer.dir.display(), completed, removed = orphans, "repaired the halves of rotations a previous writer left: reconciles files completed from their prepared temporary files, orphan steps files removed");
         }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use http::Method;
 use serde_json::Value;
 
-use super::fielddiff::differing_fields;
+use super::fielddiff::{MAX_FIELDS, differing_fields};
 use crate::plan::{FieldPath, Operation};
 use crate::vocab::{CodePath, WriteAction, WriteVerb};
 
@@ -132,6 +132,34 @@ impl WriteLog {
     }
 }
 
+/// The span event that carries a write difference (on the candidate's span of the operation, or
+/// the control's for an operation of the legacy path only), and its attributes: the same in the
+/// Rust engine's traces, the Go package's spans and what `ingest` reads.
+pub mod event {
+    /// The event's name.
+    pub const NAME: &str = "shadow_reconciler.write_difference";
+    /// The written object's API group (empty for the core group).
+    pub const GROUP: &str = "shadow_reconciler.write.group";
+    /// Its kind.
+    pub const KIND: &str = "shadow_reconciler.write.kind";
+    /// Its namespace (absent when cluster-scoped).
+    pub const NAMESPACE: &str = "shadow_reconciler.write.namespace";
+    /// Its name.
+    pub const NAME_ATTRIBUTE: &str = "shadow_reconciler.write.name";
+    /// The subresource written (absent for the object itself).
+    pub const SUBRESOURCE: &str = "shadow_reconciler.write.subresource";
+    /// The control's last accepted verb (absent: it wrote nothing).
+    pub const CONTROL: &str = "shadow_reconciler.write.control";
+    /// The candidate's last accepted (dry-run) verb (absent: it wrote nothing).
+    pub const CANDIDATE: &str = "shadow_reconciler.write.candidate";
+    /// The differing fields (a string array).
+    pub const FIELDS: &str = "shadow_reconciler.write.fields";
+    /// How many fields differ in all.
+    pub const FIELDS_TOTAL: &str = "shadow_reconciler.write.fields_total";
+    /// Whether the plan declares it.
+    pub const INTENDED: &str = "shadow_reconciler.write.intended";
+}
+
 /// The kinds of resources, learned from the answers that named them (a DELETE is answered with
 /// a `Status`, which does not), over a table of the built-in ones.
 #[derive(Debug, Default)]
@@ -171,7 +199,14 @@ impl Kinds {
     /// Learns the kinds the writes' answers name.
     pub fn learn(&self, writes: &[Write]) {
         let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        for write in writes {
+        // An answer of a subresource other than status is another kind (`scale`: Scale).
+        let own = |w: &&Write| {
+            w.object
+                .subresource
+                .as_deref()
+                .is_none_or(|s| s == "status")
+        };
+        for write in writes.iter().filter(own) {
             if let Some(kind) = &write.kind {
                 let key = (write.object.group.clone(), write.object.resource.clone());
                 if !known.contains_key(&key) {
@@ -307,9 +342,8 @@ pub fn compare(
                 continue;
             };
             if let (Some(a), Some(b)) = (&cw.answer, &kw.answer) {
-                let (listed, all) = differing_fields(a, b, volatile);
-                fields = listed;
-                total = all;
+                fields = differing_fields(a, b, volatile);
+                total = fields.len();
             }
             if total == 0 {
                 continue;
@@ -357,6 +391,7 @@ fn difference(
     fields: &[FieldPath],
     total: usize,
 ) -> WriteDifference {
+    // Intended only when every differing field is declared, those past the listed ones too.
     let subresource = object.subresource.as_deref().unwrap_or_default();
     let intended = op.only().is_some()
         || op.intended_differences().iter().any(|i| {
@@ -378,7 +413,11 @@ fn difference(
         subresource: object.subresource.clone(),
         control,
         candidate,
-        fields: fields.iter().map(ToString::to_string).collect(),
+        fields: fields
+            .iter()
+            .take(MAX_FIELDS)
+            .map(ToString::to_string)
+            .collect(),
         fields_total: u32::try_from(total).unwrap_or(u32::MAX),
         intended,
     }

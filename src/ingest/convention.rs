@@ -5,8 +5,9 @@
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::{Span, status};
 
+use crate::engine::WriteDifference;
 use crate::engine::classify::class_of_status;
-use crate::vocab::ErrorClass;
+use crate::vocab::{ErrorClass, WriteVerb};
 
 /// Attribute naming a reconcile span's plan (on the span or its resource).
 pub const PLAN_ATTRIBUTE: &str = "shadow_reconciler.plan";
@@ -67,7 +68,49 @@ pub enum Role {
         conflicts: u32,
         /// `shadow_reconciler.retried`: whether it ran under retry-on-conflict.
         retried: bool,
+        /// Its `shadow_reconciler.write_difference` events (operation name and code path are
+        /// the reconstruction's to fill in from the plan).
+        writes: Vec<WriteDifference>,
     },
+}
+
+/// Write difference events read from one span, at most this many (the rest are dropped).
+pub const MAX_WRITE_EVENTS: usize = 256;
+
+/// The write difference events of a span; an event without a kind or name, or with a verb that
+/// is not one, is left out.
+fn write_events(span: &Span) -> Vec<WriteDifference> {
+    use crate::engine::writes::event;
+    span.events
+        .iter()
+        .filter(|e| e.name == event::NAME)
+        .take(MAX_WRITE_EVENTS)
+        .filter_map(|e| {
+            let a = e.attributes.as_slice();
+            let verb = |key: &str| -> Result<Option<WriteVerb>, ()> {
+                text(a, key).map_or(Ok(None), |v| v.parse().map(Some).map_err(|_| ()))
+            };
+            Some(WriteDifference {
+                operation: String::new(),
+                only: None,
+                group: string(attribute(a, event::GROUP))
+                    .unwrap_or_default()
+                    .to_owned(),
+                kind: text(a, event::KIND)?.to_owned(),
+                namespace: text(a, event::NAMESPACE).map(str::to_owned),
+                name: text(a, event::NAME_ATTRIBUTE)?.to_owned(),
+                subresource: text(a, event::SUBRESOURCE).map(str::to_owned),
+                control: verb(event::CONTROL).ok()?,
+                candidate: verb(event::CANDIDATE).ok()?,
+                fields: names(a, event::FIELDS).unwrap_or_default(),
+                fields_total: count(a, event::FIELDS_TOTAL).unwrap_or(0),
+                intended: matches!(
+                    attribute(a, event::INTENDED).and_then(|v| v.value.as_ref()),
+                    Some(any_value::Value::BoolValue(true))
+                ),
+            })
+        })
+        .collect()
 }
 
 /// The attributes an in-process engine (the Go package) sets on the reconcile span beside the
@@ -315,6 +358,7 @@ impl Convention {
                     attribute(a, "shadow_reconciler.retried").and_then(|v| v.value.as_ref()),
                     Some(any_value::Value::BoolValue(true))
                 ),
+                writes: write_events(span),
             }
         };
         Ok(SpanFacts {

@@ -10,6 +10,7 @@
 
 pub mod convention;
 pub mod metrics;
+mod rebuild;
 pub mod receiver;
 pub mod reconstruct;
 

@@ -8,16 +8,17 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use super::convention::{Convention, Object, Role, RunFacts, SpanFacts};
-use crate::engine::{ObjectKey, ReconcileRecord, Trace, assemble};
+use super::convention::{Convention, Role, RunFacts, SpanFacts};
+use super::rebuild::{Child, Policies, Side, build};
+use crate::engine::ReconcileRecord;
 use crate::flag::{Evaluation, Reason};
-use crate::model::{Decision, Policy, StepResult};
+use crate::model::Policy;
 use crate::plan::ReconcilePlan;
-use crate::vocab::{ErrorClass, Execution, Mode, OpId};
+use crate::vocab::{Mode, OpId};
 
 /// Bounds on what is buffered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,47 +84,6 @@ impl Batch {
             self.reasons.push(reason());
         }
     }
-}
-
-/// Which run an operation span reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    /// The control's real execution (every span of a legacy loop).
-    Control,
-    /// The candidate's dry run of an operation the control did not run.
-    DryRun,
-    /// A candidate step the span only reports (`reused`, `not-simulated`): the models derive it.
-    Derived,
-}
-
-impl Side {
-    fn of(policy: Option<&str>, execution: Option<&str>) -> Result<Self, String> {
-        match (policy, execution) {
-            (None | Some("control"), _) => Ok(Self::Control),
-            (Some("candidate"), Some("dry-run")) => Ok(Self::DryRun),
-            (Some("candidate"), Some("reused" | "not-simulated")) => Ok(Self::Derived),
-            (Some("candidate"), other) => Err(format!(
-                "a candidate operation span has shadow_reconciler.execution {:?}; expected dry-run, reused or not-simulated",
-                other.unwrap_or_default()
-            )),
-            (Some(other), _) => Err(format!(
-                "an operation span has shadow_reconciler.policy {other:?}; expected control or candidate"
-            )),
-        }
-    }
-}
-
-/// A buffered operation span.
-#[derive(Clone, Debug)]
-struct Child {
-    name: String,
-    explicit: bool,
-    failure: Option<(ErrorClass, String)>,
-    side: Side,
-    conflicts: u32,
-    retried: bool,
-    start: u64,
-    end: u64,
 }
 
 struct Group {
@@ -336,6 +296,7 @@ impl Assembler {
                 execution,
                 conflicts,
                 retried,
+                writes,
             } => {
                 let side = match Side::of(policy.as_deref(), execution.as_deref()) {
                     Ok(side) => side,
@@ -360,6 +321,7 @@ impl Assembler {
                     side,
                     conflicts: *conflicts,
                     retried: *retried,
+                    writes: writes.clone(),
                     start: facts.start,
                     end: facts.end,
                 });
@@ -502,86 +464,4 @@ impl Assembler {
         record.guard_refusals = run.guard_refusals.unwrap_or(0);
         batch.records.push(record);
     }
-}
-
-/// The runs one reconcile span asks for.
-struct Policies {
-    mode: Mode,
-    control: Policy,
-    candidate: Option<Policy>,
-    /// The flag's evaluation, when the span carries one (`feature_flag.result.reason`).
-    flag: Option<Evaluation>,
-}
-
-fn result_of(child: &Child) -> StepResult {
-    match &child.failure {
-        Some((class, message)) => StepResult::failed(*class, message.clone()),
-        None => StepResult::succeeded(),
-    }
-}
-
-fn build(
-    plan: &Arc<ReconcilePlan>,
-    policies: &Policies,
-    facts: &SpanFacts,
-    object: &Object,
-    seen: &HashMap<OpId, Child>,
-    dry: &HashMap<OpId, Child>,
-) -> ReconcileRecord {
-    let origin = Instant::now();
-    // The candidate's step: its own dry run when it reports one, else the control's result
-    // (reused), else not simulated. The control's: its span, else not simulated.
-    let step = |op: OpId, candidate: bool| -> Option<(&Child, Execution)> {
-        if candidate && let Some(child) = dry.get(&op) {
-            return Some((child, Execution::DryRun));
-        }
-        let present = if candidate {
-            Execution::Reused
-        } else {
-            Execution::Real
-        };
-        seen.get(&op).map(|child| (child, present))
-    };
-    let run = |policy: &Policy, candidate: bool| {
-        let mut trace = Trace::new(plan.len(), origin);
-        let mut run = policy.start();
-        while let Some(decision) = run.next() {
-            let Decision::Run(op) = decision else {
-                continue;
-            };
-            let i = op.index();
-            let result = if let Some((child, execution)) = step(op, candidate) {
-                trace.executions[i] = execution;
-                trace.offsets[i] = Duration::from_nanos(child.start.saturating_sub(facts.start));
-                trace.durations[i] = Duration::from_nanos(child.end.saturating_sub(child.start));
-                trace.conflicts[i] = child.conflicts;
-                trace.retried[i] = child.retried;
-                result_of(child)
-            } else {
-                trace.executions[i] = Execution::NotSimulated;
-                StepResult::not_simulated()
-            };
-            run.complete(op, result)
-                .expect("the pending operation is completed");
-        }
-        (run.into_report().expect("every operation decided"), trace)
-    };
-    let (control_report, control) = run(&policies.control, false);
-    let candidate = policies.candidate.as_ref().map(|p| run(p, true));
-    let mut record = assemble(
-        plan,
-        ObjectKey {
-            kind: object.kind.clone(),
-            namespace: object.namespace.clone(),
-            name: object.name.clone(),
-            uid: object.uid.clone(),
-        },
-        (policies.mode, policies.flag.clone()),
-        SystemTime::UNIX_EPOCH + Duration::from_nanos(facts.start),
-        (&control_report, &control),
-        candidate.as_ref().map(|(report, trace)| (report, trace)),
-        Some(opentelemetry::trace::TraceId::from_bytes(facts.trace_id).to_string()),
-    );
-    record.duration = Duration::from_nanos(facts.end.saturating_sub(facts.start));
-    record
 }

@@ -7,9 +7,11 @@
 //! Layer 1 of the crate (docs/design.md, "Layers"): builds on [`util`](crate::util),
 //! [`vocab`](crate::vocab); nothing here may use a module of its layer or above.
 
+mod compare;
 mod diagnostic;
 pub mod fields;
 mod hash;
+mod paths;
 mod raw;
 mod summary;
 mod validate;

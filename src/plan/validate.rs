@@ -4,12 +4,14 @@ use std::collections::HashMap;
 
 use serde_saphyr::{Location, Spanned};
 
-use super::raw::{LooseDoc, LooseName, RawIntended, RawOperation, RawPlan};
+use super::compare;
+use super::paths::{Resolved, phased_order, resolve};
+use super::raw::{LooseDoc, LooseName, RawOperation, RawPlan};
 use super::{
-    API_VERSION, Diagnostic, FieldPath, IMPLICIT_GROUP, IntendedDifference, KIND, Operation,
-    PlanHash, ReconcilePlan, RolloutGroup,
+    API_VERSION, Diagnostic, IMPLICIT_GROUP, IntendedDifference, KIND, Operation, PlanHash,
+    ReconcilePlan, RolloutGroup,
 };
-use crate::vocab::{Category, CodePath, Gate, OpId, OpSet, ShadowPolicy, WriteAction};
+use crate::vocab::{CodePath, OpId, OpSet};
 
 /// Longest accepted plan, group or operation name (a Kubernetes label value's limit).
 const MAX_NAME_LEN: usize = 63;
@@ -148,7 +150,14 @@ impl Validator<'_> {
         }
         let ops = &spec.operations.value;
         let by_name = self.index_names(ops);
-        let resolved: Vec<Resolved> = ops.iter().map(|op| self.resolve(&op.value)).collect();
+        let resolved: Vec<Resolved> = ops
+            .iter()
+            .map(|op| {
+                resolve(&op.value, &mut |at, op, message| {
+                    self.error(at, op, message)
+                })
+            })
+            .collect();
         let phased_order = phased_order(&resolved);
         let mut position = vec![usize::MAX; ops.len()];
         for (pos, id) in phased_order.iter().enumerate() {
@@ -166,12 +175,17 @@ impl Validator<'_> {
                 operations: phased_order.iter().copied().collect(),
             }],
         };
-        let intended: Vec<Vec<IntendedDifference>> = ops
-            .iter()
-            .zip(&resolved)
-            .map(|(op, r)| self.intended(&op.value, r.only))
-            .collect();
-        let volatile = self.volatile(spec.compare.map(|c| c.volatile).unwrap_or_default());
+        let intended: Vec<Vec<IntendedDifference>> = {
+            let mut error = |at, op: Option<&str>, message: String| self.error(at, op, message);
+            ops.iter()
+                .zip(&resolved)
+                .map(|(op, r)| compare::intended(&op.value, r.only, &mut error))
+                .collect()
+        };
+        let volatile = compare::volatile(
+            spec.compare.map(|c| c.volatile).unwrap_or_default(),
+            &mut |at, op, message| self.error(at, op, message),
+        );
 
         if !self.diagnostics.is_empty() {
             return Err(self.diagnostics);
@@ -216,211 +230,6 @@ impl Validator<'_> {
         };
         plan.hash = PlanHash::of(&plan);
         Ok(plan)
-    }
-
-    /// The operation's classification with the defaults filled in, checking which fields its
-    /// code path allows and needs: an operation of the phased path needs a phase, a category
-    /// and a shadow policy; one with `only: legacy` is scheduled by the legacy loop alone and
-    /// takes none of the phased model's fields.
-    fn resolve(&mut self, op: &RawOperation) -> Resolved {
-        let name = op.name.value.as_str();
-        let only = op.only.as_ref().map(|o| o.value);
-        if only == Some(CodePath::Legacy) {
-            let mut given: Vec<(&str, Location)> = Vec::new();
-            if let Some(v) = &op.phase {
-                given.push(("phase", v.referenced));
-            }
-            if let Some(v) = &op.category {
-                given.push(("category", v.referenced));
-            }
-            if let Some(v) = &op.gate {
-                given.push(("gate", v.referenced));
-            }
-            if let Some(v) = &op.depends_on {
-                given.push(("dependsOn", v.referenced));
-            }
-            if let Some(v) = &op.shadow {
-                given.push(("shadow", v.referenced));
-            }
-            if let Some(v) = &op.retry_on_conflict {
-                given.push(("retryOnConflict", v.referenced));
-            }
-            for (field, at) in given {
-                self.error(
-                    at,
-                    Some(name),
-                    format!(
-                        "`{field}` is a field of the phased model, and an operation with `only: legacy` runs in the legacy loop alone (fail-fast, in legacy.order); remove it"
-                    ),
-                );
-            }
-            return Resolved {
-                only,
-                phase: 0,
-                category: Category::Critical,
-                gate: Gate::NoCriticalFailure,
-                shadow: ShadowPolicy::Skip,
-                retry_on_conflict: false,
-            };
-        }
-        let at = op.name.referenced;
-        let mut missing = |field: &str| {
-            self.error(
-                at,
-                Some(name),
-                format!(
-                    "the required field `{field}` is missing (every operation of the phased path needs one; only an operation with `only: legacy` goes without)"
-                ),
-            );
-        };
-        let phase = op.phase.as_ref().map(|p| p.value);
-        if phase.is_none() {
-            missing("phase");
-        }
-        let category = op.category.as_ref().map(|c| c.value);
-        if category.is_none() {
-            missing("category");
-        }
-        let shadow = op.shadow.as_ref().map(|s| s.value);
-        if shadow.is_none() {
-            missing("shadow");
-        }
-        Resolved {
-            only,
-            phase: phase.unwrap_or_default(),
-            category: category.unwrap_or(Category::Critical),
-            gate: op.gate.as_ref().map_or(Gate::None, |g| g.value),
-            shadow: shadow.unwrap_or(ShadowPolicy::DryRun),
-            retry_on_conflict: op.retry_on_conflict.as_ref().is_some_and(|r| r.value),
-        }
-    }
-
-    /// `intendedDifferences`: each entry names a kind and says how the write differs.
-    fn intended(&mut self, op: &RawOperation, only: Option<CodePath>) -> Vec<IntendedDifference> {
-        let name = op.name.value.as_str();
-        let Some(entries) = &op.intended_differences else {
-            return Vec::new();
-        };
-        if let Some(only) = only {
-            self.error(
-                entries.referenced,
-                Some(name),
-                format!(
-                    "an operation with `only: {only}` exists in one code path, so every write of it is a difference the plan already declares; remove intendedDifferences"
-                ),
-            );
-            return Vec::new();
-        }
-        let mut out = Vec::with_capacity(entries.value.len());
-        for entry in &entries.value {
-            if let Some(intended) = self.intended_entry(name, entry) {
-                out.push(intended);
-            }
-        }
-        out
-    }
-
-    fn intended_entry(
-        &mut self,
-        op: &str,
-        entry: &Spanned<RawIntended>,
-    ) -> Option<IntendedDifference> {
-        let raw = &entry.value;
-        let mut ok = true;
-        if raw.kind.value.trim().is_empty() {
-            self.error(
-                raw.kind.referenced,
-                Some(op),
-                "an intended difference needs the kind of the object it concerns (e.g. Secret)",
-            );
-            ok = false;
-        }
-        let control = raw.control.as_ref().map(|c| c.value);
-        let candidate = raw.candidate.as_ref().map(|c| c.value);
-        let given_fields = raw.fields.as_ref().is_some_and(|f| !f.is_empty());
-        if control.is_none() && candidate.is_none() && !given_fields {
-            self.error(
-                entry.referenced,
-                Some(op),
-                "an intended difference says what differs: `control` and `candidate` (none, write, delete) or `fields`",
-            );
-            ok = false;
-        }
-        if control == candidate && control.is_some() && !given_fields {
-            self.error(
-                entry.referenced,
-                Some(op),
-                format!(
-                    "`control` and `candidate` are both {}: that is no difference; give `fields` for a write whose content differs",
-                    control.map_or("", WriteAction::as_str)
-                ),
-            );
-            ok = false;
-        }
-        if given_fields
-            && [control, candidate]
-                .into_iter()
-                .flatten()
-                .any(|a| a != WriteAction::Write)
-        {
-            self.error(
-                entry.referenced,
-                Some(op),
-                "`fields` differ only where both sides write the object; with `fields`, `control` and `candidate` may only be write",
-            );
-            ok = false;
-        }
-        let mut fields = Vec::new();
-        for field in raw.fields.iter().flatten() {
-            match FieldPath::parse(&field.value) {
-                Ok(path) => fields.push(path),
-                Err(error) => {
-                    self.error(
-                        field.referenced,
-                        Some(op),
-                        format!(
-                            "field path {:?}: {} (at character {})",
-                            field.value,
-                            error.message,
-                            error.offset + 1
-                        ),
-                    );
-                    ok = false;
-                }
-            }
-        }
-        ok.then(|| IntendedDifference {
-            kind: raw.kind.value.clone(),
-            name: raw.name.as_ref().map(|n| n.value.clone()),
-            subresource: raw.subresource.as_ref().map(|s| s.value.clone()),
-            control,
-            candidate,
-            fields,
-            reason: raw.reason.clone(),
-        })
-    }
-
-    /// `compare.volatile`: field paths the write comparison ignores, sorted, each once.
-    fn volatile(&mut self, entries: Vec<Spanned<String>>) -> Vec<FieldPath> {
-        let mut paths = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match FieldPath::parse(&entry.value) {
-                Ok(path) => paths.push(path),
-                Err(error) => self.error(
-                    entry.referenced,
-                    None,
-                    format!(
-                        "compare.volatile: field path {:?}: {} (at character {})",
-                        entry.value,
-                        error.message,
-                        error.offset + 1
-                    ),
-                ),
-            }
-        }
-        paths.sort_by_cached_key(ToString::to_string);
-        paths.dedup();
-        paths
     }
 
     /// Checks names and maps each to its first occurrence.
@@ -723,24 +532,4 @@ impl Validator<'_> {
         }
         result
     }
-}
-
-/// An operation's classification after defaults.
-struct Resolved {
-    only: Option<CodePath>,
-    phase: u32,
-    category: Category,
-    gate: Gate,
-    shadow: ShadowPolicy,
-    retry_on_conflict: bool,
-}
-
-/// The operations of the phased path by phase, then by listing order (a stable sort).
-fn phased_order(resolved: &[Resolved]) -> Vec<OpId> {
-    let mut order: Vec<OpId> = (0..resolved.len())
-        .filter(|&i| resolved[i].only != Some(CodePath::Legacy))
-        .map(OpId::from_index)
-        .collect();
-    order.sort_by_key(|id| resolved[id.index()].phase);
-    order
 }

@@ -34,6 +34,7 @@ pub struct EngineMetrics {
     unblocked: IntCounterVec,
     newly_blocked: IntCounterVec,
     changed: IntCounterVec,
+    write_differences: IntCounterVec,
     conflicts: IntCounterVec,
     flag_evaluations: IntCounterVec,
     guard_refusals: IntCounter,
@@ -172,6 +173,12 @@ impl EngineMetrics {
                 "changed_outcomes_total",
                 "Operations both ran with different outcomes.",
                 &["plan", "operation"],
+            )?,
+            write_differences: counter(
+                registry,
+                "write_differences_total",
+                "Objects an operation's candidate code wrote differently from the control's code (or wrote at all, for an operation of one code path only), by what each did (none, write, delete) and whether the plan declares it.",
+                &["plan", "operation", "control", "candidate", "intended"],
             )?,
             conflicts: counter(
                 registry,
@@ -402,6 +409,17 @@ impl Sink for EngineMetrics {
         }
         for op in &r.changed {
             self.changed.with_label_values(&[plan, op]).inc();
+        }
+        for d in &r.write_differences {
+            self.write_differences
+                .with_label_values(&[
+                    plan,
+                    &d.operation,
+                    d.control_action().as_str(),
+                    d.candidate_action().as_str(),
+                    if d.intended { "true" } else { "false" },
+                ])
+                .inc();
         }
         self.records_exported.with_label_values(&["metrics"]).inc();
     }

@@ -18,6 +18,7 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider};
 
+use crate::engine::writes::event;
 use crate::engine::{ReconcileRecord, Sink, StepRecord};
 
 thread_local! {
@@ -131,7 +132,7 @@ impl TraceSink {
     fn step_span(
         &self,
         r: &ReconcileRecord,
-        s: &StepRecord,
+        (s, candidate): (&StepRecord, bool),
         parent: &Context,
         link: Option<SpanContext>,
     ) -> SpanContext {
@@ -162,6 +163,18 @@ impl TraceSink {
             builder = builder.with_links(vec![Link::with_context(context)]);
         }
         let mut span = self.tracer.build_with_context(builder, parent);
+        // The write differences of the operation, on the span of the run whose code made them:
+        // the candidate's, or the control's for an operation of the legacy path only.
+        for d in r.write_differences.iter().filter(|d| {
+            d.operation == s.operation
+                && candidate != (d.only == Some(crate::vocab::CodePath::Legacy))
+        }) {
+            span.add_event_with_timestamp(
+                event::NAME,
+                start + s.duration,
+                difference_attributes(d),
+            );
+        }
         if let (Some(class), Some(message)) = (s.error_class, &s.message) {
             span.set_status(Status::error(format!("{class}: {message}")));
         }
@@ -201,11 +214,44 @@ impl TraceSink {
             let link = (s.execution == crate::vocab::Execution::Reused)
                 .then(|| links.get(&s.operation).cloned())
                 .flatten();
-            contexts.insert(s.operation.clone(), self.step_span(r, s, &cx, link));
+            let candidate = name == "candidate";
+            contexts.insert(
+                s.operation.clone(),
+                self.step_span(r, (s, candidate), &cx, link),
+            );
         }
         cx.span().end_with_timestamp(r.started_at + last.max(first));
         contexts
     }
+}
+
+/// A write difference as the attributes of its span event.
+fn difference_attributes(d: &crate::engine::WriteDifference) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new(event::GROUP, d.group.clone()),
+        KeyValue::new(event::KIND, d.kind.clone()),
+        KeyValue::new(event::NAME_ATTRIBUTE, d.name.clone()),
+        KeyValue::new(
+            event::FIELDS,
+            opentelemetry::Value::Array(opentelemetry::Array::String(
+                d.fields.iter().map(|f| f.clone().into()).collect(),
+            )),
+        ),
+        KeyValue::new(event::FIELDS_TOTAL, i64::from(d.fields_total)),
+        KeyValue::new(event::INTENDED, d.intended),
+    ];
+    let optional = [
+        (event::NAMESPACE, d.namespace.clone()),
+        (event::SUBRESOURCE, d.subresource.clone()),
+        (event::CONTROL, d.control.map(|v| v.as_str().to_owned())),
+        (event::CANDIDATE, d.candidate.map(|v| v.as_str().to_owned())),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            attributes.push(KeyValue::new(key, value));
+        }
+    }
+    attributes
 }
 
 /// The OpenTelemetry feature-flag attributes of the flag's evaluation for this reconcile.

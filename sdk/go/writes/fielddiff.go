@@ -16,7 +16,7 @@ import (
 // that all carry a distinct name (else type) is compared by that key, as Kubernetes merges it, so
 // the same conditions in another order are no difference. A null equals a missing field.
 
-// MaxFields is how many differing fields are listed per object at most; the rest are counted.
+// MaxFields is how many differing fields a WriteDifference lists at most; the rest are counted.
 const MaxFields = 32
 
 // serverMetadata are the metadata fields the server sets on every write.
@@ -24,18 +24,14 @@ var serverMetadata = [...]string{"resourceVersion", "uid", "generation", "creati
 
 // DifferingFields are the fields of control and candidate (two versions of one object, decoded
 // JSON: maps, slices, strings, bools, nil and numbers as json.Number, float64 or Go integers)
-// whose values differ, in path order (FieldPath.Compare), without the ignored ones; at most
-// MaxFields, with the count of all. Numbers compare as serde_json's: an integer never equals a
-// float (1 is not 1.0).
+// whose values differ, every one, in path order (FieldPath.Compare), without the ignored ones,
+// and how many (a WriteDifference lists the first MaxFields). Numbers compare as serde_json's:
+// an integer never equals a float (1 is not 1.0).
 func DifferingFields(control, candidate any, volatile []plan.FieldPath) ([]plan.FieldPath, int) {
 	var out []plan.FieldPath
 	walk(control, candidate, plan.FieldPath{}, volatile, &out)
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Compare(out[b]) < 0 })
-	total := len(out)
-	if len(out) > MaxFields {
-		out = out[:MaxFields]
-	}
-	return out, total
+	return out, len(out)
 }
 
 func ignored(path plan.FieldPath, volatile []plan.FieldPath) bool {

@@ -346,7 +346,8 @@ func (k *Kinds) Learn(writes []Write) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, w := range writes {
-		if w.Kind == "" {
+		// An answer of a subresource other than status is another kind (scale: Scale).
+		if w.Kind == "" || (w.Object.Subresource != "" && w.Object.Subresource != "status") {
 			continue
 		}
 		if k.known == nil {
@@ -513,13 +514,14 @@ func OneSided(op plan.Operation, path plan.CodePath, writes []Write, kinds *Kind
 }
 
 func difference(op plan.Operation, object ObjectRef, kind string, control, candidate Verb, fields []plan.FieldPath, total int) WriteDifference {
+	// Intended only when every differing field is declared, those past the listed ones too.
 	intended := op.Only != ""
 	for i := 0; i < len(op.Intended) && !intended; i++ {
 		intended = op.Intended[i].Matches(kind, object.Name, object.Subresource, control.Action(), candidate.Action(), fields)
 	}
-	texts := make([]string, len(fields))
-	for i, f := range fields {
-		texts[i] = f.String()
+	texts := make([]string, min(len(fields), MaxFields))
+	for i := range texts {
+		texts[i] = fields[i].String()
 	}
 	return WriteDifference{
 		Operation: op.Name, Only: op.Only, Group: object.Group, Kind: kind, Namespace: object.Namespace,

@@ -125,14 +125,18 @@ func TestNumbersCompareAsSerdeJSON(t *testing.T) {
 	}
 }
 
-func TestManyDifferencesAreBoundedAndCounted(t *testing.T) {
+func TestManyDifferencesAreAllFoundAndListedBounded(t *testing.T) {
 	data := map[string]any{}
 	for i := range 50 {
 		data[fmt.Sprintf("k%02d", i)] = i
 	}
-	listed, total := DifferingFields(map[string]any{"data": data}, map[string]any{"data": map[string]any{}}, nil)
-	if len(listed) != MaxFields || total != 50 || listed[0].String() != "data.k00" {
-		t.Fatalf("%d listed (%v...), %d in all", len(listed), listed[0], total)
+	found, total := DifferingFields(map[string]any{"data": data}, map[string]any{"data": map[string]any{}}, nil)
+	if len(found) != 50 || total != 50 || found[0].String() != "data.k00" {
+		t.Fatalf("%d found (%v...), %d in all", len(found), found[0], total)
+	}
+	d := difference(plan.Operation{Name: "Op"}, ObjectRef{Resource: "configmaps", Name: "c"}, "ConfigMap", Patch, Patch, found, total)
+	if len(d.Fields) != MaxFields || d.FieldsTotal != 50 {
+		t.Fatalf("%d listed, %d in all", len(d.Fields), d.FieldsTotal)
 	}
 }
 

@@ -13,6 +13,8 @@
 //! Several operations write HostedCluster status mid-loop with an update carrying the last
 //! known resourceVersion, as upstream does, so concurrent writers produce 409 Conflicts.
 
+mod common;
+mod divergent;
 mod ops;
 pub mod types;
 
@@ -146,7 +148,7 @@ impl Reconciler for SameCodeReconciler {
     ) -> impl Future<Output = OpResult> + Send + 'a {
         async move {
             if op == "ValidConfigurationCondition" {
-                ops::run_legacy(op, ctx).await
+                divergent::run_legacy(op, ctx).await
             } else {
                 ops::run(op, ctx).await
             }
@@ -185,6 +187,6 @@ impl Reconciler for HostedClusterReconciler {
         op: &'a str,
         ctx: &'a mut OpContext<HostedCluster, State>,
     ) -> impl Future<Output = OpResult> + Send + 'a {
-        ops::run_legacy(op, ctx)
+        divergent::run_legacy(op, ctx)
     }
 }

@@ -1,6 +1,5 @@
 //! The operations of the HostedCluster reconciler.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -14,17 +13,15 @@ use k8s_openapi::api::rbac::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use kube::api::{Api, ObjectMeta, PostParams};
-use serde_json::json;
+use kube::api::{Api, ObjectMeta};
 
+use super::HostedCluster;
+use super::common::{Ctx, cp_namespace, hc, hc_namespace, labels, set_condition};
 use super::types::{HostedControlPlane, HostedControlPlaneSpec, LocalRef};
-use super::{HostedCluster, State, control_plane_namespace};
-use crate::engine::{OpContext, OpError, OpOutput, OpResult};
+use crate::engine::{OpError, OpOutput, OpResult};
 use crate::reconcilers::k8s::{
     apply, apply_cluster, copy_config_map, copy_secret, delete_if_present, meta,
 };
-
-type Ctx = OpContext<HostedCluster, State>;
 
 /// Dispatches an operation by name.
 pub(super) async fn run(op: &str, ctx: &mut Ctx) -> OpResult {
@@ -69,7 +66,7 @@ pub(super) async fn run(op: &str, ctx: &mut Ctx) -> OpResult {
         "PlatformOIDCAndCSI" => platform_oidc_and_csi(ctx).await,
         "MonitoringAndCLISecrets" => monitoring_and_cli_secrets(ctx).await,
         "ReleaseImageVersion" => release_image_version(ctx),
-        "ManagedHSMVersionCheck" => managed_hsm_version_check(ctx),
+        "ManagedHSMVersionCheck" => super::divergent::managed_hsm_version_check(ctx),
         "OperatorDeployments" => operator_deployments(ctx).await,
         "RBACAndPolicies" => rbac_and_policies(ctx).await,
         "PublicEndpointExposed" => public_endpoint_exposed(ctx).await,
@@ -77,88 +74,6 @@ pub(super) async fn run(op: &str, ctx: &mut Ctx) -> OpResult {
             "operation {other} is not implemented"
         ))),
     }
-}
-
-/// Dispatches the legacy code of the operations in [`super::LEGACY_CODE`].
-pub(super) async fn run_legacy(op: &str, ctx: &mut Ctx) -> OpResult {
-    match op {
-        "SSHKeySync" => legacy_ssh_key_sync(ctx).await,
-        "ValidConfigurationCondition" => {
-            set_condition(
-                ctx,
-                "ValidConfiguration",
-                true,
-                "AsExpected",
-                "Configuration passes validation",
-            )
-            .await?;
-            Ok(OpOutput::done())
-        }
-        other => Err(OpError::internal(format!(
-            "operation {other} has no legacy code of its own"
-        ))),
-    }
-}
-
-fn hc(ctx: &Ctx) -> HostedCluster {
-    ctx.state
-        .hosted_cluster
-        .clone()
-        .unwrap_or_else(|| ctx.object().as_ref().clone())
-}
-
-fn hc_namespace(ctx: &Ctx) -> String {
-    ctx.object().namespace().unwrap_or_default()
-}
-
-fn cp_namespace(ctx: &Ctx) -> String {
-    control_plane_namespace(ctx.object())
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
-/// Sets a HostedCluster condition with a status update carrying the last known resourceVersion
-/// (a stale one answers 409), as HyperShift does mid-loop. No write when nothing changes.
-async fn set_condition(
-    ctx: &mut Ctx,
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: &str,
-) -> Result<(), OpError> {
-    let mut current = hc(ctx);
-    let status_text = if status { "True" } else { "False" };
-    let conditions = &mut current
-        .status
-        .get_or_insert_with(Default::default)
-        .conditions;
-    if conditions.iter().any(|c| {
-        c["type"] == type_
-            && c["status"] == status_text
-            && c["reason"] == reason
-            && c["message"] == message
-    }) {
-        return Ok(());
-    }
-    conditions.retain(|c| c["type"] != type_);
-    conditions.push(json!({"type": type_, "status": status_text, "reason": reason, "message": message, "lastTransitionTime": crate::util::time::now_rfc3339()}));
-    let api: Api<HostedCluster> = Api::namespaced(ctx.client(), &hc_namespace(ctx));
-    let written = api
-        .replace_status(&current.name_any(), &PostParams::default(), &current)
-        .await
-        .map_err(|e| {
-            if crate::engine::classify::is_conflict(&e) {
-                ctx.count_conflict();
-            }
-            OpError::from(e).context(&format!("update HostedCluster status ({type_})"))
-        })?;
-    ctx.state.hosted_cluster = Some(written);
-    Ok(())
 }
 
 async fn cpo_image_and_namespace(ctx: &mut Ctx) -> OpResult {
@@ -281,22 +196,6 @@ async fn ssh_key_sync(ctx: &mut Ctx) -> OpResult {
         None => {
             delete_if_present::<Secret>(&ctx.client(), &cp_namespace(ctx), "ssh-key").await?;
         }
-    }
-    Ok(OpOutput::done())
-}
-
-/// The legacy loop's SSH key code: it copies the key, and never removes a copy once the
-/// HostedCluster references none (the clean-up fix landed in the phased path only).
-async fn legacy_ssh_key_sync(ctx: &mut Ctx) -> OpResult {
-    if let Some(r) = hc(ctx).spec.ssh_key {
-        copy_secret(
-            &ctx.client(),
-            &hc_namespace(ctx),
-            &r.name,
-            &cp_namespace(ctx),
-            "ssh-key",
-        )
-        .await?;
     }
     Ok(OpOutput::done())
 }
@@ -477,36 +376,6 @@ fn release_image_version(ctx: &mut Ctx) -> OpResult {
         )
     })?;
     ctx.state.release_version = Some(version);
-    Ok(OpOutput::done())
-}
-
-/// The first release that supports keys in a managed HSM.
-const MANAGED_HSM_SINCE: (u32, u32) = (4, 17);
-
-/// A HostedCluster whose keys live in a managed HSM must run a release that supports it.
-fn managed_hsm_version_check(ctx: &mut Ctx) -> OpResult {
-    let hc = hc(ctx);
-    if hc
-        .annotations()
-        .get(super::MANAGED_HSM_ANNOTATION)
-        .is_none_or(|v| v != "true")
-    {
-        return Ok(OpOutput::done());
-    }
-    let version = ctx.state.release_version.clone().ok_or_else(|| {
-        OpError::precondition("no release version: ReleaseImageVersion did not run")
-    })?;
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if (major, minor) < MANAGED_HSM_SINCE {
-        return Err(OpError::new(
-            crate::vocab::ErrorClass::Invalid,
-            format!(
-                "the encryption keys are in a managed HSM, which needs release {}.{} or later; the HostedCluster runs {version}",
-                MANAGED_HSM_SINCE.0, MANAGED_HSM_SINCE.1
-            ),
-        ));
-    }
     Ok(OpOutput::done())
 }
 
