@@ -7,46 +7,19 @@ mod common;
 
 use std::sync::Arc;
 
-use common::hostedcluster::{self as fixture, Leftover, NS, PlantedReconciler};
+use common::hostedcluster::{self as fixture, Leftover, PlantedReconciler, reconcile};
 use common::start_sim;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use shadow_reconciler::engine::dryrun::USER_AGENT;
 use shadow_reconciler::engine::{
-    Engine, EngineSettings, MemorySink, ReconcileRecord, Reconciler, WriteDifference,
+    Engine, EngineSettings, ReconcileRecord, Reconciler, WriteDifference,
 };
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, SameCodeReconciler,
 };
 use shadow_reconciler::sim::{SimConfig, Simulator};
 use shadow_reconciler::vocab::{CodePath, Execution, Mode, WriteVerb};
-
-async fn reconcile<R: Reconciler<Object = HostedCluster>>(
-    client: &kube::Client,
-    reconciler: R,
-    name: &str,
-    mode: Mode,
-) -> ReconcileRecord {
-    let sink = MemorySink::new();
-    let engine = Engine::new(
-        Arc::new(reconciler),
-        HostedClusterReconciler::plan(),
-        client.clone(),
-        &EngineSettings {
-            mode,
-            ..EngineSettings::default()
-        },
-    )
-    .unwrap()
-    .with_sink(Arc::new(sink.clone()));
-    let hc = Api::<HostedCluster>::namespaced(client.clone(), NS)
-        .get(name)
-        .await
-        .unwrap();
-    engine.reconcile(Arc::new(hc)).await;
-    assert_eq!(engine.guard().refused(), 0);
-    sink.records().pop().expect("one record")
-}
 
 fn persisted(sim: &Simulator) -> u64 {
     sim.audit(|a| a.persisted_mutations(USER_AGENT))

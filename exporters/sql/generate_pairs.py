@@ -125,6 +125,9 @@ COMMON_HEADER = """-- The ordering pairs (X, Y) of one plan version: `plans[].pa
 --                      ('Operation', 'DependsOn'): one row per dependsOn entry, and
 --                      ('Operation', '') for an operation without any. Taken from the plan file
 --                      (spec.operations[].name and dependsOn).
+--   {legacy_only}      the plan's operations with `only: legacy` (they exist in the legacy loop
+--                      alone), as SQL string literals for IN (...): 'ValidConfigurationCondition',
+--                      or '' when the plan has none. Taken from the plan file (`only`).
 --   {confidence}       the Wilson interval confidence (`confidence` in the JSON; default 0.99)
 --   {min_samples}      `min_samples` in the JSON (default 30): objects needed on each side
 --
@@ -132,6 +135,9 @@ COMMON_HEADER = """-- The ordering pairs (X, Y) of one plan version: `plans[].pa
 -- the detected dependencies included, by the analyzer's fixpoint:
 --   A run is the control's or the candidate's steps of one reconcile (one reconcile_id within one
 --   file) in `seq` order, reduced to the steps that executed (real or dry-run) or failed.
+--   The pairs are those of the phased path: X and Y are operations without `only: legacy` (the
+--   analyzer's phased order), while the observations behind them take every step of the plan's
+--   operations (a legacy-only operation's failure is a failure before Y that X must explain).
 --   The unit is the object (cluster/kind/namespace/name: a name in two clusters is two objects): each object counts once on each side of a
 --   pair, by its FIRST observation there, runs ordered by (time, reconcile_id, control first;
 --   of two observations of the same run, a reconcile recorded twice, the failed one).
@@ -299,7 +305,8 @@ after AS (
            sum(CASE WHEN later_failed THEN 1 ELSE 0 END) AS failures,
            count(DISTINCT CASE WHEN later_failed THEN namespace END) AS failed_namespaces
     FROM firsts
-    WHERE n = 1
+    -- The pairs of the phased path only (the analyzer judges X and Y in its phased order).
+    WHERE n = 1 AND failed NOT IN ({{legacy_only}}) AND later NOT IN ({{legacy_only}})
     GROUP BY failed, later
 ),
 intervals AS (

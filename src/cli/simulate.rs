@@ -73,6 +73,12 @@ pub(super) struct SimulateArgs {
     /// Keep serving the endpoints after the run, until SIGTERM or Ctrl-C.
     #[arg(long, conflicts_with = "model_only")]
     serve: bool,
+    /// The HostedCluster reconciler's legacy loop runs the phased code of every operation both
+    /// paths have, while each is still compared as code of its own: a noise check of the write
+    /// comparison on this cluster (it must report no write difference but the legacy-only
+    /// step's writes).
+    #[arg(long, conflicts_with = "model_only")]
+    same_code: bool,
     /// Instead: drive the two models over randomly drawn results, without an API server.
     // The flag's and the Parquet writer's options would do nothing here: errors, as the cluster's.
     #[arg(long, conflicts_with_all = [
@@ -184,6 +190,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         started: Some(started),
         ramp: args.flag.ramp_percent,
         allow_object_override: args.flag.allow_object_override,
+        same_code: args.same_code,
         flag: args.flag.target(),
         progress: !args.quiet,
         ..scenario::Settings::default()

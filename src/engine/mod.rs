@@ -15,6 +15,7 @@ pub mod conflict;
 pub mod controller;
 pub mod dryrun;
 pub mod fielddiff;
+mod legacy;
 pub mod operation;
 pub mod record;
 mod recording;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use kube::Resource;
 
+pub use legacy::LegacyLoop;
 pub use operation::{OpContext, OpError, OpOutput, OpResult, Reconciler};
 pub use record::{
     ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
@@ -331,6 +333,9 @@ impl<R: Reconciler> Engine<R> {
             candidate.as_ref().map(|report| (report, &shadow.trace)),
             Some(self.next_trace_id()),
         );
+        if let Some(error) = shadow.opaque_error.take() {
+            record.control_error = Some(error);
+        }
         if candidate.is_some() {
             let guard = shadow.guard();
             record.guard_refusals = u32::try_from(guard.refused()).unwrap_or(u32::MAX);

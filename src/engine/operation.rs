@@ -242,4 +242,28 @@ pub trait Reconciler: Send + Sync + 'static {
     ) -> impl Future<Output = OpResult> + Send + 'a {
         self.run(op, ctx)
     }
+
+    /// Whether the legacy path is one function, [`legacy_loop`](Reconciler::legacy_loop) (the
+    /// HyperShift shape), rather than per-operation code. Default: no.
+    fn has_legacy_loop(&self) -> bool {
+        false
+    }
+
+    /// The legacy loop as one function: the control whenever the legacy path runs (modes `off`
+    /// and `shadow`). It marks where each operation of the plan's legacy path starts with
+    /// [`LegacyLoop::step`](super::LegacyLoop::step) and writes through
+    /// [`LegacyLoop::client`](super::LegacyLoop::client); its error is the failure of the step it
+    /// is in. Called only when [`has_legacy_loop`](Reconciler::has_legacy_loop) says so.
+    fn legacy_loop<'a>(
+        &'a self,
+        lp: &'a mut super::LegacyLoop<'_, Self>,
+    ) -> impl Future<Output = OpResult> + Send + 'a
+    where
+        Self: Sized,
+    {
+        let _ = lp;
+        std::future::ready(Err(OpError::internal(
+            "the reconciler has no legacy loop function (has_legacy_loop is false)",
+        )))
+    }
 }

@@ -29,6 +29,8 @@ pub(super) struct Shadow {
     /// The paired writes of the operation the control is about to run.
     pending: Vec<writes::Write>,
     pub(super) differences: Vec<WriteDifference>,
+    /// The error of a legacy loop function that failed without marking a step.
+    pub(super) opaque_error: Option<String>,
 }
 
 impl Shadow {
@@ -40,6 +42,7 @@ impl Shadow {
             recorder: None,
             pending: Vec::new(),
             differences: Vec::new(),
+            opaque_error: None,
         }
     }
 
@@ -66,10 +69,12 @@ impl<R: Reconciler> Engine<R> {
             && self.plan.operation(op).retry_on_conflict()
     }
 
-    /// Whether `op` has legacy code of its own while existing in both paths: the candidate
-    /// cannot reuse the control's result of it.
+    /// Whether `op` has legacy code of its own while existing in both paths (its own entry of
+    /// `legacy_code`, or a legacy loop function): the candidate cannot reuse the control's result
+    /// of it.
     fn distinct(&self, op: OpId) -> bool {
-        self.legacy_code[op.index()] && self.plan.operation(op).only().is_none()
+        (self.legacy_code[op.index()] || self.reconciler.has_legacy_loop())
+            && self.plan.operation(op).only().is_none()
     }
 
     pub(super) async fn run_control(
@@ -79,6 +84,12 @@ impl<R: Reconciler> Engine<R> {
         origin: Instant,
         shadow: &mut Shadow,
     ) -> (Report, Trace, R::State) {
+        if policy.path() == CodePath::Legacy && self.reconciler.has_legacy_loop() {
+            let compare = candidate.filter(|c| c.path() == CodePath::Phased);
+            return self
+                .run_legacy_loop((policy, compare), object, origin, shadow)
+                .await;
+        }
         let mut ctx = OpContext::new(
             self.real.clone(),
             object.clone(),
@@ -134,14 +145,14 @@ impl<R: Reconciler> Engine<R> {
     /// The candidate's code of `op`, in dry-run, on the world the control's code is about to
     /// run in, from a copy of the control's state: its result waits for the candidate run,
     /// its writes for the control's to be compared with.
-    async fn run_paired(
+    pub(super) async fn run_paired(
         &self,
         op: OpId,
         candidate: &Policy,
         object: &Arc<R::Object>,
         state: R::State,
         shadow: &mut Shadow,
-    ) {
+    ) -> R::State {
         let dry = shadow.dry(self).clone();
         dry.reset_overlay();
         let _ = dry.writes.take();
@@ -160,11 +171,17 @@ impl<R: Reconciler> Engine<R> {
         shadow.paired[i] = Some(result);
         // Kept until the control's writes of the same operation are logged.
         shadow.pending = dry.writes.take();
+        ctx.state
     }
 
     /// Compares the control's writes of `op` with the candidate's paired writes of it (or, for
     /// an operation of the legacy path only, records them all).
-    fn collect_differences(&self, op: OpId, control: &[writes::Write], shadow: &mut Shadow) {
+    pub(super) fn collect_differences(
+        &self,
+        op: OpId,
+        control: &[writes::Write],
+        shadow: &mut Shadow,
+    ) {
         let operation = self.plan.operation(op);
         let found = if operation.only() == Some(CodePath::Legacy) {
             writes::one_sided(operation, CodePath::Legacy, control, &self.kinds)

@@ -25,7 +25,9 @@ pub use tally::{Progress, Tally};
 use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
 use crate::engine::{Engine, EngineSettings, LogSink};
 use crate::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
-use crate::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+use crate::reconcilers::hostedcluster::{
+    HostedCluster, HostedClusterReconciler, SameCodeReconciler,
+};
 use crate::sim::{Action, Match, Rule, SimConfig, Simulator};
 use crate::util::Rng;
 
@@ -76,13 +78,12 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let mut synced = sync_callbacks(settings);
     let started = Instant::now();
     let controllers = [
-        tokio::spawn(crate::engine::controller::run_with(
-            hc_engine.clone(),
+        hc_engine.spawn(
             Api::<HostedCluster>::all(client.clone()),
             settings.workers.0,
             until_stopped(stopped.clone()),
             synced.remove(0),
-        )),
+        ),
         tokio::spawn(crate::engine::controller::run_with(
             addon_engine.clone(),
             Api::<ClusterManagementAddOn>::all(client.clone()),
@@ -237,7 +238,7 @@ fn engines(
     sink: &Arc<Tally>,
 ) -> Result<
     (
-        Arc<Engine<HostedClusterReconciler>>,
+        HostedClusterEngine,
         Arc<Engine<AddOnReconciler>>,
         Arc<crate::flag::LiveFlag>,
     ),
@@ -248,23 +249,90 @@ fn engines(
         plan_or(settings, AddOnReconciler::plan()),
     );
     // The engines check the groups against their plans first (the clearer error).
-    let hc = engine(
-        HostedClusterReconciler,
-        hc_plan.clone(),
-        client,
-        settings,
-        sink,
-    )?;
+    let hc = if settings.same_code {
+        HostedClusterEngine::SameCode(Arc::new(engine(
+            SameCodeReconciler,
+            hc_plan.clone(),
+            client,
+            settings,
+            sink,
+        )?))
+    } else {
+        HostedClusterEngine::Shipped(Arc::new(engine(
+            HostedClusterReconciler,
+            hc_plan.clone(),
+            client,
+            settings,
+            sink,
+        )?))
+    };
     let addon = engine(AddOnReconciler, addon_plan.clone(), client, settings, sink)?;
     let flag = Arc::new(crate::flag::LiveFlag::new(
         flag_defaults(settings),
         vec![hc_plan, addon_plan],
     )?);
     Ok((
-        Arc::new(hc.with_flag(flag.clone())),
+        hc.with_flag(&flag),
         Arc::new(addon.with_flag(flag.clone())),
         flag,
     ))
+}
+
+/// The HostedCluster engine: the shipped reconciler, or its same-code variant (`--same-code`).
+enum HostedClusterEngine {
+    Shipped(Arc<Engine<HostedClusterReconciler>>),
+    SameCode(Arc<Engine<SameCodeReconciler>>),
+}
+
+impl HostedClusterEngine {
+    /// The engine deciding modes from `flag`.
+    fn with_flag(self, flag: &Arc<crate::flag::LiveFlag>) -> Self {
+        fn share<R: crate::engine::Reconciler>(
+            engine: Arc<Engine<R>>,
+            flag: &Arc<crate::flag::LiveFlag>,
+        ) -> Arc<Engine<R>> {
+            let engine = Arc::try_unwrap(engine).unwrap_or_else(|_| {
+                unreachable!("the engine is not shared before its flag is set")
+            });
+            Arc::new(engine.with_flag(flag.clone()))
+        }
+        match self {
+            Self::Shipped(e) => Self::Shipped(share(e, flag)),
+            Self::SameCode(e) => Self::SameCode(share(e, flag)),
+        }
+    }
+
+    fn guard(&self) -> &Arc<crate::engine::dryrun::GuardStats> {
+        match self {
+            Self::Shipped(e) => e.guard(),
+            Self::SameCode(e) => e.guard(),
+        }
+    }
+
+    fn spawn(
+        &self,
+        api: Api<HostedCluster>,
+        workers: u16,
+        until: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+        synced: impl FnOnce() + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        match self {
+            Self::Shipped(e) => tokio::spawn(crate::engine::controller::run_with(
+                e.clone(),
+                api,
+                workers,
+                until,
+                synced,
+            )),
+            Self::SameCode(e) => tokio::spawn(crate::engine::controller::run_with(
+                e.clone(),
+                api,
+                workers,
+                until,
+                synced,
+            )),
+        }
+    }
 }
 
 /// A client of the simulator with the controllers' user agent.

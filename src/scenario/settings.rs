@@ -114,6 +114,9 @@ pub struct Settings {
     pub ramp: crate::flag::Ramp,
     /// Whether an object's `shadow-reconciler.io/mode` annotation chooses its mode.
     pub allow_object_override: bool,
+    /// Run the HostedCluster reconciler with the phased code in both paths, every operation
+    /// compared ([`SameCodeReconciler`](crate::reconcilers::hostedcluster::SameCodeReconciler)).
+    pub same_code: bool,
     /// The flag ConfigMap watched in the simulated cluster; `None`: the settings decide alone.
     pub flag: Option<crate::flag::watch::Target>,
     /// The HostedClusters' faults instead of the scenario's (the scenario still decides the
@@ -156,6 +159,7 @@ impl Default for Settings {
             plans: Vec::new(),
             ramp: crate::flag::Ramp::ALL,
             allow_object_override: false,
+            same_code: false,
             flag: Some(default_flag_target()),
             faults: None,
             cluster: None,

@@ -7,11 +7,16 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use shadow_reconciler::engine::{OpContext, OpResult, Reconciler};
+use std::sync::Arc;
+
+use shadow_reconciler::engine::{
+    Engine, EngineSettings, MemorySink, OpContext, OpResult, ReconcileRecord, Reconciler,
+};
 use shadow_reconciler::reconcilers::hostedcluster::{
     self, HostedCluster, HostedClusterReconciler, HostedClusterSpec, HostedControlPlane, LocalRef,
     Release, State,
 };
+use shadow_reconciler::vocab::Mode;
 
 /// The namespace of the HostedClusters.
 pub const NS: &str = "clusters";
@@ -27,6 +32,35 @@ fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
         namespace: namespace.map(str::to_owned),
         ..ObjectMeta::default()
     }
+}
+
+/// One reconcile of HostedCluster `name` (in [`NS`]) by a fresh engine of `reconciler` with the
+/// shipped plan, in `mode`; its record. The shadow guard must refuse nothing.
+pub async fn reconcile<R: Reconciler<Object = HostedCluster>>(
+    client: &kube::Client,
+    reconciler: R,
+    name: &str,
+    mode: Mode,
+) -> ReconcileRecord {
+    let sink = MemorySink::new();
+    let engine = Engine::new(
+        Arc::new(reconciler),
+        HostedClusterReconciler::plan(),
+        client.clone(),
+        &EngineSettings {
+            mode,
+            ..EngineSettings::default()
+        },
+    )
+    .unwrap()
+    .with_sink(Arc::new(sink.clone()));
+    let hc = Api::<HostedCluster>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .unwrap();
+    engine.reconcile(Arc::new(hc)).await;
+    assert_eq!(engine.guard().refused(), 0);
+    sink.records().pop().expect("one record")
 }
 
 /// The CRDs (server-side applied, so twice is fine), established.

@@ -4,13 +4,15 @@ Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--engine duckdb|spark|trino] [--p
 
 ANALYSIS_JSON is `shadow-reconciler analyze DATASET_DIR --format json` of the same directory. For
 each plan in it, runs every query file of exporters/sql/ENGINE/ (default duckdb) with its
-placeholders replaced ({dir},
-{plan}, {plan_hash}, {plan_operations} from the plan file, {confidence}, {min_samples} from the
-JSON) and compares every number the query returns with the JSON's: per operation, failures by
+placeholders replaced ({dir}, {plan}, {plan_hash}, {plan_operations} and {legacy_only} from the
+plan file, {confidence}, {min_samples} from the JSON) and compares every number the query returns
+with the JSON's: per operation (the phased path's operations, as analyze lists them), failures by
 class, the unblocked matrix, the ordering pairs (counts exactly, rates and Wilson bounds within
-1e-9, the separated/declared/dependency flags) and the plan's counts. Plan files: each --plan
-FILE, else the shipped plan of that name in deploy/plans/. Spark runs in pyspark's local mode
-(one session for every file, the tables declared by spark/tables.sql, UTC session time zone).
+1e-9, the separated/declared/dependency flags), the write differences (objects and rows per
+operation and kind of difference; not the bounded name and field lists) and the plan's counts.
+Plan files: each --plan FILE, else the shipped plan of that name in deploy/plans/. Spark runs in
+pyspark's local mode (one session for every file, the tables declared by spark/tables.sql, UTC
+session time zone).
 
 Prints one summary line with the number of values compared; exits 1 with the list of differences
 on any mismatch, and when nothing was compared.
@@ -41,19 +43,65 @@ def strip_comment(line):
     return line if cut < 0 else line[:cut]
 
 
-def parse_plan(path):
-    """(name, [(operation, [depends_on, ...])]) from a ReconcilePlan file.
+def unquote(value):
+    return value.strip().strip("'\"")
 
-    A reader of the few keys needed (metadata.name, spec.operations[].name and .dependsOn, in flow
-    `[A, B]` or block `- A` style), so the check needs no YAML library.
+
+def flow_items(text):
+    """The items of a flow collection's inside (`a, b` of `[a, b]` or `k: v, k: [a, b]` of
+    `{...}`), split at the commas outside brackets."""
+    items, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        items.append(current.strip())
+    return items
+
+
+def parse_plan(path):
+    """(name, [(operation, [depends_on, ...], only)]) from a ReconcilePlan file, `only` being
+    'legacy', 'phased' or None.
+
+    A reader of the few keys needed (metadata.name, and of each item of spec.operations its name,
+    dependsOn (flow `[A, B]` or block `- A` style) and only; an operation may also be written as a
+    flow mapping `- {name: A, dependsOn: [B]}`), so the check needs no YAML library. An
+    operation is an item at the indent of the list's first item; what is nested deeper in it
+    (the `- kind: ...` mappings of `intendedDifferences`, a description's lines) is skipped.
     """
     name = None
     operations = []
     in_operations = None  # indent of the `operations:` key while inside it
+    item_indent = None  # indent of the operations' `- ` items
+    key_indent = None  # indent of an operation's own keys
     in_depends = None  # indent of the `dependsOn:` key while reading its block list
     in_metadata = False
     with open(path) as f:
         lines = [strip_comment(line.rstrip("\n")) for line in f]
+
+    def key(item):
+        field, _, value = item.partition(":")
+        field, value = field.strip(), value.strip()
+        if field == "name":
+            operations[-1][0] = unquote(value)
+        elif field == "only":
+            operations[-1][2] = unquote(value)
+        elif field == "dependsOn":
+            if value.startswith("["):
+                operations[-1][1].extend(unquote(v) for v in flow_items(value[1:-1]) if v.strip())
+            elif value:
+                raise SystemExit(f"{path}: cannot read dependsOn: {value}")
+            else:
+                return "block"
+        return None
+
     for line in lines:
         if not line.strip():
             continue
@@ -63,35 +111,43 @@ def parse_plan(path):
             in_metadata = text == "metadata:"
             in_operations = None
         if in_metadata and indent > 0 and text.startswith("name:") and name is None:
-            name = text.split(":", 1)[1].strip().strip("'\"")
+            name = unquote(text.split(":", 1)[1])
         if text == "operations:" and in_operations is None and indent == 2:
             in_operations = indent
+            item_indent = key_indent = None
             continue
         if in_operations is None:
             continue
-        if indent <= in_operations and not text.startswith("- "):
+        if indent <= in_operations and not (text.startswith("- ") and indent == in_operations):
             in_operations = None
             in_depends = None
             continue
         if in_depends is not None:
-            if indent > in_depends and text.startswith("- ") and ":" not in text:
-                operations[-1][1].append(text[2:].strip().strip("'\""))
+            if indent >= in_depends and text.startswith("- ") and ":" not in text:
+                operations[-1][1].append(unquote(text[2:]))
                 continue
             in_depends = None
-        item = text[2:].strip() if text.startswith("- ") else text
-        if text.startswith("- ") and item.startswith("name:"):
-            operations.append((item.split(":", 1)[1].strip().strip("'\""), []))
-        elif item.startswith("dependsOn:") and operations:
-            value = item.split(":", 1)[1].strip()
-            if value.startswith("["):
-                operations[-1][1].extend(
-                    v.strip().strip("'\"") for v in value.strip("[]").split(",") if v.strip())
-            elif value:
-                raise SystemExit(f"{path}: cannot read dependsOn: {value}")
-            else:
+        if item_indent is None and text.startswith("- "):
+            item_indent = indent
+        if indent == item_indent and text.startswith("- "):
+            item = text[2:].strip()
+            key_indent = indent + 2
+            operations.append([None, [], None])
+            if item.startswith("{"):
+                for field in flow_items(item[1:-1]):
+                    key(field)
+                continue
+            if key(item) == "block":
                 in_depends = indent
-    if not name or not operations:
-        raise SystemExit(f"{path}: no plan name or no operations found")
+            continue
+        if indent == key_indent and key(text) == "block":
+            in_depends = indent
+    operations = [tuple(op) for op in operations]
+    if not name or not operations or any(op[0] is None for op in operations):
+        raise SystemExit(f"{path}: no plan name or no operations found (or an operation without a name)")
+    for op, _, only in operations:
+        if only not in (None, "legacy", "phased"):
+            raise SystemExit(f"{path}: {op}: cannot read only: {only}")
     return name, operations
 
 
@@ -107,9 +163,16 @@ def quote(s):
     return "'" + s.replace("'", "''") + "'"
 
 
+def legacy_list(operations):
+    """{legacy_only}: the names of the operations with `only: legacy` as SQL string literals for
+    `IN (...)`; '' (no operation is named so) when there are none."""
+    names = [quote(op) for op, _, only in operations if only == "legacy"]
+    return ", ".join(names) if names else "''"
+
+
 def values_list(operations):
     rows = []
-    for op, deps in operations:
+    for op, deps, _ in operations:
         for dep in deps or [""]:
             rows.append(f"({quote(op)}, {quote(dep)})")
     return ", ".join(rows)
@@ -307,8 +370,11 @@ class Spark:
             self.session.sql(statement).collect()
         self.problems = []
         # tables.sql types the partition columns as Spark's own inference does, and the dataset's
-        # root reads as Parquet (nothing else lies in the tree).
-        for table in ("steps", "reconciles"):
+        # root reads as Parquet (nothing else lies in the tree). A dataset written before the
+        # writes table existed has no table=writes.
+        for table in ("steps", "reconciles", "writes"):
+            if not os.path.isdir(os.path.join(root, f"table={table}")):
+                continue
             declared = {f.name: f.dataType.simpleString()
                         for f in self.session.table(f"shadow_{table}_files").schema.fields}
             inferred = {f.name: f.dataType.simpleString()
@@ -318,7 +384,7 @@ class Spark:
                                      f"spark.read.parquet infers {inferred}")
         whole = self.session.read.parquet("file://" + root)
         tables = {r[0] for r in whole.select("table").distinct().collect()}
-        if tables != {"steps", "reconciles"}:
+        if not {"steps", "reconciles"} <= tables <= {"steps", "reconciles", "writes"}:
             self.problems.append(f"spark.read.parquet of the dataset's root: tables {tables}")
 
     def run(self, path, substitutions):
@@ -373,8 +439,9 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
     if plan not in plans:
         raise SystemExit(f"no plan file for plan {plan}: pass --plan FILE")
     plan_path, operations = plans[plan]
+    # analyze lists the operations of the phased path: every one but those with `only: legacy`.
     json_ops = [o["operation"] for o in report["operations"]]
-    if sorted(json_ops) != sorted(op for op, _ in operations):
+    if sorted(json_ops) != sorted(op for op, _, only in operations if only != "legacy"):
         raise SystemExit(f"{plan_path}: its operations differ from the analysis of {plan} "
                          f"(another version of the plan? pass --plan FILE)")
     subs = {
@@ -382,6 +449,7 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
         "plan": plan,
         "plan_hash": plan_hash,
         "plan_operations": values_list(operations),
+        "legacy_only": legacy_list(operations),
         "confidence": repr(float(analysis["confidence"])),
         "min_samples": str(int(analysis["min_samples"])),
     }
@@ -444,6 +512,15 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
                 continue
             for field in ("reconciles", "objects", "guard_refusals", "other_version_rows"):
                 cmp.value(plan, f"plans.{field}", rows[0][field], report[field])
+        elif name == "writes.sql":
+            key = ("operation", "kind", "subresource", "control", "candidate", "intended")
+            # The bounded lists (names, fields) are not compared: which names or fields a
+            # bounded list keeps depends on the order the files are read in.
+            cmp.keyed(plan, "writes", {tuple(r[k] for k in key): r for r in rows},
+                      {tuple(w[k] for k in key): w for w in report["writes"]},
+                      ["objects", "rows"])
+            # An empty list on both sides is still a comparison: no write difference.
+            cmp.value(plan, "writes.count", len(rows), len(report["writes"]))
         elif name == "unknown_operations.sql":
             cmp.keyed(plan, "unknown_operations", {r["operation"]: {"n": r["step_rows"]} for r in rows},
                       {k: {"n": v} for k, v in report["unknown_operations"].items()}, ["n"])

@@ -5,7 +5,8 @@
 -- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- Per operation of one plan version: the numbers of `analyze --format json` under
--- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`).
+-- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`), for the operations of the
+-- phased path (those without `only: legacy`).
 --
 -- Placeholders (replaced as text before running; tests/python/check_sql.py does it):
 --   {dir}              the dataset directory (holds table=steps/ and table=reconciles/)
@@ -16,6 +17,11 @@
 --                      per dependsOn entry and ('Operation', '') for an operation without any.
 --                      Only the names are used here: step rows naming an operation the plan does
 --                      not have are left out, as the analyzer does (see unknown_operations.sql).
+--   {legacy_only}      the plan's operations with `only: legacy` (they exist in the legacy loop
+--                      alone), as SQL string literals for IN (...): 'ValidConfigurationCondition',
+--                      or '' when the plan has none. Their steps count like any other (one may be
+--                      a reconcile's first failure), but `plans[].operations[]` lists the phased
+--                      path's operations only (every one but these), and so does this query.
 --
 -- Definitions (a "run" is the control's or the candidate's steps of one reconcile, in `seq`
 -- order; a reconcile is one reconcile_id within one file, since the analyzer counts each file on
@@ -32,9 +38,12 @@
 --   newly_blocked        candidate steps 'blocked' or 'skipped' of an operation the control
 --                        executed (real or dry-run) in the same reconcile
 --   unblocked            candidate steps 'dry-run' or 'not-simulated' of an operation the control
---                        did not execute in the same reconcile (the records' `unblocked`); of
---                        those, unblocked_succeeded / unblocked_failed are dry runs that
---                        succeeded / failed, unblocked_not_simulated the 'not-simulated' ones
+--                        had in the same reconcile (it has a step of it: its code path runs it)
+--                        and did not run for real (its first step of it is not 'real'); an
+--                        operation with `only: phased` that the control does not have (in shadow
+--                        mode) is never unblocked. Of those, unblocked_succeeded /
+--                        unblocked_failed are dry runs that succeeded / failed,
+--                        unblocked_not_simulated the 'not-simulated' ones
 --   failures_real / failures_dry_run       failures among the real / dry-run executions
 --   failed_objects       distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) with a step 'failed' 
 WITH plan_operations AS (
@@ -42,6 +51,10 @@ WITH plan_operations AS (
 ),
 operations AS (
     SELECT DISTINCT operation FROM plan_operations
+),
+-- The operations reported: the phased path's.
+phased AS (
+    SELECT operation FROM operations WHERE operation NOT IN ({legacy_only})
 ),
 steps AS (
     SELECT file, reconcile_id,
@@ -99,8 +112,12 @@ newly_blocked AS (
     WHERE NOT s.control AND s.blocked
     GROUP BY s.operation
 ),
-control_real AS (
-    SELECT DISTINCT file, reconcile_id, operation FROM steps WHERE control AND execution = 'real'
+-- The control's first step of each operation it had (its code path has the operation).
+control_first AS (
+    SELECT file, reconcile_id, operation, execution
+    FROM (SELECT *, row_number() OVER (PARTITION BY file, reconcile_id, operation ORDER BY seq) AS n
+          FROM steps WHERE control)
+    WHERE n = 1
 ),
 unblocked AS (
     SELECT s.operation,
@@ -109,9 +126,9 @@ unblocked AS (
            count_if(s.execution = 'dry-run' AND s.outcome = 'failed') AS unblocked_failed,
            count_if(s.execution = 'not-simulated') AS unblocked_not_simulated
     FROM steps s
-    LEFT JOIN control_real r ON r.file = s.file AND r.reconcile_id = s.reconcile_id
-                            AND r.operation = s.operation
-    WHERE NOT s.control AND s.execution IN ('dry-run', 'not-simulated') AND r.operation IS NULL
+    JOIN control_first r ON r.file = s.file AND r.reconcile_id = s.reconcile_id
+                        AND r.operation = s.operation
+    WHERE NOT s.control AND s.execution IN ('dry-run', 'not-simulated') AND r.execution <> 'real'
     GROUP BY s.operation
 ),
 executions AS (
@@ -151,7 +168,7 @@ SELECT '{plan}' AS plan,
        coalesce(u.unblocked_succeeded, 0) AS unblocked_succeeded,
        coalesce(u.unblocked_failed, 0) AS unblocked_failed,
        coalesce(u.unblocked_not_simulated, 0) AS unblocked_not_simulated
-FROM operations o
+FROM phased o
 LEFT JOIN executions x ON x.operation = o.operation
 LEFT JOIN first_failure_counts ff ON ff.operation = o.operation
 LEFT JOIN blocked_by_first b ON b.operation = o.operation

@@ -6,12 +6,16 @@
 --
 -- The unblocked matrix of one plan version: `plans[].unblocked[]` of `analyze --format json`.
 -- In reconciles where the control failed (first at `first_failure`), each candidate step executed
--- in dry-run whose operation the control did not execute (real or dry-run) in that reconcile:
--- how often (`unblocked`) and how often it did not fail there (`succeeded`: the analyzer counts
--- every outcome other than 'failed' as succeeded here; dry-run steps are only ever 'succeeded'
--- or 'failed').
+-- in dry-run of an operation the control had in that reconcile (it has a step of it: its code
+-- path runs it) and did not run for real (its first step of it is not 'real'): how often
+-- (`unblocked`) and how often it did not fail there (`succeeded`: the analyzer counts every
+-- outcome other than 'failed' as succeeded here; dry-run steps are only ever 'succeeded' or
+-- 'failed'). An operation with `only: phased` that the control does not have (in shadow mode) is
+-- never unblocked. Both `first_failure` and `operation` are operations of the phased path (not
+-- in {legacy_only}); the control's first failure is found among every step, so a reconcile
+-- whose control failed first at a legacy-only operation counts in no row.
 --
--- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
+-- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations}, {legacy_only} as in operations.sql.
 WITH plan_operations AS (
     SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
 ),
@@ -37,8 +41,12 @@ first_failures AS (
     FROM ordered
     WHERE control AND failed AND failures_before = 0
 ),
-control_executed AS (
-    SELECT DISTINCT file, reconcile_id, operation FROM steps WHERE control AND executed
+-- The control's first step of each operation it had (its code path has the operation).
+control_first AS (
+    SELECT file, reconcile_id, operation, execution
+    FROM (SELECT *, row_number() OVER (PARTITION BY file, reconcile_id, operation ORDER BY seq) AS n
+          FROM steps WHERE control)
+    WHERE n = 1
 )
 SELECT '{plan}' AS plan,
        f.first_failure,
@@ -48,8 +56,9 @@ SELECT '{plan}' AS plan,
 FROM first_failures f
 JOIN steps c ON c.file = f.file AND c.reconcile_id = f.reconcile_id
             AND NOT c.control AND c.execution = 'dry-run'
-LEFT JOIN control_executed e ON e.file = c.file AND e.reconcile_id = c.reconcile_id
-                            AND e.operation = c.operation
-WHERE e.operation IS NULL
+JOIN control_first e ON e.file = c.file AND e.reconcile_id = c.reconcile_id
+                    AND e.operation = c.operation
+WHERE e.execution <> 'real'
+  AND f.first_failure NOT IN ({legacy_only}) AND c.operation NOT IN ({legacy_only})
 GROUP BY f.first_failure, c.operation
 ORDER BY f.first_failure, c.operation;

@@ -6,6 +6,13 @@
 // read-your-dry-run-writes overlay and a guard that refuses anything but dry runs), and
 // reports both runs as OpenTelemetry spans that the shadow-reconciler sidecar (`ingest`) turns
 // into the same metrics, Parquet data and analysis as the Rust engine's.
+//
+// A controller whose legacy loop is not the same code as its phased reconcile gives the legacy
+// code too (NewWithLegacy): per operation (Legacy.Ops), or as the whole legacy loop in one
+// function that marks its steps with Step (Legacy.Func, the HyperShift shape). The engine then
+// runs the candidate's code of such an operation in dry-run just before the control's, on the
+// same world, and reports what the two codes wrote differently (Outcome.WriteDifferences, and
+// span events the sidecar records).
 package shadow
 
 import (
@@ -47,16 +54,21 @@ const (
 
 // Op is one operation of the reconcile. It does its API work through r.Client, which is the
 // controller's client in the control and the dry-run client in the candidate: the same code
-// runs in both.
+// runs in both, unless the operation has legacy code of its own (NewWithLegacy).
 type Op[T client.Object, S any] func(ctx context.Context, r *Run[T, S]) error
 
 // Run is what an operation sees: the client of its run, the object, the state the operations
-// of one run share (the candidate starts from a copy of the control's), and how it runs.
+// of one run share (the candidate starts from a copy of the control's), how it runs, and which
+// code path runs it.
 type Run[T client.Object, S any] struct {
 	Client    client.Client
 	Object    T
 	State     *S
 	Execution Execution
+	// Path is the code path running the operation: legacy in the legacy loop (the sequential
+	// model), phased in the phased reconcile. The engine runs an operation's legacy code of its
+	// own where it has one; code shared by both paths may read Path to log or label.
+	Path plan.CodePath
 
 	retry     bool
 	requeue   time.Duration
@@ -103,15 +115,24 @@ type Engine[T client.Object, S any] struct {
 	plan     *plan.Plan
 	planHash string
 	real     client.Client
-	ops      []Op[T, S]
-	flag     *Flag
-	dry      *DryRun
-	tracer   trace.Tracer
-	opts     Options
+	// ops is, by operation id, the code of the phased path (shared with the legacy path unless
+	// legacy has code of the operation), and the code of an only: legacy operation given in ops.
+	ops []Op[T, S]
+	// legacy is, by operation id, legacy code of its own (Legacy.Ops), nil where there is none.
+	legacy []Op[T, S]
+	// fn is the whole legacy loop (Legacy.Func), nil when the legacy code is per operation.
+	fn     LegacyFunc[T]
+	flag   *Flag
+	dry    *DryRun
+	tracer trace.Tracer
+	opts   Options
+	// kinds are the kinds of the resources written, for naming deleted objects.
+	kinds writes.Kinds
 
-	mu       sync.Mutex
-	policies *policies
-	samples  atomic.Uint64
+	mu           sync.Mutex
+	policies     *policies
+	samples      atomic.Uint64
+	unknownSteps sync.Map // names Step marked that the legacy path does not have, logged once
 }
 
 type policies struct {
@@ -141,48 +162,10 @@ func (e *MismatchError) Error() string {
 }
 
 // New matches the operations with the plan (every operation of the plan, no other) and
-// builds the engine. real is the controller's client (the manager's).
+// builds the engine. real is the controller's client (the manager's). Each operation is one
+// piece of code that both paths run; NewWithLegacy takes legacy code of its own.
 func New[T client.Object, S any](p *plan.Plan, real client.Client, ops map[string]Op[T, S], opts Options) (*Engine[T, S], error) {
-	mismatch := &MismatchError{Plan: p.Name}
-	byID := make([]Op[T, S], len(p.Operations))
-	for _, op := range p.Operations {
-		fn, ok := ops[op.Name]
-		if !ok || fn == nil {
-			mismatch.MissingInCode = append(mismatch.MissingInCode, op.Name)
-			continue
-		}
-		byID[op.ID] = fn
-	}
-	for name := range ops {
-		if _, ok := p.Lookup(name); !ok {
-			mismatch.MissingInPlan = append(mismatch.MissingInPlan, name)
-		}
-	}
-	sort.Strings(mismatch.MissingInPlan)
-	if len(mismatch.MissingInCode)+len(mismatch.MissingInPlan) > 0 {
-		return nil, mismatch
-	}
-	if opts.DryRun == nil {
-		return nil, errors.New("shadow.New: Options.DryRun is required: the candidate's client (shadow.NewDryRun over the manager's REST config and cache)")
-	}
-	if opts.Flag == nil {
-		f, err := StaticFlag(flag.Default(), p)
-		if err != nil {
-			return nil, err
-		}
-		opts.Flag = f
-	}
-	if opts.Tracer == nil {
-		opts.Tracer = otel.Tracer("github.com/shadow-reconciler/shadow-reconciler/sdk/go/shadow", trace.WithInstrumentationVersion(Version))
-	}
-	if opts.Log.GetSink() == nil {
-		opts.Log = logr.Discard()
-	}
-	e := &Engine[T, S]{plan: p, planHash: p.Hash(), real: real, ops: byID, flag: opts.Flag, dry: opts.DryRun, tracer: opts.Tracer, opts: opts}
-	if _, err := e.policiesFor(opts.Flag.state); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return NewWithLegacy(p, real, ops, Legacy[T, S]{}, opts)
 }
 
 // Plan is the engine's plan.

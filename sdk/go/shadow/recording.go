@@ -1,0 +1,251 @@
+package shadow
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/writes"
+)
+
+// recorder is a client whose writes the API server accepted are logged, for the operations
+// whose two code paths' writes are compared: the control's real client, or the candidate's
+// dry-run client. Requests pass unchanged. An accepted write is logged with its verb, the object
+// it addressed (group and resource through the client's REST mapper), the object's kind and the
+// answer decoded into the caller's object, as JSON values with the object's apiVersion and kind
+// set, so both sides of a comparison are shaped the same way. DeleteAllOf is not logged (it
+// names no object).
+type recorder struct {
+	client.Client
+	mu     sync.Mutex
+	writes []writes.Write
+}
+
+func newRecorder(c client.Client) *recorder { return &recorder{Client: c} }
+
+// take returns what was logged so far; the log is empty afterwards.
+func (r *recorder) take() []writes.Write {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.writes
+	r.writes = nil
+	return out
+}
+
+func (r *recorder) add(w writes.Write) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, w)
+}
+
+// object names obj (of gvk, "" to look it up) as a write addresses it, and its kind.
+func (r *recorder) object(obj runtime.Object, gvk schema.GroupVersionKind, namespace, name, subresource string) (writes.ObjectRef, schema.GroupVersionKind, bool) {
+	if gvk.Empty() {
+		var err error
+		if gvk, err = r.GroupVersionKindFor(obj); err != nil || gvk.Kind == "" {
+			return writes.ObjectRef{}, gvk, false
+		}
+	}
+	ref := writes.ObjectRef{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s", Namespace: namespace, Name: name, Subresource: subresource}
+	if mapper := r.RESTMapper(); mapper != nil {
+		if mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			ref.Resource = mapping.Resource.Resource
+			if mapping.Scope != nil && mapping.Scope.Name() == meta.RESTScopeNameRoot {
+				ref.Namespace = ""
+			}
+		}
+	}
+	return ref, gvk, true
+}
+
+// answer is obj as decoded JSON values, with its apiVersion and kind.
+func answer(obj runtime.Object, gvk schema.GroupVersionKind) (any, bool) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, false
+	}
+	content["apiVersion"], content["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	return content, true
+}
+
+// written logs an accepted write of obj (or of its subresource, whose answer is answered).
+func (r *recorder) written(verb writes.Verb, obj client.Object, subresource string, answered runtime.Object) {
+	ref, gvk, ok := r.object(obj, schema.GroupVersionKind{}, obj.GetNamespace(), obj.GetName(), subresource)
+	if !ok {
+		return
+	}
+	w := writes.Write{Verb: verb, Object: ref, Kind: gvk.Kind}
+	if answered != nil && answered != runtime.Object(obj) {
+		// A subresource's own object (an eviction, a token request) is another kind.
+		if sub, err := r.GroupVersionKindFor(answered); err == nil {
+			gvk = sub
+			w.Kind = sub.Kind
+		}
+	}
+	if verb != writes.Delete && answered != nil {
+		w.Answer, w.HasAnswer = answer(answered, gvk)
+	}
+	r.add(w)
+}
+
+// applied logs an accepted server-side apply: the answer was decoded into the configuration.
+func (r *recorder) applied(ac runtime.ApplyConfiguration, subresource string) {
+	data, err := json.Marshal(ac)
+	if err != nil {
+		return
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil || u.GetName() == "" {
+		return
+	}
+	gvk := u.GroupVersionKind()
+	ref, gvk, ok := r.object(u, gvk, u.GetNamespace(), u.GetName(), subresource)
+	if !ok {
+		return
+	}
+	w := writes.Write{Verb: writes.Patch, Object: ref, Kind: gvk.Kind}
+	w.Answer, w.HasAnswer = answer(u, gvk)
+	r.add(w)
+}
+
+func (r *recorder) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := r.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	r.written(writes.Create, obj, "", obj)
+	return nil
+}
+
+func (r *recorder) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := r.Client.Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	r.written(writes.Update, obj, "", obj)
+	return nil
+}
+
+func (r *recorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := r.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	r.written(writes.Patch, obj, "", obj)
+	return nil
+}
+
+func (r *recorder) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if err := r.Client.Apply(ctx, ac, opts...); err != nil {
+		return err
+	}
+	r.applied(ac, "")
+	return nil
+}
+
+func (r *recorder) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if err := r.Client.Delete(ctx, obj, opts...); err != nil {
+		return err
+	}
+	r.written(writes.Delete, obj, "", nil)
+	return nil
+}
+
+func (r *recorder) Status() client.SubResourceWriter { return r.SubResource("status") }
+
+func (r *recorder) SubResource(name string) client.SubResourceClient {
+	return &recordingSubResource{SubResourceClient: r.Client.SubResource(name), recorder: r, name: name}
+}
+
+type recordingSubResource struct {
+	client.SubResourceClient
+	recorder *recorder
+	name     string
+}
+
+func (s *recordingSubResource) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	if err := s.SubResourceClient.Create(ctx, obj, sub, opts...); err != nil {
+		return err
+	}
+	s.recorder.written(writes.Create, obj, s.name, sub)
+	return nil
+}
+
+func (s *recordingSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if err := s.SubResourceClient.Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	s.recorder.written(writes.Update, obj, s.name, obj)
+	return nil
+}
+
+func (s *recordingSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if err := s.SubResourceClient.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	s.recorder.written(writes.Patch, obj, s.name, obj)
+	return nil
+}
+
+func (s *recordingSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	if err := s.SubResourceClient.Apply(ctx, ac, opts...); err != nil {
+		return err
+	}
+	s.recorder.applied(ac, s.name)
+	return nil
+}
+
+// The span event carrying a write difference and its attributes: the same as the Rust engine's
+// (src/engine/writes.rs, mod event) and what the sidecar reads back.
+const (
+	eventWriteDifference = "shadow_reconciler.write_difference"
+	eventGroup           = "shadow_reconciler.write.group"
+	eventKind            = "shadow_reconciler.write.kind"
+	eventNamespace       = "shadow_reconciler.write.namespace"
+	eventName            = "shadow_reconciler.write.name"
+	eventSubresource     = "shadow_reconciler.write.subresource"
+	eventControl         = "shadow_reconciler.write.control"
+	eventCandidate       = "shadow_reconciler.write.candidate"
+	eventFields          = "shadow_reconciler.write.fields"
+	eventFieldsTotal     = "shadow_reconciler.write.fields_total"
+	eventIntended        = "shadow_reconciler.write.intended"
+)
+
+// differenceEvent is the attributes of d's span event; the namespace, subresource and verbs
+// are left out when empty.
+func differenceEvent(d *writes.WriteDifference) []attribute.KeyValue {
+	fields := d.Fields
+	if fields == nil {
+		fields = []string{}
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(eventGroup, d.Group),
+		attribute.String(eventKind, d.Kind),
+		attribute.String(eventName, d.Name),
+		attribute.StringSlice(eventFields, fields),
+		attribute.Int64(eventFieldsTotal, int64(d.FieldsTotal)),
+		attribute.Bool(eventIntended, d.Intended),
+	}
+	for _, optional := range [][2]string{
+		{eventNamespace, d.Namespace}, {eventSubresource, d.Subresource},
+		{eventControl, string(d.Control)}, {eventCandidate, string(d.Candidate)},
+	} {
+		if optional[1] != "" {
+			attrs = append(attrs, attribute.String(optional[0], optional[1]))
+		}
+	}
+	return attrs
+}
+
+// addDifferences puts one event per difference on span, at the time given.
+func addDifferences(span trace.Span, differences []writes.WriteDifference, options ...trace.EventOption) {
+	for i := range differences {
+		span.AddEvent(eventWriteDifference, append([]trace.EventOption{trace.WithAttributes(differenceEvent(&differences[i])...)}, options...)...)
+	}
+}
