@@ -1,6 +1,9 @@
-//! The engine's own cost of the shadow: one HostedCluster reconcile (20 operations) through the
-//! engine in mode `off` and in mode `shadow` on the happy path, with the Prometheus metrics and
-//! the Parquet sink attached, against a client that answers instantly.
+//! The engine's own cost of the shadow: one HostedCluster reconcile through the engine in mode
+//! `off` and in mode `shadow` on the happy path, with the Prometheus metrics and the Parquet sink
+//! attached, against a client that answers instantly. Two reconcilers: `shared code` (the 20
+//! operations both paths share, one code for both: the candidate reuses every control result) and
+//! `candidate code` (the shipped reconciler: `SSHKeySync` paired and compared, the legacy-only
+//! step's writes recorded, the phased-only check run by the candidate).
 //!
 //! The client replays responses: the object's API traffic is recorded once against the embedded
 //! simulator (until a reconcile writes nothing new), then every measured reconcile is answered
@@ -18,6 +21,7 @@
 mod cpu;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,8 +33,11 @@ use http::{Request, Response};
 use kube::api::Api;
 use kube::client::Body;
 use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
-use shadow_reconciler::engine::{Engine, EngineSettings};
-use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
+use shadow_reconciler::engine::{Engine, EngineSettings, OpContext, OpResult, Reconciler};
+use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::reconcilers::hostedcluster::{
+    HostedCluster, HostedClusterReconciler, State,
+};
 use shadow_reconciler::scenario::population;
 use shadow_reconciler::sim::{SimConfig, Simulator};
 use shadow_reconciler::telemetry::http::Telemetry;
@@ -92,35 +99,99 @@ fn replaying_client(replay: Arc<Replay>, upstream: kube::Client) -> kube::Client
     kube::Client::new(service, "default")
 }
 
-/// One engine of the HostedCluster plan in `mode`, with metrics and the Parquet sink.
-fn engine(
+/// The 20 operations both code paths share, with one code for both.
+struct SharedCode;
+
+const SHARED: &[&str] = &[
+    "CPOImageAndNamespace",
+    "PlatformCredentials",
+    "PullSecretSync",
+    "SecretEncryptionSync",
+    "RestoredFromBackup",
+    "AuditWebhookSync",
+    "SSHKeySync",
+    "AdditionalTrustBundle",
+    "ServiceAccountSigningKey",
+    "UnmanagedEtcdMTLS",
+    "ETCDMemberRecovery",
+    "GlobalConfigSync",
+    "CoreHCPChain",
+    "KubeconfigAndPasswordSync",
+    "PlatformOIDCAndCSI",
+    "MonitoringAndCLISecrets",
+    "ReleaseImageVersion",
+    "OperatorDeployments",
+    "RBACAndPolicies",
+    "PublicEndpointExposed",
+];
+
+impl Reconciler for SharedCode {
+    type Object = HostedCluster;
+    type State = State;
+
+    fn operations(&self) -> &'static [&'static str] {
+        SHARED
+    }
+
+    fn run<'a>(
+        &'a self,
+        op: &'a str,
+        ctx: &'a mut OpContext<HostedCluster, State>,
+    ) -> impl Future<Output = OpResult> + Send + 'a {
+        HostedClusterReconciler.run(op, ctx)
+    }
+}
+
+/// What a measured reconciler brings: itself and its plan.
+trait Measured: Reconciler<Object = HostedCluster> + Sized {
+    const NAME: &'static str;
+    fn make() -> (Self, Arc<ReconcilePlan>);
+}
+
+impl Measured for SharedCode {
+    const NAME: &'static str = "shared code";
+    fn make() -> (Self, Arc<ReconcilePlan>) {
+        let plan = ReconcilePlan::from_yaml(
+            "benches/common/hostedcluster-shared-code.yaml",
+            include_str!("common/hostedcluster-shared-code.yaml"),
+        )
+        .expect("the bench's plan");
+        (Self, Arc::new(plan))
+    }
+}
+
+impl Measured for HostedClusterReconciler {
+    const NAME: &'static str = "candidate code";
+    fn make() -> (Self, Arc<ReconcilePlan>) {
+        (Self, Self::plan())
+    }
+}
+
+/// One engine of the reconciler in `mode`, with metrics and the Parquet sink.
+fn engine<R: Measured>(
     mode: Mode,
     client: &kube::Client,
     telemetry: &Telemetry,
     parquet: &Arc<ParquetSink>,
-) -> Engine<HostedClusterReconciler> {
+) -> Engine<R> {
     let settings = EngineSettings {
         mode,
         ..EngineSettings::default()
     };
-    let engine = Engine::new(
-        Arc::new(HostedClusterReconciler),
-        HostedClusterReconciler::plan(),
-        client.clone(),
-        &settings,
-    )
-    .expect("engine")
-    .with_sink(parquet.clone());
+    let (reconciler, plan) = R::make();
+    let engine = Engine::new(Arc::new(reconciler), plan, client.clone(), &settings)
+        .expect("engine")
+        .with_sink(parquet.clone());
     let metrics = telemetry.metrics().clone();
     metrics.engine(engine.plan(), engine.guard().clone());
     engine.with_sink(Arc::new(metrics))
 }
 
-struct Setup {
+struct Setup<R: Reconciler> {
     _sim: Simulator,
     replay: Arc<Replay>,
-    off: Engine<HostedClusterReconciler>,
-    shadow: Engine<HostedClusterReconciler>,
+    off: Engine<R>,
+    shadow: Engine<R>,
     object: Arc<HostedCluster>,
     parquet: Arc<ParquetSink>,
     _dir: tempfile::TempDir,
@@ -129,7 +200,7 @@ struct Setup {
 /// A healthy HostedCluster in the simulator, reconciled in both modes until a round changes
 /// nothing in the simulator (every condition written, every child object applied); then one
 /// reconcile in each mode is recorded.
-async fn setup() -> Setup {
+async fn setup<R: Measured>() -> Setup<R> {
     let sim = Simulator::start(SimConfig::default())
         .await
         .expect("simulator");
@@ -146,8 +217,8 @@ async fn setup() -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let parquet = Arc::new(ParquetSink::start(SinkConfig::new(dir.path()), None));
     let telemetry = Telemetry::new();
-    let off = engine(Mode::Off, &client, &telemetry, &parquet);
-    let shadow = engine(Mode::Shadow, &client, &telemetry, &parquet);
+    let off = engine::<R>(Mode::Off, &client, &telemetry, &parquet);
+    let shadow = engine::<R>(Mode::Shadow, &client, &telemetry, &parquet);
     let hcs: Api<HostedCluster> = Api::all(upstream);
     let fresh = || async {
         Arc::new(
@@ -196,13 +267,18 @@ async fn setup() -> Setup {
 }
 
 fn overhead(c: &mut Criterion) {
+    measure::<SharedCode>(c);
+    measure::<HostedClusterReconciler>(c);
+}
+
+fn measure<R: Measured>(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let setup = runtime.block_on(setup());
+    let setup = runtime.block_on(setup::<R>());
     let misses = setup.replay.misses.load(Ordering::Relaxed);
-    let mut group = c.benchmark_group("engine reconcile, instant client");
+    let mut group = c.benchmark_group(format!("engine reconcile, instant client, {}", R::NAME));
     for (name, engine) in [("off", &setup.off), ("shadow", &setup.shadow)] {
         group.bench_function(name, |b| {
             b.iter(|| runtime.block_on(engine.reconcile(black_box(setup.object.clone()))));
@@ -231,7 +307,8 @@ fn overhead(c: &mut Criterion) {
             per[i] = cpu::process_cpu().saturating_sub(before) / batch;
         }
         println!(
-            "cpu per reconcile: off {:.1} us, shadow {:.1} us, shadow/off {:.3}",
+            "{}: cpu per reconcile: off {:.1} us, shadow {:.1} us, shadow/off {:.3}",
+            R::NAME,
             per[0].as_secs_f64() * 1e6,
             per[1].as_secs_f64() * 1e6,
             per[1].as_secs_f64() / per[0].as_secs_f64()
@@ -240,7 +317,8 @@ fn overhead(c: &mut Criterion) {
     }
     ratios.sort_by(f64::total_cmp);
     println!(
-        "shadow/off CPU per reconcile, median of {}: {:.3}",
+        "{}: shadow/off CPU per reconcile, median of {}: {:.3}",
+        R::NAME,
         ratios.len(),
         ratios[ratios.len() / 2]
     );

@@ -688,3 +688,80 @@ async fn raw_grpc(url: &str, body: Vec<u8>) -> tonic::Status {
         .map(|_: tonic::Response<Vec<u8>>| ())
         .unwrap_err()
 }
+
+/// A reconcile span in error whose operation spans show no failure (a legacy loop that failed
+/// outside any step it marked): its error is the control's, so the record says the reconcile
+/// failed as the controller did. Write difference events on a candidate span become the
+/// record's write differences, named after their operation.
+#[test]
+fn the_reconcile_spans_error_and_the_write_difference_events_reach_the_record() {
+    use opentelemetry_proto::tonic::trace::v1::span::Event;
+    let mut a = assembler(Limits::default());
+    let mut r = reconcile(21, 1, "hc-21");
+    r.status = Some(Status {
+        code: status::StatusCode::Error as i32,
+        message: "the legacy loop broke".into(),
+    });
+    let batch = a.ingest(&request(vec![r]), Instant::now());
+    assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
+    assert_eq!(
+        batch.records[0].control_error.as_deref(),
+        Some("the legacy loop broke")
+    );
+
+    let mut ssh = candidate(operation(22, 2, 1, "SSHKeySync", 2), "dry-run");
+    let event = |attributes: Vec<KeyValue>| Event {
+        name: "shadow_reconciler.write_difference".into(),
+        attributes,
+        ..Event::default()
+    };
+    ssh.events.push(event(vec![
+        kv("shadow_reconciler.write.group", ""),
+        kv("shadow_reconciler.write.kind", "Secret"),
+        kv("shadow_reconciler.write.namespace", "clusters-hc-22"),
+        kv("shadow_reconciler.write.name", "ssh-key"),
+        kv("shadow_reconciler.write.candidate", "delete"),
+        KeyValue {
+            key: "shadow_reconciler.write.intended".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::BoolValue(true)),
+            }),
+            ..KeyValue::default()
+        },
+    ]));
+    // Left out: an unknown verb, a missing name.
+    ssh.events.push(event(vec![
+        kv("shadow_reconciler.write.kind", "Secret"),
+        kv("shadow_reconciler.write.name", "x"),
+        kv("shadow_reconciler.write.control", "shred"),
+    ]));
+    ssh.events
+        .push(event(vec![kv("shadow_reconciler.write.kind", "Secret")]));
+    let batch = a.ingest(
+        &request(vec![ssh, reconcile(22, 1, "hc-22")]),
+        Instant::now(),
+    );
+    let differences = &batch.records[0].write_differences;
+    assert_eq!(differences.len(), 1, "{differences:#?}");
+    let d = &differences[0];
+    assert_eq!(
+        (
+            d.operation.as_str(),
+            d.kind.as_str(),
+            d.namespace.as_deref(),
+            d.name.as_str(),
+            d.control,
+            d.candidate,
+            d.intended
+        ),
+        (
+            "SSHKeySync",
+            "Secret",
+            Some("clusters-hc-22"),
+            "ssh-key",
+            None,
+            Some(shadow_reconciler::vocab::WriteVerb::Delete),
+            true
+        )
+    );
+}

@@ -5,11 +5,12 @@ Usage: python3 exporters/sql/generate_pairs.py [--check]
 The analyzer (src/analyze/pairs.rs `find`) judges the ordering pairs in rounds, counting objects
 (each object's first observation on each side): each round counts the pairs under "explains" =
 the transitive closure of the declared dependencies plus those the previous round detected, and
-detects its own set, until a round detects exactly the set it was given. SQL
-has no loop, so the rounds are unrolled here, ROUNDS of them, each materialised as a table (so no
-engine expands the rounds' plans into one another). The statements of a round are the same text
-in every dialect; only the table creation, the source of `steps` and one ordered string
-aggregation differ. `--check` exits 1 when a written file differs from what would be generated.
+detects its own set, until a round detects exactly the set it was given. X and Y are the phased
+path's operations (not those in {legacy_only}, the plan's `only: legacy` ones), while the
+observations take every step. SQL has no loop, so the rounds are unrolled here, ROUNDS of them,
+each materialised as a table (so no engine expands the rounds' plans into one another). The
+statements of a round are the same text in every dialect; only the table creation, the source of
+`steps` and one ordered string aggregation differ. `--check` exits 1 when a written file differs from what would be generated.
 """
 
 import os

@@ -70,6 +70,7 @@ impl<R: Reconciler> LegacyLoop<'_, R> {
         self.close(StepResult::succeeded());
         if let Some(candidate) = self.candidate
             && plan.operation(op).only().is_none()
+            && plan.operation(op).shadow() != crate::vocab::ShadowPolicy::Skip
         {
             let state = self.state.take().unwrap_or_default();
             let state = self

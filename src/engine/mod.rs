@@ -323,7 +323,19 @@ impl<R: Reconciler> Engine<R> {
             ),
             None => None,
         };
-        let condition_written = self.write_condition(&object, &control_report).await;
+        // A legacy loop function that failed without marking a step: its error is the
+        // control's, whatever the (unknown) steps say.
+        let opaque = shadow.opaque_error.take();
+        let condition = match &opaque {
+            Some(message) => crate::model::Condition {
+                type_: crate::model::CONDITION_TYPE,
+                status: crate::model::ConditionStatus::False,
+                reason: crate::model::REASON_ERROR,
+                message: message.clone(),
+            },
+            None => control_report.condition(),
+        };
+        let condition_written = self.write_condition(&object, &condition).await;
         let mut record = assemble(
             &self.plan,
             key_of(object.as_ref()),
@@ -333,7 +345,7 @@ impl<R: Reconciler> Engine<R> {
             candidate.as_ref().map(|report| (report, &shadow.trace)),
             Some(self.next_trace_id()),
         );
-        if let Some(error) = shadow.opaque_error.take() {
+        if let Some(error) = opaque {
             record.control_error = Some(error);
         }
         if candidate.is_some() {
@@ -367,9 +379,9 @@ impl<R: Reconciler> Engine<R> {
     async fn write_condition(
         &self,
         object: &Arc<R::Object>,
-        report: &crate::model::Report,
+        condition: &crate::model::Condition,
     ) -> bool {
-        match condition::write_if_changed(&self.real, object.as_ref(), &report.condition()).await {
+        match condition::write_if_changed(&self.real, object.as_ref(), condition).await {
             Ok(written) => written,
             Err(error) => {
                 let name = object.meta().name.as_deref().unwrap_or_default();

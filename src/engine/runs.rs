@@ -108,8 +108,11 @@ impl<R: Reconciler> Engine<R> {
             };
             let compared = compare.is_some()
                 && (self.distinct(op) || self.plan.operation(op).only() == Some(CodePath::Legacy));
+            // A `shadow: skip` operation is never run by the candidate, paired or not: its
+            // effects are outside what a dry run contains.
             if let Some(candidate) = compare
                 && self.distinct(op)
+                && self.plan.operation(op).shadow() != ShadowPolicy::Skip
             {
                 self.run_paired(op, candidate, object, ctx.state.clone(), shadow)
                     .await;
@@ -223,8 +226,10 @@ impl<R: Reconciler> Engine<R> {
             let failed_on_conflict =
                 theirs.and_then(|s| s.outcome.error_class()) == Some(ErrorClass::Conflict);
             let reevaluate = failed_on_conflict && retry && !control.retried[i];
-            let execution =
-                candidate_execution(self.plan.operation(op), control_report, self.distinct(op));
+            // Code of its own only against a control that ran the legacy code: in mode enforce
+            // both runs are phased code and the control's result is the candidate's.
+            let own = self.distinct(op) && control_report.kind() == ModelKind::Sequential;
+            let execution = candidate_execution(self.plan.operation(op), control_report, own);
             let result = if let Some(paired) = shadow.paired[i].take() {
                 paired
             } else if execution == Execution::Reused && !reevaluate && !self.sampled() {

@@ -135,6 +135,9 @@ pub struct RunFacts {
     pub flag_reason: Option<String>,
     /// `feature_flag.version`: the flag ConfigMap's resourceVersion.
     pub flag_version: Option<String>,
+    /// The reconcile span's error status message, when it has one: the control's error where no
+    /// operation span shows a failure (a legacy loop that failed outside its marked steps).
+    pub error: Option<String>,
 }
 
 /// The object reconciled, from the reconcile span's attributes.
@@ -332,6 +335,11 @@ impl Convention {
                     guard_refusals: count(a, "shadow_reconciler.guard_refusals"),
                     flag_reason: text(a, "feature_flag.result.reason").map(str::to_owned),
                     flag_version: text(a, "feature_flag.version").map(str::to_owned),
+                    error: span
+                        .status
+                        .as_ref()
+                        .filter(|s| s.code == status::StatusCode::Error as i32)
+                        .map(|s| s.message.clone()),
                 },
             }
         } else {

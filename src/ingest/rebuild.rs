@@ -134,6 +134,14 @@ pub(super) fn build(
         Some(opentelemetry::trace::TraceId::from_bytes(facts.trace_id).to_string()),
     );
     record.duration = Duration::from_nanos(facts.end.saturating_sub(facts.start));
+    // The reconcile failed where no operation span shows it (a legacy loop that marked no step):
+    // its error is the control's.
+    if record.control_error.is_none()
+        && let super::convention::Role::Reconcile { run, .. } = &facts.role
+        && let Some(error) = &run.error
+    {
+        record.control_error = Some(error.clone());
+    }
     if policies.candidate.is_some() {
         record.write_differences = differences(plan, seen, dry);
     }

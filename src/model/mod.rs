@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 pub use diff::Diff;
 pub use driver::drive;
-pub use report::{Condition, ConditionStatus, Report, Step};
+pub use report::{CONDITION_TYPE, Condition, ConditionStatus, REASON_ERROR, Report, Step};
 pub use run::{Decision, ModelError, Run, StepResult};
 
 /// How the candidate obtains an operation's result, the rule both engines (Rust, Go) follow and

@@ -131,7 +131,7 @@ def parse_plan(path):
             item_indent = indent
         if indent == item_indent and text.startswith("- "):
             item = text[2:].strip()
-            key_indent = indent + 2
+            key_indent = indent + len(text) - len(text[1:].lstrip())
             operations.append([None, [], None])
             if item.startswith("{"):
                 for field in flow_items(item[1:-1]):

@@ -1,16 +1,17 @@
 -- Tested: tests/python/check_sql.py --engine spark declares the tables with this file in pyspark's
 -- local mode (Spark 4.3) and runs every query of this directory on simulate's data. Declares the
--- two tables of a shadow-reconciler Parquet dataset (docs/parquet.md) for the Spark SQL queries of
--- this directory, and the views of their whole parts that the queries read.
+-- three tables of a shadow-reconciler Parquet dataset (docs/parquet.md: steps, reconciles and
+-- writes) for the Spark SQL queries of this directory, and the views of their whole parts that
+-- the queries read.
 --
 -- Placeholder: {dir}, the dataset directory as Spark addresses it (s3a://bucket/shadow, hdfs://...,
 -- file:///data/shadow). The layout is hive-style:
 -- {dir}/table=steps/cluster=NAME/date=YYYY-MM-DD/hour=HH/*.parquet (`cluster` is also a column of the files);
 -- writers' temporary files are hidden (.part-*.tmp) and Spark skips them.
 --
--- Types: uint32 columns (seq, phase, conflicts, guard_refusals, dry_run_requests) are read as
--- BIGINT; the partition columns are typed as Spark's own partition inference types them when it
--- reads a directory (spark.read.parquet): `date` DATE, `hour` INT.
+-- Types: uint32 columns (seq, phase, conflicts, guard_refusals, dry_run_requests, fields_total)
+-- are read as BIGINT; the partition columns are typed as Spark's own partition inference types
+-- them when it reads a directory (spark.read.parquet): `date` DATE, `hour` INT.
 -- Time: `time` is an instant (UTC in the files); Spark shows it in the session time zone, and the
 -- date/hour partitions are UTC: set spark.sql.session.timeZone=UTC to compare them.
 -- New date/hour partitions are seen after `MSCK REPAIR TABLE` (or ALTER TABLE ... RECOVER PARTITIONS).
@@ -80,9 +81,47 @@ LOCATION '{dir}/table=reconciles';
 
 MSCK REPAIR TABLE shadow_reconciles_files;
 
+-- One row per object an operation wrote differently in the candidate's code and the control's.
+-- Every rotation writes a file here, with no rows when nothing differed; a part written before
+-- the table existed has none (and a dataset written before it, no table=writes: the table is
+-- then empty).
+CREATE TABLE IF NOT EXISTS shadow_writes_files (
+    `time` TIMESTAMP,
+    reconcile_id STRING,
+    cluster STRING,
+    plan STRING,
+    plan_hash STRING,
+    mode STRING,
+    kind STRING,
+    namespace STRING,
+    name STRING,
+    operation STRING,
+    `only` STRING,
+    object_group STRING,
+    object_kind STRING,
+    object_namespace STRING,
+    object_name STRING,
+    object_subresource STRING,
+    control_verb STRING,
+    candidate_verb STRING,
+    control_action STRING,
+    candidate_action STRING,
+    fields ARRAY<STRING>,
+    fields_total BIGINT,
+    intended BOOLEAN,
+    `date` DATE,
+    `hour` INT
+)
+USING parquet
+PARTITIONED BY (cluster, `date`, `hour`)
+LOCATION '{dir}/table=writes';
+
+MSCK REPAIR TABLE shadow_writes_files;
+
 -- The whole parts (docs/parquet.md): a file counts only when its sibling of the same name in the
 -- other table exists, so that no reader sees half of a rotation (a writer that stopped between
--- committing the two files). `file` is the row's file, which the queries group by.
+-- committing the files); a writes file, when both the reconciles and the steps file of its part
+-- exist. `file` is the row's file, which the queries group by.
 CREATE OR REPLACE TEMPORARY VIEW shadow_steps AS
 SELECT s.*, s._metadata.file_path AS file
 FROM shadow_steps_files s
@@ -93,4 +132,12 @@ CREATE OR REPLACE TEMPORARY VIEW shadow_reconciles AS
 SELECT r.*, r._metadata.file_path AS file
 FROM shadow_reconciles_files r
 WHERE replace(r._metadata.file_path, '/table=reconciles/', '/table=steps/')
+      IN (SELECT DISTINCT _metadata.file_path FROM shadow_steps_files);
+
+CREATE OR REPLACE TEMPORARY VIEW shadow_writes AS
+SELECT w.*, w._metadata.file_path AS file
+FROM shadow_writes_files w
+WHERE replace(w._metadata.file_path, '/table=writes/', '/table=reconciles/')
+      IN (SELECT DISTINCT _metadata.file_path FROM shadow_reconciles_files)
+  AND replace(w._metadata.file_path, '/table=writes/', '/table=steps/')
       IN (SELECT DISTINCT _metadata.file_path FROM shadow_steps_files);

@@ -15,7 +15,7 @@ import (
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 )
 
-// The engine's own cost per reconcile of the 20-operation hostedcluster plan: the models, the
+// The engine's own cost per reconcile of the hostedcluster plan (22 operations): the models, the
 // flag, the spans (recorded by the SDK into an in-memory exporter through a batcher, as in
 // production), with operations that do nothing. Figures: docs/performance.md.
 func benchmarkReconcile(b *testing.B, mode flag.Mode, failing string, traced bool) {

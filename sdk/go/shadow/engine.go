@@ -21,14 +21,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -40,6 +38,7 @@ import (
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/writes"
 )
 
 // Execution is how a step ran.
@@ -199,18 +198,32 @@ type Outcome struct {
 	// Control is the run that wrote; Candidate the shadow run (nil in mode off).
 	Control, Candidate *model.Report
 	Diff               *model.Diff
-	// Err is the control's aggregate error (nil on success).
+	// Err is the control's aggregate error (nil on success); for a legacy function
+	// (Legacy.Func), the error it returned.
 	Err error
-	// RequeueAfter is the smallest requeue a control operation asked for.
+	// RequeueAfter is the smallest requeue a control operation asked for; for a legacy
+	// function, the RequeueAfter it returned.
 	RequeueAfter time.Duration
-	// DryRunRequests and GuardRefusals are the candidate's (refusals must stay 0).
+	// DryRunRequests and GuardRefusals are the candidate's, its paired runs included
+	// (refusals must stay 0).
 	DryRunRequests, GuardRefusals uint64
+	// WriteDifferences are what the candidate's code would have written differently from the
+	// control's (mode shadow): per object, for the operations whose legacy code is their own
+	// (paired), and every write of an operation of one code path, in the order found.
+	WriteDifferences []writes.WriteDifference
 	// TraceID of the reconcile span (empty when the tracer does not record).
 	TraceID string
+
+	// result is a legacy function's own result, returned as it is.
+	result *reconcile.Result
 }
 
-// Result is what controller-runtime gets: the control's error and requeue.
+// Result is what controller-runtime gets: the control's error and requeue (a legacy function's
+// own result).
 func (o *Outcome) Result() (reconcile.Result, error) {
+	if o.result != nil {
+		return *o.result, o.Err
+	}
 	return reconcile.Result{RequeueAfter: o.RequeueAfter}, o.Err
 }
 
@@ -218,6 +231,11 @@ func (o *Outcome) Result() (reconcile.Result, error) {
 // and the condition when asked for. The control's operations get obj (what they do to it is
 // theirs); the candidate's get a deep copy, and a copy of the control's final state (a
 // shallow copy of S: operations replace what the state points to, never modify it in place).
+// An operation whose legacy code is its own is paired in mode shadow: just before the control
+// runs its legacy code, the candidate's code of it runs in dry-run, on a deep copy of the
+// object and a copy of the control's state at that point, and the two runs' writes are
+// compared. With a legacy function (Legacy.Func) the candidate's state is its own, carried
+// from one paired run to the next and into the candidate run.
 func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	state := e.flag.Current(ctx)
 	pol, err := e.policiesFor(state)
@@ -281,23 +299,53 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	if out.Mode == flag.Enforce {
 		controlPolicy = pol.enforce
 	}
-	var controlState S
-	control, retried := e.runControl(ctx, controlPolicy, obj, &controlState)
-	out.Control = control
-	out.RequeueAfter = control.RequeueAfter
-	if message, failed := control.Aggregate(); failed {
-		out.Err = errors.New(message)
-		span.SetStatus(codes.Error, message)
-	}
+	// The candidate side of the reconcile, and the policy whose code is paired with the
+	// control's: the phased candidate when the control runs the legacy path.
+	var sh *shadowRun
+	var pairing *model.Policy
 	if out.Mode != flag.Off {
-		local := &GuardStats{}
-		candidateState := controlState
+		sh = newShadowRun(ctx)
+		if controlPolicy.Path() == plan.PathLegacy {
+			pairing = pol.candidate
+		}
+	}
+	var controlState, candidateState S
+	var control *model.Report
+	var retried []bool
+	var condition model.Condition
+	if e.fn != nil && controlPolicy.Path() == plan.PathLegacy {
+		var result reconcile.Result
+		var fnErr error
+		control, result, fnErr = e.runLegacyFunc(ctx, controlPolicy, pairing, obj, &candidateState, sh)
+		retried = make([]bool, len(e.plan.Operations))
+		out.result, out.Err, out.RequeueAfter = &result, fnErr, result.RequeueAfter
+		condition = control.Condition()
+		if _, failed := control.Aggregate(); fnErr != nil && !failed {
+			// It failed without marking a step: which step is not known, the error is.
+			condition = model.Condition{Type: model.ConditionType, Status: "False", Reason: model.ReasonError, Message: fnErr.Error()}
+		}
+	} else {
+		control, retried = e.runControl(ctx, controlPolicy, pairing, obj, &controlState, sh)
+		candidateState = controlState
+		out.RequeueAfter = control.RequeueAfter
+		if message, failed := control.Aggregate(); failed {
+			out.Err = errors.New(message)
+		}
+		condition = control.Condition()
+	}
+	out.Control = control
+	if out.Err != nil {
+		span.SetStatus(codes.Error, out.Err.Error())
+	}
+	if sh != nil {
 		// The candidate's own copy: nothing it does to the object, or a dry-run answer decoded
 		// into it, reaches the control's object or the condition written from it.
 		candidateObject := obj.DeepCopyObject().(T)
-		out.Candidate = e.runCandidate(WithCounters(ctx, local), pol.candidate, candidateObject, &candidateState, control, retried)
+		out.Candidate = e.runCandidate(pol.candidate, candidateObject, &candidateState, control, retried, sh)
+		sh.closePaired()
 		out.Diff, _ = model.Between(control, out.Candidate)
-		out.DryRunRequests, out.GuardRefusals = local.DryRunRequests(), local.Refused()
+		out.DryRunRequests, out.GuardRefusals = sh.local.DryRunRequests(), sh.local.Refused()
+		out.WriteDifferences = sh.differences
 		span.SetAttributes(
 			attribute.Int64("shadow_reconciler.dry_run_requests", int64(out.DryRunRequests)),
 			attribute.Int64("shadow_reconciler.guard_refusals", int64(out.GuardRefusals)),
@@ -309,7 +357,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		if reader == nil {
 			reader = e.real
 		}
-		if err := writeCondition(ctx, e.real, reader, obj, control.Condition()); err != nil {
+		if err := writeCondition(ctx, e.real, reader, obj, condition); err != nil {
 			e.opts.Log.Info("cannot write the ReconciliationSucceeded condition", "object", client.ObjectKeyFromObject(obj).String(), "error", err.Error())
 		}
 	}
@@ -322,6 +370,13 @@ func (e *Engine[T, S]) log(obj T, out *Outcome) {
 	if out.Diff != nil && len(out.Diff.Unblocked) > 0 {
 		values = append(values, "wouldUnblock", e.plan.SortedNames(out.Diff.Unblocked))
 	}
+	if len(out.WriteDifferences) > 0 {
+		described := make([]string, len(out.WriteDifferences))
+		for i := range out.WriteDifferences {
+			described[i] = out.WriteDifferences[i].Describe()
+		}
+		values = append(values, "writeDifferences", described)
+	}
 	if out.Err != nil {
 		e.opts.Log.Info("reconciliation completed with errors", append(values, "error", out.Err.Error(), "summary", out.Control.LogSummary())...)
 		return
@@ -333,53 +388,6 @@ func (e *Engine[T, S]) log(obj T, out *Outcome) {
 // plan says so, in the phased model.
 func (e *Engine[T, S]) retries(op int, policy *model.Policy) bool {
 	return policy.Kind == model.Phased && slices.Contains(policy.Enforced, op) && e.plan.Operations[op].RetryOnConflict
-}
-
-func (e *Engine[T, S]) runControl(ctx context.Context, policy *model.Policy, obj T, state *S) (*model.Report, []bool) {
-	retried := make([]bool, len(e.plan.Operations))
-	run := policy.Start()
-	for {
-		op, execute, ok := run.Next()
-		if !ok {
-			break
-		}
-		if !execute {
-			continue
-		}
-		retried[op] = e.retries(op, policy)
-		r := &Run[T, S]{Client: e.real, Object: obj, State: state, Execution: ExecReal, retry: retried[op]}
-		mustComplete(run, op, e.execute(ctx, op, r, "control"))
-	}
-	return mustReport(run), retried
-}
-
-func (e *Engine[T, S]) runCandidate(ctx context.Context, policy *model.Policy, obj T, state *S, control *model.Report, controlRetried []bool) *model.Report {
-	c := e.dry.ForReconcile()
-	run := policy.Start()
-	for {
-		op, execute, ok := run.Next()
-		if !ok {
-			break
-		}
-		if !execute {
-			continue
-		}
-		theirs := control.Step(op)
-		retry := e.retries(op, policy)
-		reevaluate := theirs.Outcome.Kind == model.Failed && theirs.Outcome.Class == ClassConflict && retry && !controlRetried[op]
-		var result model.Result
-		switch {
-		case theirs.Executed && !reevaluate && !e.sampled():
-			result = reuse(theirs)
-		case e.plan.Operations[op].Shadow == plan.ShadowSkip:
-			result = model.NotSimulated()
-		default:
-			r := &Run[T, S]{Client: c, Object: obj, State: state, Execution: ExecDryRun, retry: retry}
-			result = e.execute(ctx, op, r, "candidate")
-		}
-		mustComplete(run, op, result)
-	}
-	return mustReport(run)
 }
 
 func mustComplete(run *model.Run, op int, result model.Result) {
@@ -422,27 +430,41 @@ func reuse(step model.Step) model.Result {
 	return result
 }
 
-// execute runs one operation in its own span (a direct child of the reconcile span, as the
-// span convention wants), with retry-on-conflict when the run asks for it. A panic in the
-// operation is its failure (class internal), not the controller's crash.
-func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy string) (result model.Result) {
+// stepSpan is an operation's span, ended by close once what it carries is known: the write
+// differences of a paired run are known only after the control's code of the operation ran, so
+// the span keeps its own end time.
+type stepSpan struct {
+	span trace.Span
+	end  time.Time
+}
+
+// close puts one event per write difference on the span and ends it, both at its end time.
+func (s stepSpan) close(differences []writes.WriteDifference) {
+	if s.span == nil {
+		return
+	}
+	if len(differences) > 0 && s.span.IsRecording() {
+		addDifferences(s.span, differences, trace.WithTimestamp(s.end))
+	}
+	s.span.End(trace.WithTimestamp(s.end))
+}
+
+// startSpan starts an operation's span: a direct child of the reconcile span, as the span
+// convention wants.
+func (e *Engine[T, S]) startSpan(ctx context.Context, op int, policy string, execution Execution, options ...trace.SpanStartOption) (context.Context, trace.Span) {
 	name := e.plan.Operations[op].Name
-	ctx, span := e.tracer.Start(ctx, name, trace.WithAttributes(
+	return e.tracer.Start(ctx, name, append([]trace.SpanStartOption{trace.WithAttributes(
 		attribute.String("shadow_reconciler.operation", name),
 		attribute.String("shadow_reconciler.policy", policy),
-		attribute.String("shadow_reconciler.execution", string(r.Execution)),
-	))
-	defer span.End()
-	err := e.call(ctx, r, op)
-	result = model.Success()
-	if err != nil {
-		result = model.Failure(Classify(err), err.Error())
-	} else {
-		// As the Rust engine: a requeue counts from an operation that succeeded.
-		result.RequeueAfter = r.requeue
-	}
+		attribute.String("shadow_reconciler.execution", string(execution)),
+	)}, options...)...)
+}
+
+// reportOutcome sets an operation span's outcome: its class, status code and error status
+// when it failed, its conflicts and whether it ran under retry-on-conflict.
+func reportOutcome(span trace.Span, err error, conflicts int, retried bool) {
 	if !span.IsRecording() {
-		return result
+		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
 	if err != nil {
@@ -456,17 +478,51 @@ func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy
 	} else {
 		attrs = append(attrs, attribute.String("shadow_reconciler.outcome", "succeeded"))
 	}
-	if r.conflicts > 0 {
-		attrs = append(attrs, attribute.Int("shadow_reconciler.conflicts", r.conflicts))
+	if conflicts > 0 {
+		attrs = append(attrs, attribute.Int("shadow_reconciler.conflicts", conflicts))
 	}
-	if r.retry {
+	if retried {
 		attrs = append(attrs, attribute.Bool("shadow_reconciler.retried", true))
 	}
 	span.SetAttributes(attrs...)
+}
+
+// execute runs one operation in its own span, with retry-on-conflict when the run asks for it,
+// and returns the span for the caller to close. A panic in the operation is its failure (class
+// internal), not the controller's crash.
+func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy string) (model.Result, stepSpan) {
+	ctx, span := e.startSpan(ctx, op, policy, r.Execution)
+	err := e.call(ctx, r, op)
+	end := time.Now()
+	result := model.Success()
+	if err != nil {
+		result = model.Failure(Classify(err), err.Error())
+	} else {
+		// As the Rust engine: a requeue counts from an operation that succeeded.
+		result.RequeueAfter = r.requeue
+	}
+	reportOutcome(span, err, r.conflicts, r.retry)
+	return result, stepSpan{span, end}
+}
+
+// run executes one operation and ends its span.
+func (e *Engine[T, S]) run(ctx context.Context, op int, r *Run[T, S], policy string) model.Result {
+	result, span := e.execute(ctx, op, r, policy)
+	span.close(nil)
 	return result
 }
 
+// code is the code of op that the run's path runs: its legacy code of its own in the legacy
+// path, else the shared (phased) code.
+func (e *Engine[T, S]) code(op int, path plan.CodePath) Op[T, S] {
+	if path == plan.PathLegacy && e.legacy[op] != nil {
+		return e.legacy[op]
+	}
+	return e.ops[op]
+}
+
 func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
+	code := e.code(op, r.Path)
 	once := func() (err error) {
 		r.requeue = 0 // a retried attempt starts afresh
 		defer func() {
@@ -474,7 +530,10 @@ func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
 				err = Errorf(ClassInternal, "operation %s panicked: %v", e.plan.Operations[op].Name, p)
 			}
 		}()
-		err = e.ops[op](ctx, r)
+		if code == nil {
+			return Errorf(ClassInternal, "operation %s has no code in the %s path", e.plan.Operations[op].Name, r.Path)
+		}
+		err = code(ctx, r)
 		if IsConflict(err) {
 			r.conflicts++
 		}

@@ -308,9 +308,15 @@ func TestTheSampleRateReExecutesReusedSteps(t *testing.T) {
 	}
 	for _, op := range h.plan.Operations {
 		calls := h.calls[op.Name]
-		want := []Execution{ExecReal, ExecDryRun}
-		if op.Shadow == plan.ShadowSkip {
+		var want []Execution
+		switch {
+		case op.Only == plan.PathPhased:
+			// The control never has it: the candidate executes it, whatever the rate.
+			want = []Execution{ExecDryRun}
+		case op.Only == plan.PathLegacy, op.Shadow == plan.ShadowSkip:
 			want = []Execution{ExecReal}
+		default:
+			want = []Execution{ExecReal, ExecDryRun}
 		}
 		if !slices.Equal(calls, want) {
 			t.Errorf("%s at rate 1: %v", op.Name, calls)

@@ -27,6 +27,7 @@ import (
 type recorder struct {
 	client.Client
 	mu     sync.Mutex
+	paused bool
 	writes []writes.Write
 }
 
@@ -41,10 +42,26 @@ func (r *recorder) take() []writes.Write {
 	return out
 }
 
+// recording empties the log and says whether the writes from now on are logged (they are
+// unless told otherwise).
+func (r *recorder) recording(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paused, r.writes = !on, nil
+}
+
+func (r *recorder) logging() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.paused
+}
+
 func (r *recorder) add(w writes.Write) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.writes = append(r.writes, w)
+	if !r.paused {
+		r.writes = append(r.writes, w)
+	}
 }
 
 // object names obj (of gvk, "" to look it up) as a write addresses it, and its kind.
@@ -77,21 +94,31 @@ func answer(obj runtime.Object, gvk schema.GroupVersionKind) (any, bool) {
 	return content, true
 }
 
-// written logs an accepted write of obj (or of its subresource, whose answer is answered).
-func (r *recorder) written(verb writes.Verb, obj client.Object, subresource string, answered runtime.Object) {
+// written logs an accepted write of obj, whose answer was decoded into obj (a delete has
+// none).
+func (r *recorder) written(verb writes.Verb, obj client.Object, subresource string) {
+	r.writtenAs(verb, obj, subresource, nil)
+}
+
+// writtenAs logs an accepted write of obj's subresource whose answer was decoded into sub, an
+// object of its own (an eviction, a token request: another kind).
+func (r *recorder) writtenAs(verb writes.Verb, obj client.Object, subresource string, sub runtime.Object) {
+	if !r.logging() {
+		return
+	}
 	ref, gvk, ok := r.object(obj, schema.GroupVersionKind{}, obj.GetNamespace(), obj.GetName(), subresource)
 	if !ok {
 		return
 	}
 	w := writes.Write{Verb: verb, Object: ref, Kind: gvk.Kind}
-	if answered != nil && answered != runtime.Object(obj) {
-		// A subresource's own object (an eviction, a token request) is another kind.
-		if sub, err := r.GroupVersionKindFor(answered); err == nil {
-			gvk = sub
-			w.Kind = sub.Kind
+	var answered runtime.Object = obj
+	if sub != nil {
+		answered = sub
+		if own, err := r.GroupVersionKindFor(sub); err == nil {
+			gvk, w.Kind = own, own.Kind
 		}
 	}
-	if verb != writes.Delete && answered != nil {
+	if verb != writes.Delete {
 		w.Answer, w.HasAnswer = answer(answered, gvk)
 	}
 	r.add(w)
@@ -99,6 +126,9 @@ func (r *recorder) written(verb writes.Verb, obj client.Object, subresource stri
 
 // applied logs an accepted server-side apply: the answer was decoded into the configuration.
 func (r *recorder) applied(ac runtime.ApplyConfiguration, subresource string) {
+	if !r.logging() {
+		return
+	}
 	data, err := json.Marshal(ac)
 	if err != nil {
 		return
@@ -121,7 +151,7 @@ func (r *recorder) Create(ctx context.Context, obj client.Object, opts ...client
 	if err := r.Client.Create(ctx, obj, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Create, obj, "", obj)
+	r.written(writes.Create, obj, "")
 	return nil
 }
 
@@ -129,7 +159,7 @@ func (r *recorder) Update(ctx context.Context, obj client.Object, opts ...client
 	if err := r.Client.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Update, obj, "", obj)
+	r.written(writes.Update, obj, "")
 	return nil
 }
 
@@ -137,7 +167,7 @@ func (r *recorder) Patch(ctx context.Context, obj client.Object, patch client.Pa
 	if err := r.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Patch, obj, "", obj)
+	r.written(writes.Patch, obj, "")
 	return nil
 }
 
@@ -153,7 +183,7 @@ func (r *recorder) Delete(ctx context.Context, obj client.Object, opts ...client
 	if err := r.Client.Delete(ctx, obj, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Delete, obj, "", nil)
+	r.written(writes.Delete, obj, "")
 	return nil
 }
 
@@ -173,7 +203,7 @@ func (s *recordingSubResource) Create(ctx context.Context, obj client.Object, su
 	if err := s.SubResourceClient.Create(ctx, obj, sub, opts...); err != nil {
 		return err
 	}
-	s.recorder.written(writes.Create, obj, s.name, sub)
+	s.recorder.writtenAs(writes.Create, obj, s.name, sub)
 	return nil
 }
 
@@ -181,7 +211,7 @@ func (s *recordingSubResource) Update(ctx context.Context, obj client.Object, op
 	if err := s.SubResourceClient.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	s.recorder.written(writes.Update, obj, s.name, obj)
+	s.recorder.written(writes.Update, obj, s.name)
 	return nil
 }
 
@@ -189,7 +219,7 @@ func (s *recordingSubResource) Patch(ctx context.Context, obj client.Object, pat
 	if err := s.SubResourceClient.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	s.recorder.written(writes.Patch, obj, s.name, obj)
+	s.recorder.written(writes.Patch, obj, s.name)
 	return nil
 }
 

@@ -1,5 +1,6 @@
-// Command hostedcluster is the HostedCluster reference reconciler in Go: the same 20
-// operations as the Rust crate's, on controller-runtime, run by the shadow package. With
+// Command hostedcluster is the HostedCluster reference reconciler in Go: the same operations
+// as the Rust crate's (21 in the phased reconcile, the legacy loop's own code of SSHKeySync and
+// its inline ValidConfigurationCondition), on controller-runtime, run by the shadow package. With
 // OTEL_EXPORTER_OTLP_ENDPOINT pointing at the shadow-reconciler sidecar (`ingest`), its
 // reconciles become the sidecar's metrics and Parquet data.
 //
@@ -166,7 +167,7 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	engine, err := shadow.New(p, mgr.GetClient(), Operations(), shadow.Options{
+	engine, err := shadow.NewWithLegacy(p, mgr.GetClient(), Operations(), Legacy(), shadow.Options{
 		Flag: f, DryRun: dry, WriteCondition: true, APIReader: mgr.GetAPIReader(), Log: log,
 	})
 	if err != nil {

@@ -17,8 +17,9 @@ import (
 )
 
 // The operations of the HostedCluster reference reconciler, the same as the Rust crate's
-// (src/reconcilers/hostedcluster/ops.rs): each is written once and runs with the real client in
-// the control and with the dry-run client in the candidate.
+// (src/reconcilers/hostedcluster/ops.rs): most are written once and run with the real client in
+// the control and with the dry-run client in the candidate; where the legacy loop's code is its
+// own, it is in divergent.go.
 
 // FieldManager owns what the operations apply.
 const FieldManager = "shadow-reconciler"
@@ -36,7 +37,8 @@ type State struct {
 
 type run = shadow.Run[*HostedCluster, State]
 
-// Operations maps every operation of the hostedcluster plan to its code.
+// Operations maps every operation of the hostedcluster plan's phased path to its code (the
+// phased code, which the legacy loop shares but where Legacy has its own).
 func Operations() map[string]shadow.Op[*HostedCluster, State] {
 	return map[string]shadow.Op[*HostedCluster, State]{
 		"CPOImageAndNamespace": cpoImageAndNamespace,
@@ -58,6 +60,7 @@ func Operations() map[string]shadow.Op[*HostedCluster, State] {
 		"PlatformOIDCAndCSI":        platformOIDCAndCSI,
 		"MonitoringAndCLISecrets":   monitoringAndCLISecrets,
 		"ReleaseImageVersion":       releaseImageVersion,
+		"ManagedHSMVersionCheck":    managedHSMVersionCheck,
 		"OperatorDeployments":       operatorDeployments,
 		"RBACAndPolicies":           rbacAndPolicies,
 		"PublicEndpointExposed":     publicEndpointExposed,
