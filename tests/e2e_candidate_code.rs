@@ -19,13 +19,19 @@ use shadow_reconciler::reconcilers::hostedcluster::HostedClusterReconciler;
 use shadow_reconciler::scenario::CONTROLLER_USER_AGENT;
 use shadow_reconciler::vocab::{Mode, WriteVerb};
 
-/// The shadow's accepted dry-run writes of `resource`/`name` in the audit log, by verb.
-fn dry_runs<'a>(audit: &'a [AuditEvent], resource: &str, name: &str) -> Vec<&'a str> {
+/// The shadow's accepted dry-run writes of `resource` `namespace/name` in the audit log, by verb.
+fn dry_runs<'a>(
+    audit: &'a [AuditEvent],
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Vec<&'a str> {
     audit
         .iter()
         .filter(|e| {
             e.user_agent == SHADOW
                 && e.resource == resource
+                && e.namespace == namespace
                 && e.name == name
                 && e.succeeded()
                 && e.dry_run()
@@ -124,12 +130,22 @@ async fn a_planted_difference_is_reported_as_the_audit_log_shows_it() {
     // patches without the field, and no persisted write of the candidate.
     let audit = plane.audit();
     assert_eq!(
-        dry_runs(&audit, "configmaps", "monitoring-dashboard"),
+        dry_runs(
+            &audit,
+            "configmaps",
+            "clusters-alpha",
+            "monitoring-dashboard"
+        ),
         ["delete", "delete"],
         "one dry-run delete per reconcile"
     );
-    assert_eq!(dry_runs(&audit, "secrets", "ssh-key"), ["delete"]);
-    assert!(dry_runs(&audit, "configmaps", "monitoring-config").contains(&"patch"));
+    assert_eq!(
+        dry_runs(&audit, "secrets", "clusters-beta", "ssh-key"),
+        ["delete"]
+    );
+    assert!(
+        dry_runs(&audit, "configmaps", "clusters-alpha", "monitoring-config").contains(&"patch")
+    );
     common::apiserver::assert_shadow_persisted_nothing(&audit, SHADOW, CONTROLLER_USER_AGENT);
     let cp = Api::<ConfigMap>::namespaced(client.clone(), "clusters-alpha");
     assert!(cp.get("monitoring-dashboard").await.is_ok(), "kept");

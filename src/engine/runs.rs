@@ -26,8 +26,8 @@ pub(super) struct Shadow {
     /// The control's recording client and its log, made at the first operation whose writes
     /// are compared.
     recorder: Option<(kube::Client, WriteLog)>,
-    /// The paired writes of the operation the control is about to run.
-    pending: Vec<writes::Write>,
+    /// The paired writes of the operation the control is about to run, and that operation.
+    pending: Option<(OpId, Vec<writes::Write>)>,
     pub(super) differences: Vec<WriteDifference>,
     /// The error of a legacy loop function that failed without marking a step.
     pub(super) opaque_error: Option<String>,
@@ -40,7 +40,7 @@ impl Shadow {
             paired: vec![None; n],
             dry: None,
             recorder: None,
-            pending: Vec::new(),
+            pending: None,
             differences: Vec::new(),
             opaque_error: None,
         }
@@ -106,8 +106,10 @@ impl<R: Reconciler> Engine<R> {
             let Decision::Run(op) = decision else {
                 continue;
             };
+            let operation = self.plan.operation(op);
             let compared = compare.is_some()
-                && (self.distinct(op) || self.plan.operation(op).only() == Some(CodePath::Legacy));
+                && ((self.distinct(op) && operation.shadow() != ShadowPolicy::Skip)
+                    || operation.only() == Some(CodePath::Legacy));
             // A `shadow: skip` operation is never run by the candidate, paired or not: its
             // effects are outside what a dry run contains.
             if let Some(candidate) = compare
@@ -173,12 +175,13 @@ impl<R: Reconciler> Engine<R> {
         let result = self.execute(op, &mut ctx, &mut shadow.trace).await;
         shadow.paired[i] = Some(result);
         // Kept until the control's writes of the same operation are logged.
-        shadow.pending = dry.writes.take();
+        shadow.pending = Some((op, dry.writes.take()));
         ctx.state
     }
 
     /// Compares the control's writes of `op` with the candidate's paired writes of it (or, for
-    /// an operation of the legacy path only, records them all).
+    /// an operation of the legacy path only, records them all). An operation that was not paired
+    /// (`shadow: skip`) is not compared: the candidate did not run it.
     pub(super) fn collect_differences(
         &self,
         op: OpId,
@@ -189,13 +192,15 @@ impl<R: Reconciler> Engine<R> {
         let found = if operation.only() == Some(CodePath::Legacy) {
             writes::one_sided(operation, CodePath::Legacy, control, &self.kinds)
         } else {
-            let candidate = std::mem::take(&mut shadow.pending);
-            writes::compare(
-                operation,
-                (control, &candidate),
-                self.plan.volatile(),
-                &self.kinds,
-            )
+            match shadow.pending.take() {
+                Some((paired, candidate)) if paired == op => writes::compare(
+                    operation,
+                    (control, &candidate),
+                    self.plan.volatile(),
+                    &self.kinds,
+                ),
+                _ => Vec::new(),
+            }
         };
         shadow.differences.extend(found);
     }

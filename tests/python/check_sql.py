@@ -371,9 +371,10 @@ class Spark:
         self.problems = []
         # tables.sql types the partition columns as Spark's own inference does, and the dataset's
         # root reads as Parquet (nothing else lies in the tree). A dataset written before the
-        # writes table existed has no table=writes.
+        # writes table existed has no writes file (nothing to infer from).
         for table in ("steps", "reconciles", "writes"):
-            if not os.path.isdir(os.path.join(root, f"table={table}")):
+            if not glob.glob(os.path.join(root, f"table={table}", "**", "*.parquet"),
+                             recursive=True):
                 continue
             declared = {f.name: f.dataType.simpleString()
                         for f in self.session.table(f"shadow_{table}_files").schema.fields}

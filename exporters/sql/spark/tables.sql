@@ -83,8 +83,9 @@ MSCK REPAIR TABLE shadow_reconciles_files;
 
 -- One row per object an operation wrote differently in the candidate's code and the control's.
 -- Every rotation writes a file here, with no rows when nothing differed; a part written before
--- the table existed has none (and a dataset written before it, no table=writes: the table is
--- then empty).
+-- the table existed has none. Its location, {dir}/table=writes, must exist (MSCK REPAIR TABLE
+-- fails on a missing one): a dataset written before the table existed has none, create the
+-- empty directory.
 CREATE TABLE IF NOT EXISTS shadow_writes_files (
     `time` TIMESTAMP,
     reconcile_id STRING,

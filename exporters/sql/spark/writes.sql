@@ -29,8 +29,7 @@
 -- Whole parts only, as analyze reads them (the view shadow_writes): a writes file counts when the
 -- reconciles and steps files of its part (the same partition and name) exist; a part written
 -- before the table existed has no writes file and no difference. Every rotation writes a writes
--- file, with no rows when nothing was written differently (such a file is read as no row); a
--- dataset with no writes file at all (written before the table existed) gives no row.
+-- file, with no rows when nothing was written differently (such a file is read as no row).
 WITH plan_operations AS (
     SELECT * FROM VALUES {plan_operations} AS t(operation, depends_on)
 ),
