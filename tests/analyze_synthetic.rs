@@ -392,7 +392,7 @@ fn an_operation_the_candidate_newly_blocks_is_a_notice_not_a_stop() {
     assert!(
         group
             .summary
-            .contains("note: enforcing stops running Deploy"),
+            .contains("note: enforcing blocks Deploy, which the legacy loop ran"),
         "{}",
         group.summary
     );

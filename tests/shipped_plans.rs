@@ -21,6 +21,7 @@ fn hostedcluster_plan_classifies_as_upstream() {
         "SecretEncryptionSync",
         "CoreHCPChain",
         "ReleaseImageVersion",
+        "ManagedHSMVersionCheck",
     ];
     let gated = [
         "KubeconfigAndPasswordSync",
@@ -30,8 +31,28 @@ fn hostedcluster_plan_classifies_as_upstream() {
         "RBACAndPolicies",
         "PublicEndpointExposed",
     ];
-    assert_eq!(plan.len(), 20);
-    for op in plan.operations() {
+    // Upstream's phased report: 21 operations; the legacy loop's inline status update besides.
+    assert_eq!(plan.phased_order().len(), 21);
+    assert_eq!(plan.len(), 22);
+    assert_eq!(
+        plan.operation(id(&plan, "ManagedHSMVersionCheck")).only(),
+        Some(shadow_reconciler::vocab::CodePath::Phased)
+    );
+    assert_eq!(
+        plan.operation(id(&plan, "ValidConfigurationCondition"))
+            .only(),
+        Some(shadow_reconciler::vocab::CodePath::Legacy)
+    );
+    assert!(
+        !plan
+            .legacy_order()
+            .contains(&id(&plan, "ManagedHSMVersionCheck"))
+    );
+    for op in plan
+        .operations()
+        .iter()
+        .filter(|op| op.in_path(shadow_reconciler::vocab::CodePath::Phased))
+    {
         let name = op.name();
         if critical.contains(&name) {
             assert_eq!(
@@ -77,7 +98,15 @@ fn hostedcluster_plan_classifies_as_upstream() {
     assert!(legacy("CoreHCPChain") < legacy("RBACAndPolicies"));
     assert!(legacy("RBACAndPolicies") < legacy("KubeconfigAndPasswordSync"));
     assert!(legacy("OperatorDeployments") < legacy("PlatformOIDCAndCSI"));
-    assert_eq!(legacy("PublicEndpointExposed"), 19);
+    assert_eq!(
+        legacy("PublicEndpointExposed"),
+        plan.legacy_order().len() - 1
+    );
+    assert_eq!(
+        legacy("ValidConfigurationCondition"),
+        1,
+        "right after the CPO image"
+    );
 }
 
 #[test]
@@ -116,7 +145,7 @@ fn ssh_key_failure_still_creates_the_hcp_and_the_operators() {
     assert!(!ran_control.iter().any(|n| n == "CoreHCPChain"));
     assert_eq!(
         ran_candidate.len(),
-        20,
+        plan.phased_order().len(),
         "phased runs everything: {ran_candidate:?}"
     );
     assert!(!candidate.has_critical_failure());
@@ -227,7 +256,7 @@ fn enforcing_only_the_non_critical_syncs_is_the_gentle_first_step() {
     let plan = shipped("hostedcluster");
     let policy = Policy::phased(plan.clone(), &["non-critical-syncs"]).unwrap();
     let (report, ran) = run_failing(&policy, &[("SSHKeySync", "ssh key secret not found")]);
-    assert_eq!(ran.len(), 20);
+    assert_eq!(ran.len(), 21, "every operation of the phased path ran");
     assert!(!report.succeeded() && !report.has_critical_failure());
     // A failure outside the enforced groups still stops everything fail-fast after it.
     let (report, _) = run_failing(&policy, &[("PullSecretSync", "pull secret not found")]);

@@ -195,8 +195,20 @@ fn check_tree(spans: &[Span], trace_id: Option<&str>) {
             .filter(|s| s.parent_span_id == parent.span_id)
             .collect::<Vec<_>>()
     };
-    assert_eq!(steps(control).len(), 20);
-    assert_eq!(steps(candidate).len(), 20);
+    // Each run lists its code path's operations: the legacy loop's own step in the control, the
+    // phased reconcile's own check in the candidate.
+    assert_eq!(steps(control).len(), 21);
+    assert_eq!(steps(candidate).len(), 21);
+    assert!(
+        steps(control)
+            .iter()
+            .any(|s| s.name == "ValidConfigurationCondition")
+    );
+    assert!(
+        steps(candidate)
+            .iter()
+            .any(|s| s.name == "ManagedHSMVersionCheck")
+    );
     assert!(
         spans.iter().all(|s| s.trace_id == root.trace_id),
         "one trace"
@@ -209,17 +221,27 @@ fn check_tree(spans: &[Span], trace_id: Option<&str>) {
     assert_eq!(text(ssh, "shadow_reconciler.outcome"), "failed");
     assert_eq!(text(ssh, "error.type"), "not-found");
     assert_eq!(ssh.status.as_ref().map(|s| s.code), Some(2));
-    let reused = steps(candidate)
+    // SSHKeySync's phased code differs from its legacy code: the candidate ran its own, paired.
+    let paired = steps(candidate)
         .into_iter()
         .find(|s| s.name == "SSHKeySync")
         .unwrap();
+    assert_eq!(text(paired, "shadow_reconciler.execution"), "dry-run");
+    assert!(paired.links.is_empty(), "a paired step reuses nothing");
+    let pull = |parent: &Span| {
+        steps(parent)
+            .into_iter()
+            .find(|s| s.name == "PullSecretSync")
+            .unwrap()
+    };
+    let reused = pull(candidate);
     assert_eq!(text(reused, "shadow_reconciler.execution"), "reused");
     assert_eq!(
         reused.links.len(),
         1,
         "a reused step links to the control step"
     );
-    assert_eq!(reused.links[0].span_id, ssh.span_id);
+    assert_eq!(reused.links[0].span_id, pull(control).span_id);
     let hcp = steps(candidate)
         .into_iter()
         .find(|s| s.name == "CoreHCPChain")

@@ -337,8 +337,9 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 20] = [
+    let collectors: [&dyn Collector; 21] = [
         &metrics.operations,
+        &metrics.write_differences,
         &metrics.operation_duration,
         &metrics.reconciles,
         &metrics.reconcile_duration,
