@@ -57,49 +57,10 @@ async fn a_planted_difference_is_reported_as_the_audit_log_shows_it() {
     for round in 0..2 {
         let record = reconcile(&client, PlantedReconciler, "alpha", Mode::Shadow).await;
         assert_eq!(record.control_error, None, "{record:#?}");
-        let found: Vec<(
-            String,
-            Option<WriteVerb>,
-            Option<WriteVerb>,
-            Vec<String>,
-            bool,
-        )> = record
-            .write_differences
-            .iter()
-            .filter(|d| d.only.is_none())
-            .map(|d| {
-                (
-                    format!(
-                        "{} {}/{}",
-                        d.kind,
-                        d.namespace.as_deref().unwrap_or(""),
-                        d.name
-                    ),
-                    d.control,
-                    d.candidate,
-                    d.fields.clone(),
-                    d.intended,
-                )
-            })
-            .collect();
+        let found = fixture::compared(&record);
         assert_eq!(
             found,
-            [
-                (
-                    "ConfigMap clusters-alpha/monitoring-config".to_owned(),
-                    Some(WriteVerb::Patch),
-                    Some(WriteVerb::Patch),
-                    vec!["data.retention".to_owned()],
-                    false
-                ),
-                (
-                    "ConfigMap clusters-alpha/monitoring-dashboard".to_owned(),
-                    None,
-                    Some(WriteVerb::Delete),
-                    Vec::new(),
-                    false
-                ),
-            ],
+            fixture::planted_alpha(),
             "round {round}: {:#?}",
             record.write_differences
         );

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use common::hostedcluster::{self as fixture, NS};
@@ -108,45 +107,34 @@ impl Reconciler for LoopReconciler {
     }
 
     /// The phased code: Config also writes `b`; Extra and Check do nothing.
-    fn run<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<HostedCluster, ()>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        async move {
-            if op == "Config" {
-                config(&ctx.client(), &cp(ctx.object()), &[("a", "1"), ("b", "2")]).await?;
-            }
-            Ok(OpOutput::done())
+    async fn run(&self, op: &str, ctx: &mut OpContext<HostedCluster, ()>) -> OpResult {
+        if op == "Config" {
+            config(&ctx.client(), &cp(ctx.object()), &[("a", "1"), ("b", "2")]).await?;
         }
+        Ok(OpOutput::done())
     }
 
     fn has_legacy_loop(&self) -> bool {
         true
     }
 
-    fn legacy_loop<'a>(
-        &'a self,
-        lp: &'a mut LegacyLoop<'_, Self>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        async move {
-            let ns = cp(lp.object());
-            match self.0 {
-                Loop::Opaque => {
-                    return Err(OpError::new(ErrorClass::Server, "the legacy loop broke"));
-                }
-                Loop::UnknownMark => lp.step("NotInThePlan").await,
-                Loop::Marks | Loop::FailsInConfig => {}
+    async fn legacy_loop(&self, lp: &mut LegacyLoop<'_, Self>) -> OpResult {
+        let ns = cp(lp.object());
+        match self.0 {
+            Loop::Opaque => {
+                return Err(OpError::new(ErrorClass::Server, "the legacy loop broke"));
             }
-            lp.step("Config").await;
-            config(&lp.client(), &ns, &[("a", "1")]).await?;
-            if matches!(self.0, Loop::FailsInConfig) {
-                return Err(OpError::precondition("the legacy config is incomplete"));
-            }
-            lp.step("Inline").await;
-            lp.step("Extra").await;
-            Ok(OpOutput::done())
+            Loop::UnknownMark => lp.step("NotInThePlan").await,
+            Loop::Marks | Loop::FailsInConfig => {}
         }
+        lp.step("Config").await;
+        config(&lp.client(), &ns, &[("a", "1")]).await?;
+        if matches!(self.0, Loop::FailsInConfig) {
+            return Err(OpError::precondition("the legacy config is incomplete"));
+        }
+        lp.step("Inline").await;
+        lp.step("Extra").await;
+        Ok(OpOutput::done())
     }
 }
 

@@ -165,17 +165,18 @@ fn check_tree(spans: &[Span], trace_id: Option<&str>) {
         root.parent_span_id.is_empty(),
         "the reconcile span is a root"
     );
-    assert_eq!(text(root, "k8s.namespace.name"), "default");
-    assert_eq!(text(root, "k8s.object.name"), "gamma");
-    assert_eq!(text(root, "shadow_reconciler.plan"), "hostedcluster");
-    assert_eq!(text(root, "shadow_reconciler.mode"), "shadow");
-    assert_eq!(text(root, "feature_flag.key"), "shadow-reconciler.mode");
-    assert_eq!(text(root, "feature_flag.result.variant"), "shadow");
-    assert_eq!(
-        text(root, "feature_flag.result.reason"),
-        "default",
-        "no ConfigMap: the command line's flag"
-    );
+    for (key, value) in [
+        ("k8s.namespace.name", "default"),
+        ("k8s.object.name", "gamma"),
+        ("shadow_reconciler.plan", "hostedcluster"),
+        ("shadow_reconciler.mode", "shadow"),
+        ("feature_flag.key", "shadow-reconciler.mode"),
+        ("feature_flag.result.variant", "shadow"),
+        // No ConfigMap: the command line's flag.
+        ("feature_flag.result.reason", "default"),
+    ] {
+        assert_eq!(text(root, key), value, "{key}");
+    }
     assert_eq!(
         root.status.as_ref().map(|s| s.code),
         Some(2),
@@ -221,27 +222,7 @@ fn check_tree(spans: &[Span], trace_id: Option<&str>) {
     assert_eq!(text(ssh, "shadow_reconciler.outcome"), "failed");
     assert_eq!(text(ssh, "error.type"), "not-found");
     assert_eq!(ssh.status.as_ref().map(|s| s.code), Some(2));
-    // SSHKeySync's phased code differs from its legacy code: the candidate ran its own, paired.
-    let paired = steps(candidate)
-        .into_iter()
-        .find(|s| s.name == "SSHKeySync")
-        .unwrap();
-    assert_eq!(text(paired, "shadow_reconciler.execution"), "dry-run");
-    assert!(paired.links.is_empty(), "a paired step reuses nothing");
-    let pull = |parent: &Span| {
-        steps(parent)
-            .into_iter()
-            .find(|s| s.name == "PullSecretSync")
-            .unwrap()
-    };
-    let reused = pull(candidate);
-    assert_eq!(text(reused, "shadow_reconciler.execution"), "reused");
-    assert_eq!(
-        reused.links.len(),
-        1,
-        "a reused step links to the control step"
-    );
-    assert_eq!(reused.links[0].span_id, pull(control).span_id);
+    check_reuse(spans, control, candidate);
     let hcp = steps(candidate)
         .into_iter()
         .find(|s| s.name == "CoreHCPChain")
@@ -352,4 +333,36 @@ fn grpc_export_is_built_inside_the_runtime_and_never_blocks_the_run() {
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("simulated cluster: 2 HostedClusters")
     );
+}
+
+/// A step whose code differs is the candidate's own dry run; a step of shared code the control
+/// ran is reused, linked to the control's span.
+fn check_reuse(spans: &[Span], control: &Span, candidate: &Span) {
+    let steps = |parent: &Span| {
+        spans
+            .iter()
+            .filter(|s| s.parent_span_id == parent.span_id)
+            .collect::<Vec<_>>()
+    };
+    // SSHKeySync's phased code differs from its legacy code: the candidate ran its own, paired.
+    let paired = steps(candidate)
+        .into_iter()
+        .find(|s| s.name == "SSHKeySync")
+        .unwrap();
+    assert_eq!(text(paired, "shadow_reconciler.execution"), "dry-run");
+    assert!(paired.links.is_empty(), "a paired step reuses nothing");
+    let pull = |parent: &Span| {
+        steps(parent)
+            .into_iter()
+            .find(|s| s.name == "PullSecretSync")
+            .unwrap()
+    };
+    let reused = pull(candidate);
+    assert_eq!(text(reused, "shadow_reconciler.execution"), "reused");
+    assert_eq!(
+        reused.links.len(),
+        1,
+        "a reused step links to the control step"
+    );
+    assert_eq!(reused.links[0].span_id, pull(control).span_id);
 }

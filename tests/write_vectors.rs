@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use shadow_reconciler::engine::fielddiff::differing_fields;
 use shadow_reconciler::engine::writes::{self, Kinds, ObjectRef, WriteLog};
 use shadow_reconciler::plan::{FieldPath, ReconcilePlan};
-use shadow_reconciler::vocab::CodePath;
+use shadow_reconciler::vocab::{CodePath, WriteVerb};
 
 const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/write-vectors.json");
 
@@ -46,6 +46,7 @@ fn path_cases() -> Vec<Value> {
         .collect()
 }
 
+#[allow(clippy::too_many_lines)] // a table of cases
 fn field_cases() -> Vec<Value> {
     let cases: Vec<(&str, Value, Value, Vec<&str>)> = vec![
         (
@@ -211,10 +212,11 @@ fn entries_json(entries: &[Entry]) -> Value {
         .collect()
 }
 
-fn configmap(name: &str, data: Value) -> Value {
+fn configmap(name: &str, data: &Value) -> Value {
     json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": name, "namespace": "cp", "resourceVersion": "7"}, "data": data})
 }
 
+#[allow(clippy::too_many_lines)] // a table of cases
 fn compare_cases() -> Vec<Value> {
     let plan = ReconcilePlan::from_yaml("writes.yaml", PLAN).expect("the cases' plan");
     let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": "ssh-key", "kind": "secrets"}});
@@ -226,12 +228,12 @@ fn compare_cases() -> Vec<Value> {
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/a",
-                configmap("a", json!({"x": "1"})),
+                configmap("a", &json!({"x": "1"})),
             )],
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/a",
-                configmap("a", json!({"x": "1"})),
+                configmap("a", &json!({"x": "1"})),
             )],
         ),
         (
@@ -261,35 +263,35 @@ fn compare_cases() -> Vec<Value> {
                 (
                     "PATCH",
                     "/api/v1/namespaces/cp/configmaps/a",
-                    configmap("a", json!({"x": "1"})),
+                    configmap("a", &json!({"x": "1"})),
                 ),
                 (
                     "PATCH",
                     "/api/v1/namespaces/cp/configmaps/b",
-                    configmap("b", json!({"x": "1"})),
+                    configmap("b", &json!({"x": "1"})),
                 ),
             ],
             vec![
                 (
                     "PATCH",
                     "/api/v1/namespaces/cp/configmaps/a",
-                    configmap("a", json!({"x": "1", "retention": "15d"})),
+                    configmap("a", &json!({"x": "1", "retention": "15d"})),
                 ),
                 (
                     "PATCH",
                     "/api/v1/namespaces/cp/configmaps/b",
-                    configmap("b", json!({"x": "2", "retention": "15d"})),
+                    configmap("b", &json!({"x": "2", "retention": "15d"})),
                 ),
             ],
         ),
         (
             "create-against-patch",
             "Sync",
-            vec![("POST", cm, configmap("c", json!({"x": "1"})))],
+            vec![("POST", cm, configmap("c", &json!({"x": "1"})))],
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/c",
-                configmap("c", json!({"x": "1"})),
+                configmap("c", &json!({"x": "1"})),
             )],
         ),
         (
@@ -299,7 +301,7 @@ fn compare_cases() -> Vec<Value> {
                 (
                     "PATCH",
                     "/api/v1/namespaces/cp/configmaps/a",
-                    configmap("a", json!({"x": "1"})),
+                    configmap("a", &json!({"x": "1"})),
                 ),
                 (
                     "DELETE",
@@ -310,7 +312,7 @@ fn compare_cases() -> Vec<Value> {
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/a",
-                configmap("a", json!({"x": "2"})),
+                configmap("a", &json!({"x": "2"})),
             )],
         ),
         (
@@ -368,7 +370,7 @@ fn compare_cases() -> Vec<Value> {
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/many",
-                configmap("many", json!({})),
+                configmap("many", &json!({})),
             )],
             vec![(
                 "PATCH",
@@ -383,14 +385,14 @@ fn compare_cases() -> Vec<Value> {
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/many",
-                configmap("many", json!({})),
+                configmap("many", &json!({})),
             )],
             vec![(
                 "PATCH",
                 "/api/v1/namespaces/cp/configmaps/many",
                 configmap(
                     "many",
-                    (0..40)
+                    &(0..40)
                         .map(|i| (format!("k{i:02}"), json!("x")))
                         .collect::<serde_json::Map<_, _>>()
                         .into(),
@@ -451,7 +453,7 @@ fn compare_cases() -> Vec<Value> {
                     "operation": d.operation, "only": d.only.map(CodePath::as_str),
                     "group": d.group, "kind": d.kind, "namespace": d.namespace, "name": d.name,
                     "subresource": d.subresource,
-                    "control": d.control.map(|v| v.as_str()), "candidate": d.candidate.map(|v| v.as_str()),
+                    "control": d.control.map(WriteVerb::as_str), "candidate": d.candidate.map(WriteVerb::as_str),
                     "fields": d.fields, "fields_total": d.fields_total, "intended": d.intended,
                 }))
                 .collect();

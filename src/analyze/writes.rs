@@ -42,13 +42,16 @@ fn col_eq(a: &arrow_array::StringArray, b: &arrow_array::StringArray, i: usize) 
     }
 }
 
+/// The index of the analysed plan a row's plan name and hash belong to, if any.
+pub type Resolve<'r> = dyn Fn(&str, &str) -> Option<usize> + 'r;
+
 /// Counts a `writes` file into `plans` (per plan, by [`WriteKey`]); `resolve` gives the index of
 /// the analysed plan a row's plan name and hash belong to. With `cluster`, objects are named
 /// `CLUSTER/...`.
 pub fn count_writes(
     path: &Path,
     location: &Location,
-    (plans, resolve): (&[ReconcilePlan], &dyn Fn(&str, &str) -> Option<usize>),
+    (plans, resolve): (&[ReconcilePlan], &Resolve<'_>),
     cluster: Option<&str>,
     into: &mut [super::counts::PlanCounts],
 ) -> Result<(), reader::ReadError> {
@@ -276,14 +279,13 @@ pub fn reports(
         })
         .collect();
     let position = |name: &str| {
-        let op = plan.lookup(name).map_or(usize::MAX, |op| {
+        plan.lookup(name).map_or(usize::MAX, |op| {
             plan.phased_order()
                 .iter()
                 .position(|&o| o == op)
                 .unwrap_or(plan.len() + op.index())
-        });
-        op
+        })
     };
-    out.sort_by_key(|r| (position(&r.operation), !r.intended as u8, r.kind.clone()));
+    out.sort_by_key(|r| (position(&r.operation), !r.intended, r.kind.clone()));
     out
 }

@@ -79,7 +79,8 @@ impl WriteRows {
             self.time.append_value(time);
             self.reconcile.append(r, id);
             self.operation.append_value(&d.operation);
-            self.only.append_option(d.only.map(|o| o.as_str()));
+            self.only
+                .append_option(d.only.map(crate::vocab::CodePath::as_str));
             self.object_group.append_value(&d.group);
             self.object_kind.append_value(&d.kind);
             self.object_namespace.append_option(d.namespace.as_deref());
@@ -87,9 +88,9 @@ impl WriteRows {
             self.object_subresource
                 .append_option(d.subresource.as_deref());
             self.control_verb
-                .append_option(d.control.map(|v| v.as_str()));
+                .append_option(d.control.map(crate::vocab::WriteVerb::as_str));
             self.candidate_verb
-                .append_option(d.candidate.map(|v| v.as_str()));
+                .append_option(d.candidate.map(crate::vocab::WriteVerb::as_str));
             self.control_action
                 .append_value(d.control_action().as_str());
             self.candidate_action

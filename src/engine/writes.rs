@@ -209,9 +209,7 @@ impl Kinds {
         for write in writes.iter().filter(own) {
             if let Some(kind) = &write.kind {
                 let key = (write.object.group.clone(), write.object.resource.clone());
-                if !known.contains_key(&key) {
-                    known.insert(key, kind.clone());
-                }
+                known.entry(key).or_insert_with(|| kind.clone());
             }
         }
     }

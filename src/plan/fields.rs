@@ -142,14 +142,11 @@ fn bracket(text: &str, open: usize) -> Result<(Segment, usize), PathError> {
     if rest.starts_with('"') {
         // A JSON string: find its end honouring escapes.
         let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<String>();
-        let key = match stream.next() {
-            Some(Ok(key)) => key,
-            _ => {
-                return Err(fail(
-                    inner_start,
-                    "a bracketed key is an unterminated JSON string",
-                ));
-            }
+        let Some(Ok(key)) = stream.next() else {
+            return Err(fail(
+                inner_start,
+                "a bracketed key is an unterminated JSON string",
+            ));
         };
         let after = inner_start + stream.byte_offset();
         return if text[after..].starts_with(']') {

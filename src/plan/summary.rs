@@ -43,29 +43,7 @@ impl fmt::Display for Summary<'_> {
             phases.len(),
             per_phase.join(", ")
         )?;
-        let only = |path: CodePath| -> Vec<&str> {
-            all.iter()
-                .filter(|op| op.only() == Some(path))
-                .map(super::Operation::name)
-                .collect()
-        };
-        let (legacy_only, phased_only) = (only(CodePath::Legacy), only(CodePath::Phased));
-        if !legacy_only.is_empty() || !phased_only.is_empty() {
-            let list = |names: &[&str]| {
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            };
-            writeln!(
-                f,
-                "  code paths      {} in both; legacy only: {}; phased only: {}",
-                all.len() - legacy_only.len() - phased_only.len(),
-                list(&legacy_only),
-                list(&phased_only)
-            )?;
-        }
+        code_paths(f, all)?;
         writeln!(
             f,
             "  critical        {} (non-critical {})",
@@ -91,31 +69,16 @@ impl fmt::Display for Summary<'_> {
             count(&|op| op.retry_on_conflict())
         )?;
         // Positions where the two orders hold different operations, over the longer order.
-        let (legacy, phased) = (plan.legacy_order(), plan.phased_order());
-        let longest = legacy.len().max(phased.len());
+        let (old_order, new_order) = (plan.legacy_order(), plan.phased_order());
+        let longest = old_order.len().max(new_order.len());
         let moved = (0..longest)
-            .filter(|&i| legacy.get(i) != phased.get(i))
+            .filter(|&i| old_order.get(i) != new_order.get(i))
             .count();
         writeln!(
             f,
             "  legacy order    differs from phased order at {moved} of {longest} positions"
         )?;
-        let intended: usize = all.iter().map(|op| op.intended_differences().len()).sum();
-        if intended > 0 || !plan.volatile().is_empty() {
-            let volatile: Vec<String> = plan.volatile().iter().map(ToString::to_string).collect();
-            let on = count(&|op| !op.intended_differences().is_empty());
-            writeln!(
-                f,
-                "  writes          {intended} intended difference{} on {on} operation{}; volatile fields: {}",
-                if intended == 1 { "" } else { "s" },
-                if on == 1 { "" } else { "s" },
-                if volatile.is_empty() {
-                    "none".to_owned()
-                } else {
-                    volatile.join(", ")
-                }
-            )?;
-        }
+        writes(f, plan, &ops)?;
         let groups: Vec<String> = plan
             .groups()
             .iter()
@@ -141,4 +104,59 @@ impl fmt::Display for Summary<'_> {
         }
         Ok(())
     }
+}
+
+/// The operations of one code path only, when there are any.
+fn code_paths(f: &mut fmt::Formatter<'_>, all: &[super::Operation]) -> fmt::Result {
+    let only = |path: CodePath| -> Vec<&str> {
+        all.iter()
+            .filter(|op| op.only() == Some(path))
+            .map(super::Operation::name)
+            .collect()
+    };
+    let (legacy_only, phased_only) = (only(CodePath::Legacy), only(CodePath::Phased));
+    if !legacy_only.is_empty() || !phased_only.is_empty() {
+        let list = |names: &[&str]| {
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
+        writeln!(
+            f,
+            "  code paths      {} in both; legacy only: {}; phased only: {}",
+            all.len() - legacy_only.len() - phased_only.len(),
+            list(&legacy_only),
+            list(&phased_only)
+        )?;
+    }
+    Ok(())
+}
+
+/// The intended differences and volatile fields, when there are any.
+fn writes(
+    f: &mut fmt::Formatter<'_>,
+    plan: &super::ReconcilePlan,
+    ops: &[&super::Operation],
+) -> fmt::Result {
+    let all = plan.operations();
+    let count = |pred: &dyn Fn(&super::Operation) -> bool| ops.iter().filter(|op| pred(op)).count();
+    let intended: usize = all.iter().map(|op| op.intended_differences().len()).sum();
+    if intended > 0 || !plan.volatile().is_empty() {
+        let volatile: Vec<String> = plan.volatile().iter().map(ToString::to_string).collect();
+        let on = count(&|op| !op.intended_differences().is_empty());
+        writeln!(
+            f,
+            "  writes          {intended} intended difference{} on {on} operation{}; volatile fields: {}",
+            if intended == 1 { "" } else { "s" },
+            if on == 1 { "" } else { "s" },
+            if volatile.is_empty() {
+                "none".to_owned()
+            } else {
+                volatile.join(", ")
+            }
+        )?;
+    }
+    Ok(())
 }

@@ -154,7 +154,7 @@ impl Validator<'_> {
             .iter()
             .map(|op| {
                 resolve(&op.value, &mut |at, op, message| {
-                    self.error(at, op, message)
+                    self.error(at, op, message);
                 })
             })
             .collect();
@@ -190,31 +190,7 @@ impl Validator<'_> {
         if !self.diagnostics.is_empty() {
             return Err(self.diagnostics);
         }
-        let operations = spec
-            .operations
-            .value
-            .into_iter()
-            .zip(depends_on)
-            .zip(resolved)
-            .zip(intended)
-            .enumerate()
-            .map(|(i, (((op, depends_on), r), intended))| {
-                let op = op.value;
-                Operation {
-                    id: OpId::from_index(i),
-                    name: op.name.value,
-                    description: op.description,
-                    phase: r.phase,
-                    category: r.category,
-                    gate: r.gate,
-                    depends_on,
-                    shadow: r.shadow,
-                    retry_on_conflict: r.retry_on_conflict,
-                    only: r.only,
-                    intended,
-                }
-            })
-            .collect();
+        let operations = operations(spec.operations.value, depends_on, resolved, intended);
         let mut plan = ReconcilePlan {
             source: self.source.to_owned(),
             name: name.value,
@@ -532,4 +508,35 @@ impl Validator<'_> {
         }
         result
     }
+}
+
+/// The validated operations, from their raw form and what validation resolved.
+fn operations(
+    raw: Vec<Spanned<RawOperation>>,
+    depends_on: Vec<OpSet>,
+    resolved: Vec<Resolved>,
+    intended: Vec<Vec<IntendedDifference>>,
+) -> Vec<Operation> {
+    raw.into_iter()
+        .zip(depends_on)
+        .zip(resolved)
+        .zip(intended)
+        .enumerate()
+        .map(|(i, (((op, depends_on), r), intended))| {
+            let op = op.value;
+            Operation {
+                id: OpId::from_index(i),
+                name: op.name.value,
+                description: op.description,
+                phase: r.phase,
+                category: r.category,
+                gate: r.gate,
+                depends_on,
+                shadow: r.shadow,
+                retry_on_conflict: r.retry_on_conflict,
+                only: r.only,
+                intended,
+            }
+        })
+        .collect()
 }

@@ -74,14 +74,25 @@ impl Faults {
     }
 }
 
-/// `round(rate × n)` distinct indices of `0..n`, drawn with `rng`.
-fn draw(rng: &mut Rng, n: usize, rate: f64) -> Vec<bool> {
+/// `round(rate × n)`, at most `n`.
+fn share(n: usize, rate: f64) -> usize {
     #[allow(
         clippy::cast_possible_truncation,
         clippy::cast_sign_loss,
         clippy::cast_precision_loss
     )] // a share of a population size
-    let k = ((rate.clamp(0.0, 1.0) * n as f64).round() as usize).min(n);
+    let k = (rate.clamp(0.0, 1.0) * n as f64).round() as usize;
+    k.min(n)
+}
+
+/// `round(rate × n)` distinct indices of `0..n`, drawn with `rng`.
+fn draw(rng: &mut Rng, n: usize, rate: f64) -> Vec<bool> {
+    draw_k(rng, n, share(n, rate))
+}
+
+/// `k` (at most `n`) distinct indices of `0..n`, drawn with `rng`.
+fn draw_k(rng: &mut Rng, n: usize, k: usize) -> Vec<bool> {
+    let k = k.min(n);
     let mut order: Vec<usize> = (0..n).collect();
     // A partial Fisher-Yates shuffle: the first k are a uniform sample.
     for i in 0..k {
@@ -95,20 +106,11 @@ fn draw(rng: &mut Rng, n: usize, rate: f64) -> Vec<bool> {
     chosen
 }
 
-/// `k` distinct indices among the `eligible` ones (all of them when fewer), drawn with `rng`.
+/// `round(rate × eligible.len())` distinct indices among the `eligible` ones (all of them when
+/// fewer), drawn with `rng`.
 fn draw_among(rng: &mut Rng, eligible: &[bool], rate: f64) -> Vec<bool> {
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )] // a share of a population size
-    let k = (rate.clamp(0.0, 1.0) * eligible.len() as f64).round() as usize;
     let candidates: Vec<usize> = (0..eligible.len()).filter(|&i| eligible[i]).collect();
-    let picked = draw(
-        rng,
-        candidates.len(),
-        k as f64 / candidates.len().max(1) as f64,
-    );
+    let picked = draw_k(rng, candidates.len(), share(eligible.len(), rate));
     let mut chosen = vec![false; eligible.len()];
     for (j, &i) in candidates.iter().enumerate() {
         chosen[i] = picked[j];

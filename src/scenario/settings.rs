@@ -73,6 +73,7 @@ impl FromStr for Scenario {
 
 /// What to simulate.
 #[derive(Clone, Debug)]
+#[allow(clippy::struct_excessive_bools)] // independent switches of a run, each a command-line flag
 pub struct Settings {
     /// HostedClusters to create.
     pub hosted_clusters: usize,

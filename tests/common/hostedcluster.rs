@@ -211,61 +211,49 @@ impl Reconciler for PlantedReconciler {
         hostedcluster::OPERATIONS
     }
 
-    fn run<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<HostedCluster, State>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        async move {
-            let result = HostedClusterReconciler.run(op, ctx).await?;
-            if op == "MonitoringAndCLISecrets" {
-                let cp = format!(
-                    "{}-{}",
-                    ctx.object()
-                        .metadata
-                        .namespace
-                        .as_deref()
-                        .unwrap_or_default(),
-                    ctx.object().metadata.name.as_deref().unwrap_or_default()
-                );
-                let monitoring = ConfigMap {
-                    metadata: named("monitoring-config", Some(&cp)),
-                    data: Some(
-                        [
-                            ("scrape".to_owned(), "true".to_owned()),
-                            ("retention".to_owned(), "15d".to_owned()),
-                        ]
-                        .into(),
-                    ),
-                    ..ConfigMap::default()
-                };
-                shadow_reconciler::reconcilers::k8s::apply(&ctx.client(), &monitoring).await?;
-                shadow_reconciler::reconcilers::k8s::delete_if_present::<ConfigMap>(
-                    &ctx.client(),
-                    &cp,
-                    "monitoring-dashboard",
-                )
-                .await?;
-            }
-            Ok(result)
+    async fn run(&self, op: &str, ctx: &mut OpContext<HostedCluster, State>) -> OpResult {
+        let result = HostedClusterReconciler.run(op, ctx).await?;
+        if op == "MonitoringAndCLISecrets" {
+            let cp = format!(
+                "{}-{}",
+                ctx.object()
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .unwrap_or_default(),
+                ctx.object().metadata.name.as_deref().unwrap_or_default()
+            );
+            let monitoring = ConfigMap {
+                metadata: named("monitoring-config", Some(&cp)),
+                data: Some(
+                    [
+                        ("scrape".to_owned(), "true".to_owned()),
+                        ("retention".to_owned(), "15d".to_owned()),
+                    ]
+                    .into(),
+                ),
+                ..ConfigMap::default()
+            };
+            shadow_reconciler::reconcilers::k8s::apply(&ctx.client(), &monitoring).await?;
+            shadow_reconciler::reconcilers::k8s::delete_if_present::<ConfigMap>(
+                &ctx.client(),
+                &cp,
+                "monitoring-dashboard",
+            )
+            .await?;
         }
+        Ok(result)
     }
 
     fn legacy_code(&self) -> &'static [&'static str] {
         PLANTED_LEGACY
     }
 
-    fn run_legacy<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<HostedCluster, State>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        async move {
-            if op == "MonitoringAndCLISecrets" {
-                HostedClusterReconciler.run(op, ctx).await
-            } else {
-                HostedClusterReconciler.run_legacy(op, ctx).await
-            }
+    async fn run_legacy(&self, op: &str, ctx: &mut OpContext<HostedCluster, State>) -> OpResult {
+        if op == "MonitoringAndCLISecrets" {
+            HostedClusterReconciler.run(op, ctx).await
+        } else {
+            HostedClusterReconciler.run_legacy(op, ctx).await
         }
     }
 }
@@ -303,4 +291,57 @@ impl Reconciler for SharedCodeReconciler {
     ) -> impl Future<Output = OpResult> + Send + 'a {
         HostedClusterReconciler.run_legacy(op, ctx)
     }
+}
+
+/// A write difference in brief: `Kind namespace/name`, the two verbs, the fields, intended.
+pub type Brief = (
+    String,
+    Option<shadow_reconciler::vocab::WriteVerb>,
+    Option<shadow_reconciler::vocab::WriteVerb>,
+    Vec<String>,
+    bool,
+);
+
+/// The write differences of a record's operations of both paths, in brief.
+pub fn compared(record: &ReconcileRecord) -> Vec<Brief> {
+    record
+        .write_differences
+        .iter()
+        .filter(|d| d.only.is_none())
+        .map(|d| {
+            (
+                format!(
+                    "{} {}/{}",
+                    d.kind,
+                    d.namespace.as_deref().unwrap_or(""),
+                    d.name
+                ),
+                d.control,
+                d.candidate,
+                d.fields.clone(),
+                d.intended,
+            )
+        })
+        .collect()
+}
+
+/// What `PlantedReconciler` writes differently on HostedCluster `alpha`, in brief.
+pub fn planted_alpha() -> Vec<Brief> {
+    use shadow_reconciler::vocab::WriteVerb;
+    vec![
+        (
+            "ConfigMap clusters-alpha/monitoring-config".to_owned(),
+            Some(WriteVerb::Patch),
+            Some(WriteVerb::Patch),
+            vec!["data.retention".to_owned()],
+            false,
+        ),
+        (
+            "ConfigMap clusters-alpha/monitoring-dashboard".to_owned(),
+            None,
+            Some(WriteVerb::Delete),
+            Vec::new(),
+            false,
+        ),
+    ]
 }

@@ -141,17 +141,11 @@ impl Reconciler for SameCodeReconciler {
         LEGACY_PATH
     }
 
-    fn run_legacy<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<HostedCluster, State>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        async move {
-            if op == "ValidConfigurationCondition" {
-                divergent::run_legacy(op, ctx).await
-            } else {
-                ops::run(op, ctx).await
-            }
+    async fn run_legacy(&self, op: &str, ctx: &mut OpContext<HostedCluster, State>) -> OpResult {
+        if op == "ValidConfigurationCondition" {
+            divergent::run_legacy(op, ctx).await
+        } else {
+            ops::run(op, ctx).await
         }
     }
 }
