@@ -196,6 +196,21 @@ impl<R: Reconciler> Engine<R> {
             }
             legacy_code[op.index()] = true;
         }
+        // A declared difference of an operation whose two paths share their code never matches:
+        // said once, at start, rather than found missing in the data.
+        for op in plan.operations() {
+            if !op.intended_differences().is_empty()
+                && op.only().is_none()
+                && !legacy_code[op.id().index()]
+                && !reconciler.has_legacy_loop()
+            {
+                tracing::warn!(
+                    plan = plan.name(),
+                    operation = op.name(),
+                    "the plan declares intended write differences for an operation whose legacy and phased code are the same here (not in the reconciler's legacy_code): they are never compared"
+                );
+            }
+        }
         // Every named group must exist, whatever the mode: a typo is an error, not a no-op.
         plan.group_members(&settings.enforced_groups)?;
         if let Some(groups) = &settings.candidate_groups {

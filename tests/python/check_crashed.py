@@ -2,11 +2,13 @@
 
 Usage: check_crashed.py DIR [DIR ...]
 
-For each dataset: every committed file (`*.parquet`, not hidden) of either table reads completely;
-the parts both tables hold (same partition, same file name) are taken, as docs/parquet.md tells
-other readers to; in them, every reconcile has its step rows and every step row its reconcile
-(the `reconcile_id` sets are equal). A file of one table without its sibling is a half rotation:
-counted and listed, never read as data. Prints one JSON document; exits non-zero naming the
+For each dataset: every committed file (`*.parquet`, not hidden) of every table reads
+completely; the parts `reconciles` and `steps` both hold (same partition, same file name) are
+taken, as docs/parquet.md tells other readers to; in them, every reconcile has its step rows and
+every step row its reconcile (the `reconcile_id` sets are equal), and the part's `writes` rows,
+when it has a `writes` file, belong to its reconciles. A `reconciles` or `steps` file without its
+sibling, or a `writes` file of a part that is not whole, is part of a rotation: counted and
+listed, never read as data. Prints one JSON document; exits non-zero naming the
 dataset and the part when a file does not read or the tables differ.
 """
 
@@ -44,15 +46,22 @@ def main(roots):
     for root in roots:
         summary["datasets"] += 1
         reconciles, steps = committed(root, "reconciles"), committed(root, "steps")
-        for name in sorted(set(reconciles) ^ set(steps)):
-            path = reconciles.get(name) or steps[name]
+        writes = committed(root, "writes")
+        whole = set(reconciles) & set(steps)
+        parts_of = sorted(set(reconciles) ^ set(steps))
+        orphans = [reconciles.get(name) or steps[name] for name in parts_of]
+        orphans += [writes[name] for name in sorted(set(writes) - whole)]
+        for path in sorted(orphans):
             reconcile_ids(path)  # readable, but not data
             summary["half_rotations"].append(os.path.relpath(path, os.path.dirname(root)))
-        for name in sorted(set(reconciles) & set(steps)):
+        for name in sorted(whole):
             r, s = reconcile_ids(reconciles[name]), reconcile_ids(steps[name])
             if r != s:
                 raise SystemExit(f"{root}: part {name}: {len(r - s)} reconciles without step "
                                  f"rows, {len(s - r)} step rows' reconciles missing")
+            if name in writes and not reconcile_ids(writes[name]) <= r:
+                raise SystemExit(f"{root}: part {name}: writes rows of reconciles the part "
+                                 "does not hold")
             summary["whole_parts"] += 1
             summary["reconciles"] += len(r)
     print(json.dumps(summary))
