@@ -36,7 +36,9 @@ pub struct Faults {
     pub bad_release_image: f64,
     /// That reference no SSH key any more, while the copy made when they did is still in their
     /// control-plane namespace (the legacy loop never removes it; the phased code does). Drawn
-    /// among those not missing their SSH key secret.
+    /// among those whose SSH key secret and pull secret exist: without its pull secret a cluster
+    /// never got its control-plane namespace (`CPOImageAndNamespace` resolves the image with it),
+    /// so it cannot hold a copy, and the namespace stays missing for the operations after it.
     pub stale_ssh_key_copy: f64,
     /// That keep their encryption keys in a managed HSM but run a release older than 4.17
     /// (`ManagedHSMVersionCheck`, in the phased path only, fails).
@@ -241,8 +243,8 @@ pub async fn create(
     let pull = draw(rng, hosted_clusters, faults.missing_pull_secret);
     let release = draw(rng, hosted_clusters, faults.bad_release_image);
     // Drawn after the others, so that a seed plants the faults above where it always did.
-    let present_ssh: Vec<bool> = ssh.iter().map(|missing| !missing).collect();
-    let stale = draw_among(rng, &present_ssh, faults.stale_ssh_key_copy);
+    let had_namespace: Vec<bool> = (0..hosted_clusters).map(|i| !ssh[i] && !pull[i]).collect();
+    let stale = draw_among(rng, &had_namespace, faults.stale_ssh_key_copy);
     let good_release: Vec<bool> = release.iter().map(|bad| !bad).collect();
     let hsm = draw_among(rng, &good_release, faults.managed_hsm_old_release);
     for n in 0..NAMESPACES.min(hosted_clusters.max(1)) {
