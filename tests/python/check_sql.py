@@ -301,16 +301,12 @@ class Trino:
         self.connection = trino.dbapi.connect(host="127.0.0.1", port=port, user="check_sql",
                                               catalog="hive", schema="shadow")
         # "starting": false comes before the node has announced itself to the scheduler; until
-        # it has, a query fails with NO_NODES_AVAILABLE. Wait for it, as for the start.
-        while True:
-            try:
-                self.execute("SELECT 1")
-                break
-            except trino.exceptions.TrinoQueryError as e:
-                if e.error_name != "NO_NODES_AVAILABLE" or time.monotonic() - started > 600:
-                    self.close()
-                    raise
-            time.sleep(1)
+        # it has, a query fails with NO_NODES_AVAILABLE (execute waits for it).
+        try:
+            self.execute("SELECT 1")
+        except BaseException:
+            self.close()
+            raise
         tables = os.path.join(SQL_DIR, "trino", "tables.sql")
         try:
             for statement in statements(substitute(tables, {"dir": "local://" + root,
@@ -322,8 +318,22 @@ class Trino:
             raise
 
     def execute(self, statement):
-        cursor = self.connection.cursor()
-        cursor.execute(statement)
+        import trino.exceptions
+        # The one node's announcement to its own discovery service expires when the machine is
+        # too loaded to refresh it in time (seen mid-run, the failure detector being off): the
+        # query is then refused before it runs, with NO_NODES_AVAILABLE, and runs once the node
+        # announces itself again. Wait for that (generous: only a server that lost its node for
+        # good reaches the limit), never for any other error.
+        waited = time.monotonic()
+        while True:
+            cursor = self.connection.cursor()
+            try:
+                cursor.execute(statement)
+                break
+            except trino.exceptions.TrinoQueryError as e:
+                if e.error_name != "NO_NODES_AVAILABLE" or time.monotonic() - waited > 600:
+                    raise
+            time.sleep(1)
         rows = cursor.fetchall()
         columns = [d[0] for d in cursor.description or []]
         return [dict(zip(columns, row)) for row in rows]
