@@ -70,15 +70,38 @@ fn two_conflicts() -> Rule {
     }
 }
 
+/// One 409 on the next status patch that matches `dry_run` (any when `None`).
+fn one_conflict(dry_run: Option<bool>) -> Rule {
+    Rule {
+        name: "one-409".into(),
+        matches: Match {
+            dry_run,
+            ..two_conflicts().matches
+        },
+        count: Some(1),
+        ..two_conflicts()
+    }
+}
+
 async fn reconcile(
     client: &kube::Client,
     mode: Mode,
     object: ClusterManagementAddOn,
 ) -> ReconcileRecord {
+    reconcile_sampled(client, mode, object, 0.0).await
+}
+
+async fn reconcile_sampled(
+    client: &kube::Client,
+    mode: Mode,
+    object: ClusterManagementAddOn,
+    reexecute_sample_rate: f64,
+) -> ReconcileRecord {
     let sink = MemorySink::new();
     let settings = EngineSettings {
         mode,
         enforced_groups: vec!["status-patches".into(), "config-references".into()],
+        reexecute_sample_rate,
         ..EngineSettings::default()
     };
     let engine = Engine::new(
@@ -232,4 +255,78 @@ async fn an_unchanged_status_is_not_patched() {
         after, before,
         "no status patch and no condition write when nothing changed"
     );
+}
+
+/// The control met a 409; by the time the candidate re-evaluates the step, the conflict is gone
+/// (its cache caught up, or the other writer is done): its first attempt succeeds. That is the
+/// answer to "would the candidate have succeeded", counted as such though the candidate itself
+/// met no 409.
+#[tokio::test]
+async fn a_reevaluation_that_succeeds_at_its_first_attempt_counts_as_would_have_succeeded() {
+    let (sim, client) = fixture().await;
+    sim.add_fault(one_conflict(Some(false)));
+    let cached = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get("observability")
+        .await
+        .unwrap();
+    let record = reconcile(&client, Mode::Shadow, cached).await;
+    let control = record.control_step("PlacementStatus").unwrap();
+    assert_eq!(
+        (control.conflicts, control.conflict),
+        (1, Some(ConflictResolution::NotRetried))
+    );
+    let candidate = record.candidate_step("PlacementStatus").unwrap();
+    assert_eq!(
+        (
+            candidate.execution,
+            candidate.outcome,
+            candidate.conflicts,
+            candidate.conflict
+        ),
+        (
+            Execution::DryRun,
+            "succeeded",
+            0,
+            Some(ConflictResolution::WouldHaveSucceeded)
+        ),
+        "{candidate:?}"
+    );
+    let dry_patches = sim.audit(|a| {
+        a.records()
+            .filter(|r| r.verb == "patch" && r.dry_run && r.code == 200)
+            .count()
+    });
+    assert_eq!(
+        dry_patches, 1,
+        "the candidate's one dry-run patch succeeded"
+    );
+}
+
+/// A sampled re-execution of a step the control ran without a conflict answers nothing about
+/// conflicts: a 409 it meets (against the control's own fresh write, typically) is counted in
+/// no resolution.
+#[tokio::test]
+async fn a_sampled_reexecution_that_meets_a_409_counts_in_no_resolution() {
+    let (sim, client) = fixture().await;
+    sim.add_fault(one_conflict(Some(true)));
+    let cached = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get("observability")
+        .await
+        .unwrap();
+    let record = reconcile_sampled(&client, Mode::Shadow, cached, 1.0).await;
+    let control = record.control_step("PlacementStatus").unwrap();
+    assert_eq!((control.outcome, control.conflict), ("succeeded", None));
+    let candidate = record.candidate_step("PlacementStatus").unwrap();
+    assert_eq!(candidate.execution, Execution::DryRun, "{candidate:?}");
+    assert!(candidate.conflicts >= 1, "the fault met it: {candidate:?}");
+    assert_eq!(candidate.conflict, None, "{candidate:?}");
+    for step in record.control.iter().chain(&record.candidate) {
+        assert!(
+            !matches!(
+                step.conflict,
+                Some(ConflictResolution::WouldHaveSucceeded | ConflictResolution::WouldHaveFailed)
+            ),
+            "{step:?}"
+        );
+    }
 }

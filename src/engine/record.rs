@@ -51,14 +51,33 @@ impl ConflictResolution {
         }
     }
 
-    fn of(execution: Execution, retried: bool, succeeded: bool) -> Option<Self> {
-        match (execution, retried, succeeded) {
-            (Execution::Real, true, true) => Some(Self::RetriedSucceeded),
-            (Execution::Real, true, false) => Some(Self::Exhausted),
-            (Execution::Real, false, _) => Some(Self::NotRetried),
-            (Execution::DryRun, _, true) => Some(Self::WouldHaveSucceeded),
-            (Execution::DryRun, _, false) => Some(Self::WouldHaveFailed),
-            (Execution::Reused | Execution::NotSimulated | Execution::NotRun, _, _) => None,
+    /// How the conflicts of step `i` of a run ended. A real step that met a 409: retried and
+    /// succeeded, exhausted, or not retried. A candidate step counts only when it re-evaluates a
+    /// step the control failed on a 409: would have succeeded or failed, by its outcome, whether
+    /// or not its own attempts met a 409 (re-evaluated after the cache caught up, its first
+    /// attempt may succeed). The candidate's other dry runs (unblocked steps, sampled
+    /// re-executions of reusable ones, which may conflict with the control's own fresh write)
+    /// answer nothing about the control's conflicts and count nowhere.
+    pub(crate) fn of_step(
+        execution: Execution,
+        trace: &Trace,
+        i: usize,
+        succeeded: bool,
+    ) -> Option<Self> {
+        match execution {
+            Execution::Real if trace.conflicts[i] > 0 => {
+                Some(match (trace.retried[i], succeeded) {
+                    (true, true) => Self::RetriedSucceeded,
+                    (true, false) => Self::Exhausted,
+                    (false, _) => Self::NotRetried,
+                })
+            }
+            Execution::DryRun if trace.reevaluated[i] => Some(if succeeded {
+                Self::WouldHaveSucceeded
+            } else {
+                Self::WouldHaveFailed
+            }),
+            _ => None,
         }
     }
 }
@@ -162,15 +181,12 @@ impl ReconcileRecord {
                 } else {
                     Execution::NotRun
                 };
-                let conflict = (trace.conflicts[i] > 0)
-                    .then(|| {
-                        ConflictResolution::of(
-                            execution,
-                            trace.retried[i],
-                            step.outcome == Outcome::Succeeded,
-                        )
-                    })
-                    .flatten();
+                let conflict = ConflictResolution::of_step(
+                    execution,
+                    trace,
+                    i,
+                    step.outcome == Outcome::Succeeded,
+                );
                 StepRecord {
                     operation: op.name().to_owned(),
                     phase: op.phase(),
@@ -353,6 +369,11 @@ pub(crate) struct Trace {
     pub(crate) conflicts: Vec<u32>,
     /// Whether the operation ran under the retry-on-conflict policy.
     pub(crate) retried: Vec<bool>,
+    /// The candidate's: whether its run of the operation re-evaluates a step the control failed
+    /// on a 409 Conflict (a dry run under the candidate's retry, or the candidate's own code of
+    /// it, paired). Only these runs answer "would the candidate have succeeded where the control
+    /// met a 409", whatever their own attempts met; a sampled re-execution is not one.
+    pub(crate) reevaluated: Vec<bool>,
     /// When the operation started, from the start of the reconcile.
     pub(crate) offsets: Vec<Duration>,
     /// The start of the reconcile.
@@ -367,6 +388,7 @@ impl Trace {
             durations: vec![Duration::ZERO; n],
             conflicts: vec![0; n],
             retried: vec![false; n],
+            reevaluated: vec![false; n],
             offsets: vec![Duration::ZERO; n],
         }
     }

@@ -236,6 +236,9 @@ impl<R: Reconciler> Engine<R> {
             let own = self.distinct(op) && control_report.kind() == ModelKind::Sequential;
             let execution = candidate_execution(self.plan.operation(op), control_report, own);
             let result = if let Some(paired) = shadow.paired[i].take() {
+                // The candidate's own code ran just before the control's: where the control
+                // then met a 409, its run is the answer to what the candidate would have done.
+                shadow.trace.reevaluated[i] = failed_on_conflict;
                 paired
             } else if execution == Execution::Reused && !reevaluate && !self.sampled() {
                 shadow.trace.executions[i] = Execution::Reused;
@@ -250,6 +253,7 @@ impl<R: Reconciler> Engine<R> {
                 // what the candidate would get.
                 shadow.trace.executions[i] = Execution::DryRun;
                 shadow.trace.retried[i] = retry;
+                shadow.trace.reevaluated[i] = reevaluate;
                 if ctx.is_none() {
                     let dry = shadow.dry(self).clone();
                     dry.reset_overlay();

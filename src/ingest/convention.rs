@@ -19,6 +19,9 @@ pub const POLICY_ATTRIBUTE: &str = "shadow_reconciler.policy";
 /// Attribute of a candidate operation span: how it executed (`dry-run`, `reused`,
 /// `not-simulated`).
 pub const EXECUTION_ATTRIBUTE: &str = "shadow_reconciler.execution";
+/// On a candidate's dry-run operation span: whether it re-evaluates a step the control failed on
+/// a 409 Conflict (only those count in the conflict resolutions; a sampled re-execution does not).
+pub const REEVALUATED_ATTRIBUTE: &str = "shadow_reconciler.reevaluated";
 
 /// How spans are read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +71,9 @@ pub enum Role {
         conflicts: u32,
         /// `shadow_reconciler.retried`: whether it ran under retry-on-conflict.
         retried: bool,
+        /// `shadow_reconciler.reevaluated`, on a candidate's dry run: whether it re-evaluates a
+        /// step the control failed on a 409 (absent: inferred from the control's step).
+        reevaluated: Option<bool>,
         /// Its `shadow_reconciler.write_difference` events (operation name and code path are
         /// the reconstruction's to fill in from the plan).
         writes: Vec<WriteDifference>,
@@ -366,6 +372,12 @@ impl Convention {
                     attribute(a, "shadow_reconciler.retried").and_then(|v| v.value.as_ref()),
                     Some(any_value::Value::BoolValue(true))
                 ),
+                reevaluated: match attribute(a, REEVALUATED_ATTRIBUTE)
+                    .and_then(|v| v.value.as_ref())
+                {
+                    Some(any_value::Value::BoolValue(b)) => Some(*b),
+                    _ => None,
+                },
                 writes: write_events(span),
             }
         };

@@ -50,6 +50,7 @@ pub(super) struct Child {
     pub(super) side: Side,
     pub(super) conflicts: u32,
     pub(super) retried: bool,
+    pub(super) reevaluated: Option<bool>,
     pub(super) writes: Vec<crate::engine::WriteDifference>,
     pub(super) start: u64,
     pub(super) end: u64,
@@ -93,7 +94,20 @@ pub(super) fn build(
         };
         seen.get(&op).map(|child| (child, present))
     };
-    let run = |policy: &Policy, candidate: bool| {
+    // A candidate's dry run re-evaluates a control step that failed on a 409 as its span says
+    // (`shadow_reconciler.reevaluated`); a span without the attribute (an SDK before it) is
+    // taken as one when it ran under retry-on-conflict where the control's step failed on a 409.
+    let reevaluates = |child: &Child, control: Option<&crate::model::Report>, op: OpId| {
+        child.reevaluated.unwrap_or_else(|| {
+            child.retried
+                && control
+                    .and_then(|r| r.get(op))
+                    .and_then(|s| s.outcome.error_class())
+                    == Some(ErrorClass::Conflict)
+        })
+    };
+    let run = |policy: &Policy, control: Option<&crate::model::Report>| {
+        let candidate = control.is_some();
         let mut trace = Trace::new(plan.len(), origin);
         let mut run = policy.start();
         while let Some(decision) = run.next() {
@@ -107,6 +121,8 @@ pub(super) fn build(
                 trace.durations[i] = Duration::from_nanos(child.end.saturating_sub(child.start));
                 trace.conflicts[i] = child.conflicts;
                 trace.retried[i] = child.retried;
+                trace.reevaluated[i] =
+                    execution == Execution::DryRun && reevaluates(child, control, op);
                 result_of(child)
             } else {
                 trace.executions[i] = Execution::NotSimulated;
@@ -117,8 +133,11 @@ pub(super) fn build(
         }
         (run.into_report().expect("every operation decided"), trace)
     };
-    let (control_report, control) = run(&policies.control, false);
-    let candidate = policies.candidate.as_ref().map(|p| run(p, true));
+    let (control_report, control) = run(&policies.control, None);
+    let candidate = policies
+        .candidate
+        .as_ref()
+        .map(|p| run(p, Some(&control_report)));
     let mut record = assemble(
         plan,
         ObjectKey {

@@ -296,6 +296,7 @@ impl Assembler {
                 execution,
                 conflicts,
                 retried,
+                reevaluated,
                 writes,
             } => {
                 let side = match Side::of(policy.as_deref(), execution.as_deref()) {
@@ -321,6 +322,7 @@ impl Assembler {
                     side,
                     conflicts: *conflicts,
                     retried: *retried,
+                    reevaluated: *reevaluated,
                     writes: writes.clone(),
                     start: facts.start,
                     end: facts.end,

@@ -87,6 +87,9 @@ func Failure(class, message string) Result {
 // NotSimulated is the result of an operation the candidate cannot dry-run.
 func NotSimulated() Result { return Result{kind: Unknown} }
 
+// FailedWith says whether the result is a failure of error class class.
+func (r Result) FailedWith(class string) bool { return r.kind == Failed && r.class == class }
+
 type effective struct{ critical, gated bool }
 
 // Policy is a model bound to a plan and its enforced rollout groups.

@@ -438,6 +438,21 @@ type stepSpan struct {
 	end  time.Time
 }
 
+// ReevaluatedAttribute is on every candidate dry-run operation span: whether the run
+// re-evaluates a step the control failed on a 409 Conflict (a dry run under the candidate's
+// retry, or the candidate's own code of the operation, paired). Only those runs answer whether
+// the candidate would have succeeded where the control met a 409, whatever their own attempts
+// met; the sidecar counts no other run (a sampled re-execution, an unblocked step) in the
+// conflict resolutions.
+const ReevaluatedAttribute = "shadow_reconciler.reevaluated"
+
+// reevaluates says on a candidate's dry-run span whether it re-evaluates a control 409.
+func (s stepSpan) reevaluates(yes bool) {
+	if s.span != nil && s.span.IsRecording() {
+		s.span.SetAttributes(attribute.Bool(ReevaluatedAttribute, yes))
+	}
+}
+
 // close puts one event per write difference on the span and ends it, both at its end time.
 func (s stepSpan) close(differences []writes.WriteDifference) {
 	if s.span == nil {

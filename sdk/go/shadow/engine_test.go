@@ -353,3 +353,83 @@ func TestTheCandidateWorksOnItsOwnCopyOfTheObject(t *testing.T) {
 		t.Fatal("the candidate's change reached the control's object")
 	}
 }
+
+// candidateSpan is the candidate's span of an operation in the harness's last reconcile.
+func (h *harness) candidateSpan(name string) sdktrace.ReadOnlySpan {
+	h.t.Helper()
+	var found sdktrace.ReadOnlySpan
+	for _, s := range h.spans.Ended() {
+		if s.Name() == name && attrs(s)["shadow_reconciler.policy"].AsString() == "candidate" {
+			found = s
+		}
+	}
+	if found == nil {
+		h.t.Fatalf("no candidate span of %s", name)
+	}
+	return found
+}
+
+func conflictOn(name string) error {
+	return apierrors.NewConflict(schema.GroupResource{Group: "addon.open-cluster-management.io", Resource: "clustermanagementaddons"}, name, fmt.Errorf("the object has been modified"))
+}
+
+// The control met a 409; when the candidate re-evaluates the step, the conflict is gone (its
+// cache caught up): its first attempt succeeds. Its span says it re-evaluates the control's
+// 409, so the sidecar counts it would-have-succeeded though it met no 409 itself.
+func TestAReevaluationThatSucceedsAtOnceSaysItReevaluatesTheControls409(t *testing.T) {
+	h := newHarness(t, "addon-install-progression", nil)
+	id, _ := h.plan.Lookup("PlacementStatus")
+	if !h.plan.Operations[id].RetryOnConflict {
+		t.Fatal("the plan no longer retries PlacementStatus")
+	}
+	attempts := map[Execution]int{}
+	h.engine.ops[id] = func(_ context.Context, r *Run[*corev1.Secret, state]) error {
+		attempts[r.Execution]++
+		if r.Execution == ExecReal {
+			return conflictOn(r.Object.Name)
+		}
+		return nil
+	}
+	out := h.reconcile()
+	if s := out.Control.Step(id); !(s.Outcome.Kind == model.Failed && s.Outcome.Class == ClassConflict) {
+		t.Fatalf("control: %+v", s)
+	}
+	if s := out.Candidate.Step(id); s.Outcome.Kind != model.Succeeded {
+		t.Fatalf("candidate: %+v", s)
+	}
+	if attempts[ExecReal] != 1 || attempts[ExecDryRun] != 1 {
+		t.Fatalf("attempts: %v", attempts)
+	}
+	a := attrs(h.candidateSpan("PlacementStatus"))
+	if a["shadow_reconciler.execution"].AsString() != "dry-run" || !a[ReevaluatedAttribute].AsBool() {
+		t.Fatalf("the candidate's span: %v", a)
+	}
+	if _, met := a["shadow_reconciler.conflicts"]; met {
+		t.Fatalf("the candidate met no 409: %v", a)
+	}
+}
+
+// A sampled re-execution of a step the control ran without a conflict answers nothing about
+// conflicts: its span says it does not re-evaluate a control 409, whatever it met.
+func TestASampledReexecutionThatMeetsA409IsNoReevaluation(t *testing.T) {
+	h := newHarness(t, "addon-install-progression", nil)
+	h.engine.opts.ReexecuteSampleRate = 1
+	id, _ := h.plan.Lookup("DefaultConfigReferences")
+	h.engine.ops[id] = func(_ context.Context, r *Run[*corev1.Secret, state]) error {
+		if r.Execution == ExecDryRun {
+			return conflictOn(r.Object.Name) // the control's own fresh write
+		}
+		return nil
+	}
+	out := h.reconcile()
+	if s := out.Control.Step(id); s.Outcome.Kind != model.Succeeded {
+		t.Fatalf("control: %+v", s)
+	}
+	a := attrs(h.candidateSpan("DefaultConfigReferences"))
+	if a["shadow_reconciler.execution"].AsString() != "dry-run" || a["shadow_reconciler.conflicts"].AsInt64() != 1 {
+		t.Fatalf("the sampled re-execution's span: %v", a)
+	}
+	if v, ok := a[ReevaluatedAttribute]; !ok || v.AsBool() {
+		t.Fatalf("a sampled re-execution must say it re-evaluates no control 409: %v", a)
+	}
+}

@@ -249,7 +249,7 @@ func (l *legacyRun[T, S]) close(result model.Result, err error) {
 	if l.recorder != nil {
 		written := l.recorder.take()
 		if l.e.pairs(op) || l.e.plan.Operations[op].Only == plan.PathLegacy {
-			own = l.e.collect(op, written, l.sh)
+			own = l.e.collect(op, written, result, l.sh)
 		}
 	}
 	reportOutcome(l.span, err, 0, false)

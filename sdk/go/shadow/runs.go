@@ -66,6 +66,7 @@ func (sh *shadowRun) closePaired() {
 	for _, p := range sh.paired {
 		if p != nil && !p.closed {
 			p.closed = true
+			p.span.reevaluates(false)
 			p.span.close(nil)
 		}
 	}
@@ -114,7 +115,7 @@ func (e *Engine[T, S]) runControl(ctx context.Context, policy, pairing *model.Po
 		rec := sh.controlRecorder(e.real)
 		r.Client = rec
 		result, span := e.execute(ctx, op, r, "control")
-		span.close(e.collect(op, rec.take(), sh))
+		span.close(e.collect(op, rec.take(), result, sh))
 		mustComplete(run, op, result)
 	}
 	return mustReport(run), retried
@@ -136,6 +137,7 @@ func (e *Engine[T, S]) runPaired(op int, candidate *model.Policy, obj T, state *
 	}
 	if earlier := sh.paired[op]; earlier != nil && !earlier.closed {
 		earlier.closed = true
+		earlier.span.reevaluates(false)
 		earlier.span.close(nil)
 	}
 	sh.paired[op] = &pairedStep{result: result, span: span}
@@ -143,10 +145,11 @@ func (e *Engine[T, S]) runPaired(op int, candidate *model.Policy, obj T, state *
 }
 
 // collect compares the control's writes of op with the candidate's paired writes of it and
-// closes the paired span with the differences; for an operation of the legacy path only, it
-// records the control's every write. It returns the differences that belong on the control's
-// span (those of an operation of the legacy path only).
-func (e *Engine[T, S]) collect(op int, control []writes.Write, sh *shadowRun) []writes.WriteDifference {
+// closes the paired span with the differences, saying whether the paired run re-evaluates a
+// control step that failed on a 409 (result is the control's); for an operation of the legacy
+// path only, it records the control's every write. It returns the differences that belong on
+// the control's span (those of an operation of the legacy path only).
+func (e *Engine[T, S]) collect(op int, control []writes.Write, result model.Result, sh *shadowRun) []writes.WriteDifference {
 	operation := e.plan.Operations[op]
 	if operation.Only == plan.PathLegacy {
 		found := writes.OneSided(operation, plan.PathLegacy, control, &e.kinds)
@@ -158,6 +161,7 @@ func (e *Engine[T, S]) collect(op int, control []writes.Write, sh *shadowRun) []
 	sh.differences = append(sh.differences, found...)
 	if p := sh.pairedAt(op); p != nil && !p.closed {
 		p.closed = true
+		p.span.reevaluates(result.FailedWith(ClassConflict))
 		p.span.close(found)
 	}
 	return nil
@@ -208,6 +212,7 @@ func (e *Engine[T, S]) runCandidate(policy *model.Policy, obj T, state *S, contr
 			r := &Run[T, S]{Client: dry, Object: obj, State: state, Execution: ExecDryRun, Path: policy.Path(), retry: retry}
 			var span stepSpan
 			result, span = e.execute(sh.ctx, op, r, "candidate")
+			span.reevaluates(reevaluate)
 			var found []writes.WriteDifference
 			if oneSided {
 				found = writes.OneSided(operation, plan.PathPhased, dry.take(), &e.kinds)
