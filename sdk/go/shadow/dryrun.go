@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,8 +78,10 @@ func deleteOptions(contentType string, body []byte) (*metav1.DeleteOptions, erro
 // that refuses anything else, and a per-reconcile overlay so an operation reads what an earlier
 // dry-run write of the same reconcile would have produced.
 type DryRun struct {
-	dry   client.Client
-	stats *GuardStats
+	// dry is the controller-runtime client (nil when made by NewDryRunConfig).
+	dry    client.Client
+	config *rest.Config
+	stats  *GuardStats
 }
 
 // NewDryRun builds the candidate's client from the controller's REST config and reader (the
@@ -86,10 +89,11 @@ type DryRun struct {
 // options gives the scheme and REST mapper (the manager's: mgr.GetScheme(),
 // mgr.GetRESTMapper()); its HTTPClient and Cache are set here.
 func NewDryRun(config *rest.Config, reader client.Reader, options client.Options) (*DryRun, error) {
-	stats := &GuardStats{}
-	cfg := rest.CopyConfig(config)
-	cfg.UserAgent = UserAgent
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &guard{next: rt, stats: stats} })
+	d, err := NewDryRunConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	cfg := d.config
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the dry-run client's HTTP client: %w", err)
@@ -102,15 +106,90 @@ func NewDryRun(config *rest.Config, reader client.Reader, options client.Options
 	if err != nil {
 		return nil, fmt.Errorf("the dry-run client: %w", err)
 	}
-	return &DryRun{dry: client.NewDryRunClient(writer), stats: stats}, nil
+	d.dry = client.NewDryRunClient(writer)
+	return d, nil
+}
+
+// NewDryRunConfig makes the candidate's side for a controller without controller-runtime (a
+// client-go typed clientset, a dynamic client, informers and a workqueue): Config is the REST
+// config to build the candidate's clients from. Every mutating request sent through it carries
+// dryRun=All (added to the query, or to a DELETE's options in its body, where the caller did not
+// ask for it) and passes the same guard as NewDryRun's client; its reads go to the API server,
+// so a candidate reads through the controller's listers as the control does. Build the clients
+// once (NewClients), not per reconcile.
+func NewDryRunConfig(config *rest.Config) (*DryRun, error) {
+	if config == nil {
+		return nil, errors.New("shadow.NewDryRunConfig: the controller's REST config is nil")
+	}
+	stats := &GuardStats{}
+	cfg := rest.CopyConfig(config)
+	cfg.UserAgent = UserAgent
+	// Wrapped last, run first: the request is made a dry run, then the guard checks it.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &guard{next: rt, stats: stats} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return dryRunAll{next: rt} })
+	return &DryRun{config: cfg, stats: stats}, nil
+}
+
+// Config is a copy of the candidate's REST config (NewDryRunConfig): any client built from it
+// sends only dry runs, through the guard, and counts them in Stats and, with a context from the
+// engine's candidate run, in that reconcile's Outcome.
+func (d *DryRun) Config() *rest.Config { return rest.CopyConfig(d.config) }
+
+// dryRunAll makes every mutating request a dry run: dryRun=All in the query, or in the options
+// a DELETE carries in its body (the API server then reads them from the body alone).
+type dryRunAll struct{ next http.RoundTripper }
+
+func (d dryRunAll) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return d.next.RoundTrip(req)
+	}
+	if dry, err := isDryRun(req); err != nil || dry {
+		return d.next.RoundTrip(req) // the guard reports an unreadable body
+	}
+	out := req.Clone(req.Context())
+	if req.Method == http.MethodDelete && req.Body != nil && req.Body != http.NoBody {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, fmt.Errorf("the dry-run transport cannot read the DELETE body: %w", err)
+		}
+		_ = req.Body.Close()
+		if len(bytes.TrimSpace(body)) > 0 {
+			options, err := deleteOptions(req.Header.Get("Content-Type"), body)
+			if err != nil {
+				return nil, fmt.Errorf("the dry-run transport cannot read the options of DELETE %s: %w", req.URL.Path, err)
+			}
+			options.TypeMeta = metav1.TypeMeta{Kind: "DeleteOptions", APIVersion: "meta.k8s.io/v1"}
+			options.DryRun = []string{metav1.DryRunAll}
+			body, err = json.Marshal(options)
+			if err != nil {
+				return nil, err
+			}
+			out.Header.Set("Content-Type", "application/json")
+		}
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		out.ContentLength = int64(len(body))
+	}
+	query := out.URL.Query()
+	query.Set("dryRun", metav1.DryRunAll)
+	u := *out.URL
+	u.RawQuery = query.Encode()
+	out.URL = &u
+	return d.next.RoundTrip(out)
 }
 
 // Stats are the counters of every candidate run.
 func (d *DryRun) Stats() *GuardStats { return d.stats }
 
 // ForReconcile is a client for one candidate run, with an empty overlay. Requests must carry a
-// context from WithCounters for the run's own counts.
+// context from WithCounters for the run's own counts. Nil when the DryRun has no
+// controller-runtime client (NewDryRunConfig).
 func (d *DryRun) ForReconcile() client.Client {
+	if d.dry == nil {
+		return nil
+	}
 	return &overlay{Client: d.dry, objects: map[overlayKey]runtime.Object{}, stats: d.stats}
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -196,4 +199,96 @@ func protobufDelete(t *testing.T, apiVersion string, dryRun []string) string {
 		t.Fatal(err)
 	}
 	return "k8s\x00" + string(data)
+}
+
+// The dry-run config makes a typed clientset's writes dry runs, whatever the caller asked
+// for: dryRun=All in the query, and in a DELETE's body options (JSON or protobuf), which the
+// API server reads instead of the query. Reads pass untouched.
+func TestTheDryRunConfigMakesEveryWriteOfAnyClientADryRun(t *testing.T) {
+	type request struct {
+		method, query string
+		options       *metav1.DeleteOptions
+	}
+	var mu sync.Mutex
+	var seen []request
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got := request{method: r.Method, query: r.URL.RawQuery}
+		if r.Method == http.MethodDelete && len(body) > 0 {
+			options, err := deleteOptions(r.Header.Get("Content-Type"), body)
+			if err != nil {
+				t.Errorf("the DELETE body: %v", err)
+			}
+			got.options = options
+		}
+		mu.Lock()
+		seen = append(seen, got)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodDelete {
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"ns"}}`))
+	}))
+	defer server.Close()
+	d, err := NewDryRunConfig(&rest.Config{Host: server.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, contentType := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+		seen = nil
+		cfg := d.Config()
+		cfg.ContentType = contentType
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		cms := cs.CoreV1().ConfigMaps("ns")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+		if _, err := cms.Get(ctx, "x", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "me"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Patch(ctx, "x", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		background := metav1.DeletePropagationBackground
+		if err := cms.Delete(ctx, "x", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "a=b"}); err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != 6 {
+			t.Fatalf("%s: %d requests", contentType, len(seen))
+		}
+		if seen[0].method != http.MethodGet || strings.Contains(seen[0].query, "dryRun") {
+			t.Errorf("%s: a read was changed: %+v", contentType, seen[0])
+		}
+		for _, r := range seen[1:] {
+			query, _ := url.ParseQuery(r.query)
+			if query.Get("dryRun") != "All" {
+				t.Errorf("%s: %s without dryRun=All: %q", contentType, r.method, r.query)
+			}
+			if r.method == http.MethodDelete && r.options != nil && !slices.Equal(r.options.DryRun, []string{"All"}) {
+				t.Errorf("%s: DELETE options without dryRun: %+v", contentType, r.options)
+			}
+		}
+		if o := seen[4].options; o == nil || o.PropagationPolicy == nil || *o.PropagationPolicy != background {
+			t.Errorf("%s: the DELETE's own options were lost: %+v", contentType, o)
+		}
+		if q, _ := url.ParseQuery(seen[1].query); q.Get("fieldManager") != "me" {
+			t.Errorf("%s: the create's own query was lost: %q", contentType, seen[1].query)
+		}
+	}
+	if d.Stats().Refused() != 0 || d.Stats().DryRunRequests() != 10 {
+		t.Errorf("refused %d, dry runs %d", d.Stats().Refused(), d.Stats().DryRunRequests())
+	}
 }

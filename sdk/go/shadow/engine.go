@@ -60,6 +60,9 @@ type Op[T client.Object, S any] func(ctx context.Context, r *Run[T, S]) error
 // of one run share (the candidate starts from a copy of the control's), how it runs, and which
 // code path runs it.
 type Run[T client.Object, S any] struct {
+	// Client is the controller-runtime client of the run: the controller's in the control, the
+	// dry-run client in the candidate. Nil for an engine without one (a client-go controller:
+	// its operations take their clients from Clients.For(r)).
 	Client    client.Client
 	Object    T
 	State     *S
@@ -72,7 +75,17 @@ type Run[T client.Object, S any] struct {
 	retry     bool
 	requeue   time.Duration
 	conflicts int
+	attempt   int
 }
+
+// DryRun says whether the run is the candidate's dry run (the operation must then write only
+// through the candidate's clients: Run.Client, or Clients.For(r)).
+func (r *Run[T, S]) DryRun() bool { return r.Execution == ExecDryRun }
+
+// Attempt is the attempt of the operation in its run: 1, then 2, 3, ... when the engine
+// re-runs it on a 409 under retry-on-conflict. An attempt after the first must read what it
+// updates afresh (Fresh), not from a cache that gave the stale version.
+func (r *Run[T, S]) Attempt() int { return r.attempt }
 
 // RequeueAfter asks for the object to be reconciled again after d (the smallest of a run wins).
 func (r *Run[T, S]) RequeueAfter(d time.Duration) {
@@ -95,6 +108,9 @@ type Options struct {
 	DryRun *DryRun
 	// Tracer emits the spans. Nil: otel.Tracer of the global provider.
 	Tracer trace.Tracer
+	// Kind is the kind of the objects reconciled, for the spans (k8s.object.kind). Empty: from
+	// the controller-runtime client's scheme, else from the object's TypeMeta.
+	Kind string
 	// WriteCondition writes the ReconciliationSucceeded condition from the control when it
 	// changed (status.conditions, a merge patch carrying the resourceVersion).
 	WriteCondition bool
@@ -255,10 +271,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	eval := pol.flag.Evaluate(uid, annotation, has, state.FromConfigMap, state.Stale, state.Version)
 	out := &Outcome{Mode: eval.Mode, Evaluation: eval}
 
-	kind := ""
-	if gvk, err := e.real.GroupVersionKindFor(obj); err == nil {
-		kind = gvk.Kind
-	}
+	kind := e.kindOf(obj)
 	attrs := []attribute.KeyValue{
 		attribute.String("shadow_reconciler.plan", e.plan.Name),
 		attribute.String("shadow_reconciler.plan.hash", e.planHash),
@@ -352,21 +365,35 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 			attribute.StringSlice("shadow_reconciler.unblocked", e.plan.SortedNames(out.Diff.Unblocked)),
 		)
 	}
-	if e.opts.WriteCondition {
+	if e.opts.WriteCondition && e.real != nil {
 		reader := e.opts.APIReader
 		if reader == nil {
 			reader = e.real
 		}
 		if err := writeCondition(ctx, e.real, reader, obj, condition); err != nil {
-			e.opts.Log.Info("cannot write the ReconciliationSucceeded condition", "object", client.ObjectKeyFromObject(obj).String(), "error", err.Error())
+			e.opts.Log.Info("cannot write the ReconciliationSucceeded condition", "object", objectName(obj), "error", err.Error())
 		}
 	}
 	e.log(obj, out)
 	return out
 }
 
+// kindOf is the kind of obj for the spans: Options.Kind, else the controller-runtime
+// client's scheme's, else the object's TypeMeta.
+func (e *Engine[T, S]) kindOf(obj T) string {
+	if e.opts.Kind != "" {
+		return e.opts.Kind
+	}
+	if e.real != nil {
+		if gvk, err := e.real.GroupVersionKindFor(obj); err == nil {
+			return gvk.Kind
+		}
+	}
+	return obj.GetObjectKind().GroupVersionKind().Kind
+}
+
 func (e *Engine[T, S]) log(obj T, out *Outcome) {
-	values := []any{"plan", e.plan.Name, "mode", out.Mode, "object", client.ObjectKeyFromObject(obj).String(), "traceID", out.TraceID}
+	values := []any{"plan", e.plan.Name, "mode", out.Mode, "object", objectName(obj), "traceID", out.TraceID}
 	if out.Diff != nil && len(out.Diff.Unblocked) > 0 {
 		values = append(values, "wouldUnblock", e.plan.SortedNames(out.Diff.Unblocked))
 	}
@@ -538,8 +565,10 @@ func (e *Engine[T, S]) code(op int, path plan.CodePath) Op[T, S] {
 
 func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
 	code := e.code(op, r.Path)
+	r.attempt = 0
 	once := func() (err error) {
 		r.requeue = 0 // a retried attempt starts afresh
+		r.attempt++
 		defer func() {
 			if p := recover(); p != nil {
 				err = Errorf(ClassInternal, "operation %s panicked: %v", e.plan.Operations[op].Name, p)
@@ -558,6 +587,15 @@ func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
 		return once()
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, once)
+}
+
+// objectName is how an object is named in the log: namespace/name, or name alone for a
+// cluster-scoped object.
+func objectName(obj client.Object) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
 }
 
 // Reconciler adapts the engine to controller-runtime: it reads the object with reader (the

@@ -72,8 +72,8 @@ func NewWithLegacy[T client.Object, S any](p *plan.Plan, real client.Client, ops
 	if err != nil {
 		return nil, err
 	}
-	if real == nil {
-		return nil, errors.New("shadow.New: the controller's client is nil")
+	if real == nil && opts.WriteCondition {
+		return nil, errors.New("shadow.New: Options.WriteCondition needs the controller's controller-runtime client, and it is nil")
 	}
 	if opts.DryRun == nil {
 		return nil, errors.New("shadow.New: Options.DryRun is required: the candidate's client (shadow.NewDryRun over the manager's REST config and cache)")
@@ -246,8 +246,8 @@ func (l *legacyRun[T, S]) close(result model.Result, err error) {
 	l.results[op] = &result
 	end := time.Now()
 	var own []writes.WriteDifference
-	if l.recorder != nil {
-		written := l.recorder.take()
+	if l.pairing != nil {
+		written := l.recorder.take() // nil without a controller-runtime client: nothing recorded
 		if l.e.pairs(op) || l.e.plan.Operations[op].Only == plan.PathLegacy {
 			own = l.e.collect(op, written, result, l.sh)
 		}
@@ -265,7 +265,7 @@ func (l *legacyRun[T, S]) close(result model.Result, err error) {
 func (e *Engine[T, S]) runLegacyFunc(ctx context.Context, policy, pairing *model.Policy, obj T, state *S, sh *shadowRun) (*model.Report, reconcile.Result, error) {
 	l := &legacyRun[T, S]{e: e, ctx: ctx, sh: sh, pairing: pairing, obj: obj, state: state, current: -1, results: make([]*model.Result, len(e.plan.Operations))}
 	var c client.Client = e.real
-	if pairing != nil {
+	if pairing != nil && e.real != nil {
 		l.recorder = sh.controlRecorder(e.real)
 		c = l.recorder
 	}

@@ -31,10 +31,29 @@ type recorder struct {
 	writes []writes.Write
 }
 
-func newRecorder(c client.Client) *recorder { return &recorder{Client: c} }
+// newRecorder records c's writes; nil for a nil c (an engine without a controller-runtime
+// client records nothing).
+func newRecorder(c client.Client) *recorder {
+	if c == nil {
+		return nil
+	}
+	return &recorder{Client: c}
+}
 
-// take returns what was logged so far; the log is empty afterwards.
+// client is the recorder as the run's client: nil when there is none.
+func (r *recorder) client() client.Client {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+// take returns what was logged so far; the log is empty afterwards. A nil recorder (an engine
+// without a controller-runtime client) logged nothing.
 func (r *recorder) take() []writes.Write {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.writes
@@ -45,6 +64,9 @@ func (r *recorder) take() []writes.Write {
 // recording empties the log and says whether the writes from now on are logged (they are
 // unless told otherwise).
 func (r *recorder) recording(on bool) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.paused, r.writes = !on, nil

@@ -47,7 +47,7 @@ func newShadowRun(ctx context.Context) *shadowRun {
 
 // controlRecorder is the control's recording client over real, made once per reconcile.
 func (sh *shadowRun) controlRecorder(real client.Client) *recorder {
-	if sh.recorder == nil {
+	if sh.recorder == nil && real != nil {
 		sh.recorder = newRecorder(real)
 	}
 	return sh.recorder
@@ -113,7 +113,7 @@ func (e *Engine[T, S]) runControl(ctx context.Context, policy, pairing *model.Po
 			continue
 		}
 		rec := sh.controlRecorder(e.real)
-		r.Client = rec
+		r.Client = rec.client()
 		result, span := e.execute(ctx, op, r, "control")
 		span.close(e.collect(op, rec.take(), result, sh))
 		mustComplete(run, op, result)
@@ -128,7 +128,7 @@ func (e *Engine[T, S]) runControl(ctx context.Context, policy, pairing *model.Po
 func (e *Engine[T, S]) runPaired(op int, candidate *model.Policy, obj T, state *S, sh *shadowRun) {
 	dry := newRecorder(e.dry.ForReconcile())
 	r := &Run[T, S]{
-		Client: dry, Object: obj.DeepCopyObject().(T), State: state, Execution: ExecDryRun,
+		Client: dry.client(), Object: obj.DeepCopyObject().(T), State: state, Execution: ExecDryRun,
 		Path: candidate.Path(), retry: e.retries(op, candidate),
 	}
 	result, span := e.execute(sh.ctx, op, r, "candidate")
@@ -174,6 +174,7 @@ func (e *Engine[T, S]) collect(op int, control []writes.Write, result model.Resu
 // run: on the happy path every step is reused and the candidate costs no client at all.
 func (e *Engine[T, S]) runCandidate(policy *model.Policy, obj T, state *S, control *model.Report, controlRetried []bool, sh *shadowRun) *model.Report {
 	var dry *recorder
+	made := false
 	run := policy.Start()
 	for {
 		op, execute, ok := run.Next()
@@ -204,12 +205,12 @@ func (e *Engine[T, S]) runCandidate(policy *model.Policy, obj T, state *S, contr
 			// Never ran in the control (or not the candidate's code there), or failed there on
 			// a conflict the candidate would retry: find out, through the dry-run client, what
 			// the candidate would get.
-			if dry == nil {
-				dry = newRecorder(e.dry.ForReconcile())
+			if !made {
+				dry, made = newRecorder(e.dry.ForReconcile()), true
 			}
 			oneSided := operation.Only == plan.PathPhased && control.Kind == model.Sequential
 			dry.recording(oneSided)
-			r := &Run[T, S]{Client: dry, Object: obj, State: state, Execution: ExecDryRun, Path: policy.Path(), retry: retry}
+			r := &Run[T, S]{Client: dry.client(), Object: obj, State: state, Execution: ExecDryRun, Path: policy.Path(), retry: retry}
 			var span stepSpan
 			result, span = e.execute(sh.ctx, op, r, "candidate")
 			span.reevaluates(reevaluate)

@@ -17,13 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -114,7 +108,7 @@ func start() error {
 	defaults.Ramp = r
 
 	ctx := ctrl.SetupSignalHandler()
-	tp, err := tracing(ctx)
+	tp, err := shadow.Tracing(ctx, "hostedcluster-controller", attribute.String("shadow_reconciler.plan", "hostedcluster"))
 	if err != nil {
 		return err
 	}
@@ -187,43 +181,4 @@ func start() error {
 	}
 	log.Info("stopped", "dryRunRequests", dry.Stats().DryRunRequests(), "guardRefusals", dry.Stats().Refused())
 	return nil
-}
-
-// tracing exports spans by the standard OTLP variables: OTEL_EXPORTER_OTLP_ENDPOINT (or
-// _TRACES_ENDPOINT) and OTEL_EXPORTER_OTLP_PROTOCOL (grpc, the default here, or http/protobuf).
-// Without an endpoint, spans are not exported.
-func tracing(ctx context.Context) (*sdktrace.TracerProvider, error) {
-	res := resource.NewSchemaless(attribute.String("service.name", "hostedcluster-controller"),
-		attribute.String("shadow_reconciler.plan", "hostedcluster"))
-	endpoint := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") + os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
-	if endpoint == "" {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
-		otel.SetTracerProvider(tp)
-		return tp, nil
-	}
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	var exporter *otlptrace.Exporter
-	var err error
-	switch protocol {
-	case "", "grpc":
-		exporter, err = otlptracegrpc.New(ctx)
-	case "http/protobuf":
-		exporter, err = otlptracehttp.New(ctx)
-	default:
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: expected grpc or http/protobuf", protocol)
-	}
-	if err != nil {
-		return nil, err
-	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithResource(res),
-		// Every reconcile is data: no sampling, and a queue deep enough for a burst.
-		sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		sdktrace.WithBatcher(exporter, sdktrace.WithMaxQueueSize(1<<16), sdktrace.WithMaxExportBatchSize(2048)),
-	)
-	otel.SetTracerProvider(tp)
-	return tp, nil
 }
