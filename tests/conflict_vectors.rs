@@ -22,14 +22,10 @@ const FILE: &str = concat!(
 );
 const PLAN: &str = "addon-install-progression";
 
-fn value(v: any_value::Value) -> Option<AnyValue> {
-    Some(AnyValue { value: Some(v) })
-}
-
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
     KeyValue {
         key: key.into(),
-        value: value(v),
+        value: Some(AnyValue { value: Some(v) }),
         ..KeyValue::default()
     }
 }

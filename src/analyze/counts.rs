@@ -143,6 +143,10 @@ pub mod flag {
     pub const EXECUTED: u8 = 8;
     /// It ran in the control and the candidate blocked it, in some reconcile.
     pub const NEWLY_BLOCKED: u8 = 16;
+    /// The control met a 409 on it (and failed), in some reconcile.
+    pub const CONTROL_CONFLICT: u8 = 32;
+    /// The candidate's re-evaluation of a control 409 would have failed too, in some reconcile.
+    pub const RETRY_FAILED: u8 = 64;
 }
 
 /// The evidence of one object (kind, namespace and name) under one plan.
@@ -158,6 +162,9 @@ pub struct ObjectCounts {
     pub runs: HashMap<Signature, RunKey>,
     /// Per operation, [`flag`] bits.
     pub flags: Vec<u8>,
+    /// The control's 409s, and its successes of the operations the plan retries on conflict:
+    /// how long it took to recover ([`super::conflicts`]).
+    pub timeline: Vec<super::conflicts::ControlEvent>,
 }
 
 impl ObjectCounts {
@@ -170,6 +177,7 @@ impl ObjectCounts {
             baseline: vec![None; n],
             runs: HashMap::new(),
             flags: vec![0; n],
+            timeline: Vec::new(),
         }
     }
 
@@ -208,6 +216,8 @@ pub struct PlanCounts {
     pub unknown_operations: HashMap<String, u64>,
     /// The `writes` table's differences, by operation and kind of difference.
     pub writes: BTreeMap<WriteKey, WriteCounts>,
+    /// Per operation, the control's 409s and the candidate's re-evaluations of them.
+    pub conflicts: Vec<super::conflicts::ConflictCounts>,
 }
 
 impl PlanCounts {
@@ -225,6 +235,7 @@ impl PlanCounts {
             unblocked: vec![Rate::default(); n * n],
             unknown_operations: HashMap::new(),
             writes: BTreeMap::new(),
+            conflicts: vec![super::conflicts::ConflictCounts::default(); n],
         }
     }
 
@@ -267,6 +278,9 @@ impl PlanCounts {
         for (a, b) in self.unblocked.iter_mut().zip(other.unblocked) {
             a.merge(b);
         }
+        for (a, b) in self.conflicts.iter_mut().zip(&other.conflicts) {
+            a.merge(b);
+        }
         self.runs_not_kept += other.runs_not_kept;
         for (k, v) in other.unknown_operations {
             *self.unknown_operations.entry(k).or_default() += v;
@@ -286,6 +300,7 @@ impl PlanCounts {
             for (a, b) in mine.flags.iter_mut().zip(theirs.flags) {
                 *a |= b;
             }
+            mine.timeline.extend(theirs.timeline);
             for (signature, at) in theirs.runs {
                 self.keep(&key, signature, &at);
             }

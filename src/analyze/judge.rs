@@ -153,7 +153,7 @@ fn inconclusive(
         (
             Reason::ResolvedByRetry,
             format!(
-                "failed in {}, only in the control, where the candidate's retry on conflict would have succeeded (in {}): under the candidate its failure was never observed",
+                "failed in {}, only in the control, where the candidate's retry on conflict would have succeeded (in {}): under the candidate its failure was never observed; {tested} in {objects}",
                 count(ev.failed),
                 count(ev.resolved_by_retry)
             ),
@@ -369,6 +369,7 @@ fn verdict(
         verdict,
         reason,
         objects,
+        failed_objects: ev.failed,
         objects_needed: if verdict == Verdict::Inconclusive {
             min_samples.saturating_sub(objects)
         } else {
@@ -425,6 +426,7 @@ pub(super) fn judge(
     }
     let objects = c.object_count();
     let writes = super::writes::reports(plan, &c.writes);
+    let conflicts = super::conflicts::reports(plan, c);
     PlanReport {
         plan: plan.name().to_owned(),
         plan_hash: plan.hash().to_hex(),
@@ -456,6 +458,7 @@ pub(super) fn judge(
         pairs: found.pairs,
         dependencies,
         unblocked,
+        conflicts,
         writes,
         verdicts,
     }

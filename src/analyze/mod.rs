@@ -9,6 +9,7 @@
 
 pub mod answer;
 pub mod clusters;
+pub mod conflicts;
 pub mod counts;
 mod judge;
 pub mod pairs;
@@ -302,8 +303,10 @@ pub struct VerdictReport {
     pub verdict: Verdict,
     /// Why, as a code.
     pub reason: Reason,
-    /// Objects whose observations test the claim.
+    /// Objects whose observations test the claim (not those it failed in: `failed_objects`).
     pub objects: u64,
+    /// Objects in which it failed, in the control or the candidate.
+    pub failed_objects: u64,
     /// More objects testing the claim needed before the verdict can be other than inconclusive
     /// (0 when it is not inconclusive).
     pub objects_needed: u64,
@@ -407,6 +410,9 @@ pub struct PlanReport {
     pub dependencies: Vec<Pair>,
     /// First failure x unblocked operation.
     pub unblocked: Vec<Unblocked>,
+    /// Per operation that met a 409 in the control: its conflicts, what the candidate's
+    /// re-evaluations of them would have done, and how long the control took to recover.
+    pub conflicts: Vec<conflicts::ConflictReport>,
     /// What the candidate's code would have written differently, per operation and kind of
     /// difference (`writes` table).
     pub writes: Vec<writes::WriteReport>,

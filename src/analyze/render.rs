@@ -44,8 +44,28 @@ pub fn json(analysis: &Analysis) -> String {
     text
 }
 
-fn pct(rate: f64) -> String {
-    format!("{:.1}%", rate * 100.0)
+/// A rate as a percentage with one decimal, or as many as it takes to show two significant
+/// digits of what the rounding would hide: 5 failures in 13,111 read "0.038%", never "0.0%",
+/// and 13,106 of 13,111 read "99.962%", never "100.0%".
+pub(super) fn pct(rate: f64) -> String {
+    let p = rate * 100.0;
+    let hidden = |gap: f64| gap > 0.0 && gap < 0.05;
+    // Decimals up to the gap's first significant digit, and one more.
+    let digits = |gap: f64| {
+        let (mut decimals, mut unit) = (1, 1.0);
+        while decimals < 12 && gap < unit {
+            unit /= 10.0;
+            decimals += 1;
+        }
+        decimals
+    };
+    if hidden(p) {
+        format!("{p:.*}%", digits(p))
+    } else if hidden(100.0 - p) {
+        format!("{p:.*}%", digits(100.0 - p))
+    } else {
+        format!("{p:.1}%")
+    }
 }
 
 /// The numbers behind a detected dependency, in words.
@@ -356,6 +376,14 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
                 let _ = writeln!(out, "  {} -> {}: {}", d.failed, d.later, evidence(d));
             }
         }
+        if !plan.conflicts.is_empty() {
+            out.push_str(
+                "\nconflicts (409) the control met, and the candidate's re-evaluations of them:\n",
+            );
+            for r in &plan.conflicts {
+                let _ = writeln!(out, "  {}", super::conflicts::sentence(r));
+            }
+        }
         out.push('\n');
         for v in plan
             .verdicts
@@ -399,12 +427,23 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
 mod tests {
     use std::ffi::OsStr;
 
+    use super::pct;
+
     #[test]
     fn colour_only_on_a_terminal_without_no_color() {
         assert!(super::colour_wanted(true, None));
         assert!(super::colour_wanted(true, Some(OsStr::new(""))));
         assert!(!super::colour_wanted(true, Some(OsStr::new("1"))));
         assert!(!super::colour_wanted(false, None));
+    }
+
+    #[test]
+    fn a_rate_never_rounds_to_none_or_all() {
+        assert_eq!(pct(5.0 / 13_111.0), "0.038%");
+        assert_eq!(pct(13_106.0 / 13_111.0), "99.962%");
+        assert_eq!(pct(0.0), "0.0%");
+        assert_eq!(pct(1.0), "100.0%");
+        assert_eq!(pct(0.25), "25.0%");
     }
 
     #[test]

@@ -391,6 +391,8 @@ struct Row {
     blocked_by: Vec<usize>,
     /// The candidate's retry on conflict would have succeeded.
     retry_resolved: bool,
+    /// The candidate's re-evaluation of a control 409 would have failed too.
+    retry_failed: bool,
 }
 
 /// How a row's result was obtained, as far as counting goes.
@@ -530,6 +532,9 @@ impl<'a> StepBatch<'a> {
             retry_resolved: self.resolution.is_valid(i)
                 && self.resolution.value(i)
                     == crate::engine::ConflictResolution::WouldHaveSucceeded.as_str(),
+            retry_failed: self.resolution.is_valid(i)
+                && self.resolution.value(i)
+                    == crate::engine::ConflictResolution::WouldHaveFailed.as_str(),
         })
     }
 
@@ -658,6 +663,13 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             c.keep(&p.object, signature, &at);
         }
     }
+    count_conflicts(
+        (control, candidate),
+        &ctx.plans[p.plan],
+        p.time_us,
+        c,
+        &p.object,
+    );
     // The control's first failure, what it blocked there, and what the candidate made of it.
     let first = control
         .iter()
@@ -710,6 +722,66 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
     }
 }
 
+/// The conflicts of one reconcile: each control step that failed on a 409, what the candidate's
+/// re-evaluation of it would have done, whether another operation's outcome differed too; and
+/// the object's control events its recovery is measured from (its 409s, and its successes of
+/// the operations the plan retries on conflict).
+fn count_conflicts(
+    (control, candidate): (&[Row], &[Row]),
+    plan: &ReconcilePlan,
+    time_us: i64,
+    c: &mut PlanCounts,
+    object: &str,
+) {
+    let conflict = ErrorClass::ALL
+        .iter()
+        .position(|k| *k == ErrorClass::Conflict);
+    let mut events = Vec::new();
+    for r in control.iter().filter(|r| r.exec == Exec::Real) {
+        let op = u16::try_from(r.op).unwrap_or(u16::MAX);
+        if r.outcome == Outcome::Failed && r.class.is_some() && r.class == conflict {
+            let theirs = candidate.iter().find(|y| y.op == r.op);
+            let k = &mut c.conflicts[r.op];
+            k.control_steps += 1;
+            k.would_have_succeeded += u64::from(theirs.is_some_and(|y| y.retry_resolved));
+            k.would_have_failed += u64::from(theirs.is_some_and(|y| y.retry_failed));
+            // Of the operations both runs have: an outcome that differs (run where the
+            // control was blocked, or the other way round, or another result).
+            let differs = |y: &Row| {
+                y.op != r.op
+                    && control
+                        .iter()
+                        .find(|x| x.op == y.op)
+                        .is_some_and(|x| x.outcome != y.outcome)
+            };
+            k.other_changes += u64::from(candidate.iter().any(differs));
+            events.push((op, true));
+        } else if r.outcome == Outcome::Succeeded
+            && plan
+                .operations()
+                .get(r.op)
+                .is_some_and(crate::plan::Operation::retry_on_conflict)
+        {
+            events.push((op, false));
+        }
+    }
+    if events.is_empty() {
+        return;
+    }
+    if let Some(o) = c.objects.get_mut(object) {
+        for (op, conflict) in events {
+            if conflict {
+                o.flags[usize::from(op)] |= flag::CONTROL_CONFLICT;
+            }
+            o.timeline.push(super::conflicts::ControlEvent {
+                time_us,
+                op,
+                conflict,
+            });
+        }
+    }
+}
+
 /// Whether the control had `op` (its code path does: `only:` in the plan) and did not execute
 /// it: what the candidate then ran, it unblocked.
 fn unblocked(control: &[Row], op: usize) -> bool {
@@ -758,6 +830,9 @@ fn count_run(
         }
         if at.candidate && r.retry_resolved {
             o.flags[r.op] |= flag::RETRY_RESOLVED;
+        }
+        if at.candidate && r.retry_failed {
+            o.flags[r.op] |= flag::RETRY_FAILED;
         }
         if r.executed() || failed {
             let state = match (r.executed(), failed) {

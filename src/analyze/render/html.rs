@@ -519,6 +519,21 @@ fn plan_details(out: &mut String, plan: &PlanReport) {
         "</tbody></table><p class=\"note\">{}.</p></details>",
         escape(super::OPERATION_LEGEND)
     );
+    if !plan.conflicts.is_empty() {
+        let _ = write!(
+            out,
+            "<details open><summary>Conflicts (409) the control met ({})</summary><ul>",
+            plan.conflicts.len()
+        );
+        for r in &plan.conflicts {
+            let _ = write!(
+                out,
+                "<li>{}.</li>",
+                escape(&super::super::conflicts::sentence(r))
+            );
+        }
+        out.push_str("</ul></details>");
+    }
     let _ = write!(
         out,
         "<details><summary>Ordering dependencies detected ({})</summary>",

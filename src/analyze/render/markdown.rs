@@ -222,6 +222,12 @@ fn details(out: &mut String, a: &Analysis) {
         for d in &plan.dependencies {
             let _ = writeln!(out, "- **{} → {}**: {}.", d.failed, d.later, evidence(d));
         }
+        if !plan.conflicts.is_empty() {
+            out.push_str("\n#### Conflicts (409) the control met\n\n");
+            for r in &plan.conflicts {
+                let _ = writeln!(out, "- {}.", super::super::conflicts::sentence(r));
+            }
+        }
         out.push_str("\n#### Verdicts\n\n| operation | claim | verdict | reason | objects | evidence |\n| --- | --- | --- | --- | --- | --- |\n");
         for v in &plan.verdicts {
             md_row(
