@@ -7,43 +7,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+pub use super::counts::{ConflictCounts, ControlEvent};
 use super::counts::{ObjectCounts, PlanCounts, flag};
 use crate::plan::ReconcilePlan;
-
-/// The conflict counts of one operation, over reconciles.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ConflictCounts {
-    /// Control steps that failed on a 409.
-    pub control_steps: u64,
-    /// Of those, re-evaluated by the candidate: it would have succeeded.
-    pub would_have_succeeded: u64,
-    /// Of those, re-evaluated by the candidate: it would have failed too.
-    pub would_have_failed: u64,
-    /// Of those, in reconciles where the candidate's outcome of another operation differed from
-    /// the control's (it ran what the control did not, or the two outcomes differ).
-    pub other_changes: u64,
-}
-
-impl ConflictCounts {
-    pub(super) fn merge(&mut self, b: &Self) {
-        self.control_steps += b.control_steps;
-        self.would_have_succeeded += b.would_have_succeeded;
-        self.would_have_failed += b.would_have_failed;
-        self.other_changes += b.other_changes;
-    }
-}
-
-/// An event of an object's control, for its recovery: at `time_us`, operation `op` failed on a
-/// 409 (`conflict`) or succeeded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ControlEvent {
-    /// The reconcile's start, µs since the epoch.
-    pub time_us: i64,
-    /// The operation.
-    pub op: u16,
-    /// A 409 (else a success).
-    pub conflict: bool,
-}
 
 /// How long the control took to recover from its 409s.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -239,6 +205,23 @@ pub fn sentence(r: &ConflictReport) -> String {
         s += "; nothing else differed in those reconciles";
     }
     s
+}
+
+/// The HTML section of `reports` (nothing when there is none), its text escaped by `escape`.
+#[must_use]
+pub fn html(reports: &[ConflictReport], escape: fn(&str) -> String) -> String {
+    if reports.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<details open><summary>Conflicts (409) the control met ({})</summary><ul>",
+        reports.len()
+    );
+    for r in reports {
+        let _ = write!(out, "<li>{}.</li>", escape(&sentence(r)));
+    }
+    out.push_str("</ul></details>");
+    out
 }
 
 /// A duration in milliseconds, readable: `850 ms`, `2.4 s`, `3.1 min`.

@@ -59,6 +59,41 @@ impl OpCounts {
     }
 }
 
+/// The conflict counts of one operation, over reconciles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConflictCounts {
+    /// Control steps that failed on a 409.
+    pub control_steps: u64,
+    /// Of those, re-evaluated by the candidate: it would have succeeded.
+    pub would_have_succeeded: u64,
+    /// Of those, re-evaluated by the candidate: it would have failed too.
+    pub would_have_failed: u64,
+    /// Of those, in reconciles where the candidate's outcome of another operation differed from
+    /// the control's (it ran what the control did not, or the two outcomes differ).
+    pub other_changes: u64,
+}
+
+impl ConflictCounts {
+    fn merge(&mut self, b: &Self) {
+        self.control_steps += b.control_steps;
+        self.would_have_succeeded += b.would_have_succeeded;
+        self.would_have_failed += b.would_have_failed;
+        self.other_changes += b.other_changes;
+    }
+}
+
+/// An event of an object's control, for its recovery: at `time_us`, operation `op` failed on a
+/// 409 (`conflict`) or succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ControlEvent {
+    /// The reconcile's start, µs since the epoch.
+    pub time_us: i64,
+    /// The operation.
+    pub op: u16,
+    /// A 409 (else a success).
+    pub conflict: bool,
+}
+
 /// Observations and failures among them (reconciles or objects, as the field using it says).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rate {
@@ -163,8 +198,8 @@ pub struct ObjectCounts {
     /// Per operation, [`flag`] bits.
     pub flags: Vec<u8>,
     /// The control's 409s, and its successes of the operations the plan retries on conflict:
-    /// how long it took to recover ([`super::conflicts`]).
-    pub timeline: Vec<super::conflicts::ControlEvent>,
+    /// how long it took to recover (`analyze::conflicts`).
+    pub timeline: Vec<ControlEvent>,
 }
 
 impl ObjectCounts {
@@ -217,7 +252,7 @@ pub struct PlanCounts {
     /// The `writes` table's differences, by operation and kind of difference.
     pub writes: BTreeMap<WriteKey, WriteCounts>,
     /// Per operation, the control's 409s and the candidate's re-evaluations of them.
-    pub conflicts: Vec<super::conflicts::ConflictCounts>,
+    pub conflicts: Vec<ConflictCounts>,
 }
 
 impl PlanCounts {
@@ -235,7 +270,7 @@ impl PlanCounts {
             unblocked: vec![Rate::default(); n * n],
             unknown_operations: HashMap::new(),
             writes: BTreeMap::new(),
-            conflicts: vec![super::conflicts::ConflictCounts::default(); n],
+            conflicts: vec![ConflictCounts::default(); n],
         }
     }
 

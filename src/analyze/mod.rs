@@ -16,6 +16,7 @@ pub mod pairs;
 mod readiness;
 pub mod render;
 pub mod scan;
+mod select;
 pub mod stats;
 pub mod suggest;
 pub mod writes;
@@ -452,51 +453,6 @@ pub struct Analysis {
     /// its readiness judged on its own data. The fleet's verdicts (`plans`) count an object of
     /// one cluster apart from a namesake in another.
     pub clusters: Vec<clusters::ClusterReport>,
-}
-
-impl Analysis {
-    /// The groups `selector` names (`PLAN/GROUP`, or `GROUP` in every analysed plan that has it),
-    /// as `(plan, group)`.
-    pub fn groups(&self, selector: &str) -> Result<Vec<(&PlanReport, &GroupReport)>, AnalyzeError> {
-        let (plan, group) = match selector.split_once('/') {
-            Some((plan, group)) => (Some(plan), group),
-            None => (None, selector),
-        };
-        let found: Vec<(&PlanReport, &GroupReport)> = self
-            .plans
-            .iter()
-            .filter(|p| plan.is_none_or(|name| p.plan == name))
-            .flat_map(|p| p.readiness.iter().map(move |g| (p, g)))
-            .filter(|(_, g)| g.group == group)
-            .collect();
-        if !found.is_empty() {
-            return Ok(found);
-        }
-        let why = match plan {
-            Some(name) if !self.plans.iter().any(|p| p.plan == name) => {
-                format!(
-                    "plan {name:?} has no analysable rows in {}",
-                    self.dir.display()
-                )
-            }
-            Some(name) => format!("plan {name:?} has no rollout group {group:?}"),
-            None => format!("no analysed plan has a rollout group {group:?}"),
-        };
-        Err(AnalyzeError::UnknownGroup {
-            selector: selector.to_owned(),
-            why,
-            known: self
-                .plans
-                .iter()
-                .flat_map(|p| {
-                    p.readiness
-                        .iter()
-                        .map(move |g| format!("{}/{}", p.plan, g.group))
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-    }
 }
 
 /// Analyses the local directory `dir` against `plans`.

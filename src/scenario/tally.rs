@@ -3,9 +3,11 @@
 //! themselves go to the other sinks (Parquet, metrics, traces) and are dropped.
 
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::Settings;
 use super::summary::Summary;
 use crate::engine::{ReconcileRecord, Sink};
 
@@ -120,6 +122,71 @@ impl Sink for Tally {
             }
         }
     }
+}
+
+/// Waits until every object was reconciled at least once and no object's outcome changed
+/// (first reconcile, failing to succeeding or back) for the settle time (true), or until the
+/// deadline (false); draws the progress bar meanwhile. Each check reads a few counters: its cost
+/// does not grow with the reconciles.
+pub(super) async fn wait_until_settled(
+    tally: &Tally,
+    settings: &Settings,
+    objects: usize,
+    started: Instant,
+    deadline: Instant,
+) -> bool {
+    let terminal = settings.progress && std::io::stderr().is_terminal();
+    loop {
+        let now = Instant::now();
+        let progress = tally.progress();
+        let quiet = now.saturating_duration_since(progress.last_change.unwrap_or(started));
+        let all_seen = progress.objects >= objects;
+        if terminal {
+            draw_progress(&progress, settings, objects, quiet, started);
+        }
+        let settled = all_seen && quiet >= settings.settle;
+        if settled || now >= deadline {
+            if terminal {
+                eprintln!();
+            }
+            return settled;
+        }
+        let tick = Duration::from_millis(100).min(deadline - now);
+        tokio::time::sleep(tick).await;
+    }
+}
+
+fn draw_progress(
+    progress: &Progress,
+    settings: &Settings,
+    objects: usize,
+    quiet: Duration,
+    started: Instant,
+) {
+    let width = 30;
+    let filled = (progress.objects * width)
+        .checked_div(objects)
+        .unwrap_or(width)
+        .min(width);
+    // Once every object was reconciled, what is waited for is quiet: say so.
+    let phase = if progress.objects >= objects {
+        format!(
+            "settling: {:.1} of {:.1} s without a changed outcome",
+            quiet.as_secs_f64().min(settings.settle.as_secs_f64()),
+            settings.settle.as_secs_f64()
+        )
+    } else {
+        "reconciling".to_owned()
+    };
+    eprint!(
+        "\r\x1b[2K[{}{}] {}/{} objects reconciled, {} reconciles, {:.0} s; {phase}",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        progress.objects,
+        objects,
+        progress.records,
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[cfg(test)]

@@ -519,21 +519,7 @@ fn plan_details(out: &mut String, plan: &PlanReport) {
         "</tbody></table><p class=\"note\">{}.</p></details>",
         escape(super::OPERATION_LEGEND)
     );
-    if !plan.conflicts.is_empty() {
-        let _ = write!(
-            out,
-            "<details open><summary>Conflicts (409) the control met ({})</summary><ul>",
-            plan.conflicts.len()
-        );
-        for r in &plan.conflicts {
-            let _ = write!(
-                out,
-                "<li>{}.</li>",
-                escape(&super::super::conflicts::sentence(r))
-            );
-        }
-        out.push_str("</ul></details>");
-    }
+    out.push_str(&super::super::conflicts::html(&plan.conflicts, escape));
     let _ = write!(
         out,
         "<details><summary>Ordering dependencies detected ({})</summary>",
