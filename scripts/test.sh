@@ -63,8 +63,9 @@ export SHADOW_RECONCILER_PYTHON="$PWD/$venv/bin/python"
 cargo test --locked --all-targets
 # The Go module: vetted and tested with the race detector (sdk/go holds the Go engine, its
 # models held to the Rust ones by the shared vectors of tests/data/*-vectors.json). The Go
-# example controller is also built and run by cargo's tests/go_controller.rs above.
-for mod in sdk/go; do
+# example controller is also built and run by cargo's tests/go_controller.rs above, and OCM's
+# controller adopted (its own module, sdk/go/examples/ocm) by tests/ocm_controller.rs.
+for mod in sdk/go sdk/go/examples/ocm; do
   (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done
 (cd tools/otelcol && go vet ./...)  # the Collector's main: no tests of its own, run by tests/collector.rs

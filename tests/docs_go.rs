@@ -22,7 +22,12 @@ fn blocks(markdown: &str) -> Vec<String> {
 fn every_go_block_of_the_docs_is_an_excerpt_of_a_compiled_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut checked = 0;
-    for doc in ["docs/ingest.md", "README.md", "sdk/go/README.md"] {
+    for doc in [
+        "docs/ingest.md",
+        "docs/client-go.md",
+        "README.md",
+        "sdk/go/README.md",
+    ] {
         let text = std::fs::read_to_string(root.join(doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
         for block in blocks(&text) {
             let (first, body) = block.split_once('\n').unwrap_or((&block, ""));
@@ -43,4 +48,23 @@ fn every_go_block_of_the_docs_is_an_excerpt_of_a_compiled_file() {
         }
     }
     assert!(checked >= 3, "only {checked} Go blocks found in the docs");
+}
+
+/// The adoption of OCM's controller is shown whole: every line of `adopt.go` after its imports.
+#[test]
+fn the_client_go_page_shows_the_whole_ocm_glue() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let glue =
+        std::fs::read_to_string(root.join("sdk/go/examples/ocm/adopt.go")).expect("adopt.go");
+    let body = glue
+        .split_once("\n)\n")
+        .map(|(_, rest)| rest.trim_matches('\n'))
+        .expect("adopt.go has an import block");
+    let page = std::fs::read_to_string(root.join("docs/client-go.md")).expect("docs/client-go.md");
+    assert!(
+        blocks(&page)
+            .iter()
+            .any(|b| b.strip_prefix("// sdk/go/examples/ocm/adopt.go\n") == Some(body)),
+        "docs/client-go.md does not show adopt.go whole after its imports"
+    );
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
@@ -44,6 +46,59 @@ func NewClients[C any](config *rest.Config, dry *DryRun, build func(*rest.Config
 	return out, nil
 }
 
+// Routed is a REST config for one client that serves both runs, for a controller that builds
+// its clients once, inside code it does not own (a library's controller taking a clientset): a
+// request whose context is a candidate run's (InCandidate) goes through the dry-run path (made
+// a dry run, through the guard, counted, with the candidate's User-Agent), any other as the
+// controller's (control is its REST config; the dry-run path is d's, made from the same one).
+// The candidate's code must pass the run's context to every request: a request it makes with
+// another context (context.Background) goes out as the control's, a real write. Prefer
+// NewClients, whose candidate client can send nothing but dry runs, where the code lets you
+// choose its client per run; the API server's audit log tells the two apart by User-Agent.
+func (d *DryRun) Routed(control *rest.Config) (*rest.Config, error) {
+	if control == nil || d.config == nil {
+		return nil, errors.New("shadow: Routed needs the controller's REST config and a DryRun with a config (NewDryRun or NewDryRunConfig)")
+	}
+	real, err := rest.TransportFor(control)
+	if err != nil {
+		return nil, fmt.Errorf("the control's transport: %w", err)
+	}
+	dry, err := rest.TransportFor(d.config)
+	if err != nil {
+		return nil, fmt.Errorf("the candidate's transport: %w", err)
+	}
+	// The transports carry the TLS, the credentials and the User-Agent of each path: the
+	// routed config keeps only what builds requests.
+	routed := &rest.Config{
+		Host: control.Host, APIPath: control.APIPath, ContentConfig: control.ContentConfig,
+		QPS: control.QPS, Burst: control.Burst, RateLimiter: control.RateLimiter,
+		Timeout: control.Timeout, WarningHandler: control.WarningHandler,
+		WarningHandlerWithContext: control.WarningHandlerWithContext,
+		Transport:                 router{control: real, candidate: dry, controlAgent: control.UserAgent},
+	}
+	return routed, nil
+}
+
+// router sends a candidate run's requests through the dry-run transport, the others through
+// the controller's, each with its path's User-Agent (the client set its default one, which
+// client-go's transports keep).
+type router struct {
+	control, candidate http.RoundTripper
+	controlAgent       string
+}
+
+func (r router) RoundTrip(req *http.Request) (*http.Response, error) {
+	agent, next := r.controlAgent, r.control
+	if InCandidate(req.Context()) {
+		agent, next = UserAgent, r.candidate
+	}
+	if agent != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("User-Agent", agent)
+	}
+	return next.RoundTrip(req)
+}
+
 // DryRunner is a run that says whether it is the candidate's dry run (*Run is one).
 type DryRunner interface{ DryRun() bool }
 
@@ -69,6 +124,17 @@ func Fresh[O any](r Attempter, cached func() (O, error), fresh func() (O, error)
 		return fresh()
 	}
 	return cached()
+}
+
+// NewRouted is NewDryRunConfig and its Routed config, for a controller whose one client serves
+// both runs.
+func NewRouted(config *rest.Config) (*DryRun, *rest.Config, error) {
+	dry, err := NewDryRunConfig(config)
+	if err != nil {
+		return nil, nil, err
+	}
+	routed, err := dry.Routed(config)
+	return dry, routed, err
 }
 
 // SyncFunc is a workqueue controller's sync of one key, returning the control's result.
@@ -112,4 +178,19 @@ func ProcessNext[K comparable](ctx context.Context, queue workqueue.TypedRateLim
 		queue.Forget(key)
 	}
 	return true
+}
+
+// RunWorkers runs workers that sync the keys of queue until ctx ends, then shuts the queue
+// down and waits for them: a client-go controller's Run, its sync through the engine.
+func RunWorkers[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], syncKey SyncFunc[K], workers int) {
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for ProcessNext(ctx, queue, syncKey) {
+			}
+		})
+	}
+	<-ctx.Done()
+	queue.ShutDown()
+	wg.Wait()
 }

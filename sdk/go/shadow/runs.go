@@ -42,7 +42,17 @@ type pairedStep struct {
 
 func newShadowRun(ctx context.Context) *shadowRun {
 	local := &GuardStats{}
-	return &shadowRun{ctx: WithCounters(ctx, local), local: local}
+	return &shadowRun{ctx: context.WithValue(WithCounters(ctx, local), candidateKey{}, true), local: local}
+}
+
+type candidateKey struct{}
+
+// InCandidate says whether ctx is a candidate run's (the context the engine gives the
+// candidate's operations, paired runs included): a Routed client sends its requests through
+// the dry-run path.
+func InCandidate(ctx context.Context) bool {
+	in, _ := ctx.Value(candidateKey{}).(bool)
+	return in
 }
 
 // controlRecorder is the control's recording client over real, made once per reconcile.

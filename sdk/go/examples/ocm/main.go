@@ -1,0 +1,142 @@
+// Command ocm runs Open Cluster Management's real cmainstallprogression controller (module
+// open-cluster-management.io/ocm, imported unchanged) in shadow with the shadow-reconciler Go
+// package: the adoption of a client-go controller (typed clientset, informers, sdk-go's
+// basecontroller factory, no controller-runtime) is adopt.go; this file is what a test around it
+// needs: the flags, the tracing set-up, and a second status writer.
+//
+// The second writer (--second-writer) stands for OCM's addonconfiguration controller, which
+// patches the same add-ons' installProgressions: just before the controller's first real status
+// patch of each add-on that installs by placements, it writes the add-on's status, so the controller's cached
+// resourceVersion is stale and its patch meets a 409 Conflict, as in production when the two
+// race, but every time.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"go.opentelemetry.io/otel/attribute"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/shadow"
+)
+
+// UserAgent is the controller's (the control's requests); the candidate's is shadow.UserAgent.
+const UserAgent = "ocm-cma-install-progression/shadow-example"
+
+// SecondWriterAgent is the second status writer's.
+const SecondWriterAgent = "ocm-addon-configuration/second-writer"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "ocm example:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "the kubeconfig of the API server")
+	planFile := flag.String("plan", "", "the ReconcilePlan (deploy/plans/addon-install-progression.yaml)")
+	workers := flag.Int("workers", 2, "workers, as OCM's manager runs the controller")
+	secondWriter := flag.Bool("second-writer", false, "patch each add-on's status just before the controller's first status patch of it")
+	sampleRate := flag.Float64("reexecute-sample-rate", 0, "the share of reused steps the candidate re-executes in dry run")
+	flag.Parse()
+	if *planFile == "" {
+		return fmt.Errorf("--plan is required")
+	}
+	p, err := plan.Load(*planFile)
+	if err != nil {
+		return err
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("the kubeconfig %s: %w", *kubeconfig, err)
+	}
+	config.UserAgent = UserAgent
+	if *secondWriter {
+		other := rest.CopyConfig(config)
+		other.UserAgent = SecondWriterAgent
+		writer, err := addonclient.NewForConfig(other)
+		if err != nil {
+			return err
+		}
+		config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &racingWriter{next: rt, writer: writer} })
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	tp, err := shadow.Tracing(ctx, "ocm-addon-manager", attribute.String("shadow_reconciler.plan", p.Name))
+	if err != nil {
+		return err
+	}
+	log := funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{Verbosity: 0})
+	err = adopt(ctx, config, p, *workers, shadow.Options{Log: logr.Logger(log), ReexecuteSampleRate: *sampleRate})
+	// Flush the spans the sidecar is waiting for, whatever stopped the controller.
+	if shutdownErr := tp.Shutdown(context.Background()); err == nil {
+		err = shutdownErr
+	}
+	return err
+}
+
+// racingWriter patches an add-on's status (its installProgressions, with a condition, as OCM's
+// addonconfiguration controller does) before the controller's first real status patch of it
+// goes out.
+type racingWriter struct {
+	next   http.RoundTripper
+	writer addonclient.Interface
+	done   sync.Map
+}
+
+func (w *racingWriter) RoundTrip(req *http.Request) (*http.Response, error) {
+	const prefix = "/apis/addon.open-cluster-management.io/v1alpha1/clustermanagementaddons/"
+	name, isStatus := strings.CutSuffix(strings.TrimPrefix(req.URL.Path, prefix), "/status")
+	if req.Method == http.MethodPatch && isStatus && strings.HasPrefix(req.URL.Path, prefix) && req.URL.Query().Get("dryRun") == "" {
+		if _, seen := w.done.LoadOrStore(name, true); !seen {
+			if err := w.write(req.Context(), name); err != nil {
+				fmt.Fprintf(os.Stderr, "second writer: %s: %v\n", name, err)
+			}
+		}
+	}
+	return w.next.RoundTrip(req)
+}
+
+func (w *racingWriter) write(ctx context.Context, name string) error {
+	addons := w.writer.AddonV1alpha1().ClusterManagementAddOns()
+	addon, err := addons.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(addon.Spec.InstallStrategy.Placements) == 0 {
+		return nil // installs by no placement: nothing to progress
+	}
+	progressions := []map[string]any{}
+	for _, placement := range addon.Spec.InstallStrategy.Placements {
+		progressions = append(progressions, map[string]any{
+			"name": placement.Name, "namespace": placement.Namespace,
+			"conditions": []map[string]any{{
+				"type": "Progressing", "status": "True", "reason": "Installing",
+				"message": "installing", "lastTransitionTime": metav1.Now().UTC().Format("2006-01-02T15:04:05Z"),
+			}},
+		})
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"installProgressions": progressions}})
+	if err != nil {
+		return err
+	}
+	_, err = addons.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
