@@ -260,6 +260,16 @@ fn group_gates_one_rollout_group_with_its_exit_code() {
         .collect();
     let data = dir.path().join("data");
     common::record_world(&data, &plan, &objects, &[("Namespace", "Secret")]);
+    // Without its plan file: the plans found, and what to pass.
+    let out = bin(&["analyze", data.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(
+            "the data was recorded with the plan widgets: pass the plan file it was recorded with, --plan FILE (one per plan)"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
     let gate = |groups: &[&str]| {
         let mut args = vec![
             "analyze",

@@ -90,7 +90,7 @@ pub enum AnalyzeError {
         known: String,
     },
     /// Nothing to analyse: no rows of any given plan.
-    #[error("{dir}: no rows of the plans {plans:?} (found: {found})")]
+    #[error("{dir}: no rows of the plans {plans:?} (found: {found}){hint}")]
     NoData {
         /// The directory.
         dir: PathBuf,
@@ -98,6 +98,9 @@ pub enum AnalyzeError {
         plans: Vec<String>,
         /// What the directory holds instead.
         found: String,
+        /// What to do about it: pass the plan the data was recorded with (empty when the
+        /// directory holds no rows of any plan).
+        hint: String,
     },
 }
 
@@ -526,10 +529,28 @@ pub fn analyze_at(
                 counts.skipped.len()
             ));
         }
+        let mut named: Vec<String> = counts.unknown_plans.keys().cloned().collect();
+        named.extend(
+            plans
+                .iter()
+                .zip(&counts.other_versions)
+                .filter(|(_, other)| **other > 0)
+                .map(|(plan, _)| format!("{} (another version)", plan.name())),
+        );
+        let hint = if named.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the data was recorded with the plan{} {}: pass the plan file it was recorded with, --plan FILE (one per plan)",
+                if named.len() == 1 { "" } else { "s" },
+                named.join(", ")
+            )
+        };
         return Err(AnalyzeError::NoData {
             dir: dir.to_owned(),
             plans: plans.iter().map(|p| p.name().to_owned()).collect(),
             found: found.join(", "),
+            hint,
         });
     }
     let readiness = reports

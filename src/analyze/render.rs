@@ -357,6 +357,18 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
     for s in &a.files_skipped {
         let _ = writeln!(out, "  skipped {}: {}", s.path.display(), s.error);
     }
+    if !a.unknown_plans.is_empty() {
+        let found: Vec<String> = a
+            .unknown_plans
+            .iter()
+            .map(|(plan, rows)| format!("{plan} ({rows} rows)"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  not analysed, no plan given for them: {}; pass each plan file with --plan FILE",
+            found.join(", ")
+        );
+    }
     for plan in &a.plans {
         let _ = writeln!(
             out,

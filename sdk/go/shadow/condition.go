@@ -3,19 +3,41 @@ package shadow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
 )
 
 // conditionAttempts bounds the re-reads after a 409, as the Rust engine does.
 const conditionAttempts = 5
+
+// errConditionNotStored: the server accepted the condition's patch and stored no condition (the
+// kind's status has no conditions in its schema).
+var errConditionNotStored = errors.New("the API server accepted the status patch but stored no status.conditions: the kind's status schema has no conditions")
+
+// conditionUnstorable is 1 for a plan and kind whose status cannot store the condition
+// (Options.WriteCondition is then off for the engine), in controller-runtime's metrics registry
+// (the manager's /metrics).
+var conditionUnstorable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "shadow_reconciler_condition_unstorable",
+	Help: "1 when the ReconciliationSucceeded condition cannot be stored in the status of the plan's kind (its schema has no status.conditions): the engine stopped writing it.",
+}, []string{"plan", "kind"})
+
+func init() {
+	// Registered once per process; a registry that already has it (a second import path of
+	// this package) keeps its own.
+	_ = crmetrics.Registry.Register(conditionUnstorable)
+}
 
 func conditionsOf(obj client.Object) ([]any, error) {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -79,7 +101,16 @@ func writeCondition(ctx context.Context, c client.Client, reader client.Reader, 
 		}
 		target := current.DeepCopyObject().(client.Object)
 		err = c.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, patch))
-		if err == nil || !IsConflict(err) || attempt == conditionAttempts {
+		if err == nil {
+			// The server answers with the object it stored: a status schema without
+			// conditions drops them (a CRD prunes unknown fields), and every later patch would
+			// be dropped alike.
+			if stored, _ := conditionsOf(target); !unchanged(stored, condition) {
+				return errConditionNotStored
+			}
+			return nil
+		}
+		if !IsConflict(err) || attempt == conditionAttempts {
 			return err
 		}
 		fresh := obj.DeepCopyObject().(client.Object)

@@ -112,7 +112,10 @@ type Options struct {
 	// the controller-runtime client's scheme, else from the object's TypeMeta.
 	Kind string
 	// WriteCondition writes the ReconciliationSucceeded condition from the control when it
-	// changed (status.conditions, a merge patch carrying the resourceVersion).
+	// changed (status.conditions, a merge patch carrying the resourceVersion). When the server
+	// stores no condition (the kind's status schema has none: a CRD prunes it), the engine says
+	// so once in the log and in the gauge shadow_reconciler_condition_unstorable of
+	// controller-runtime's metrics registry, and writes it no more.
 	WriteCondition bool
 	// APIReader reads the object afresh when the condition's patch meets a 409 (the manager's
 	// mgr.GetAPIReader(); a cache could answer with the same stale object). Nil: the client.
@@ -145,6 +148,7 @@ type Engine[T client.Object, S any] struct {
 	kinds writes.Kinds
 
 	mu           sync.Mutex
+	conditionOff atomic.Bool // the kind's status cannot store the condition: not written
 	policies     *policies
 	samples      atomic.Uint64
 	unknownSteps sync.Map // names Step marked that the legacy path does not have, logged once
@@ -365,12 +369,21 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 			attribute.StringSlice("shadow_reconciler.unblocked", e.plan.SortedNames(out.Diff.Unblocked)),
 		)
 	}
-	if e.opts.WriteCondition && e.real != nil {
+	if e.opts.WriteCondition && e.real != nil && !e.conditionOff.Load() {
 		reader := e.opts.APIReader
 		if reader == nil {
 			reader = e.real
 		}
-		if err := writeCondition(ctx, e.real, reader, obj, condition); err != nil {
+		err := writeCondition(ctx, e.real, reader, obj, condition)
+		switch {
+		case errors.Is(err, errConditionNotStored):
+			if e.conditionOff.CompareAndSwap(false, true) {
+				kind := e.kindOf(obj)
+				conditionUnstorable.WithLabelValues(e.plan.Name, kind).Set(1)
+				e.opts.Log.Info("the ReconciliationSucceeded condition cannot be stored: no longer written (Options.WriteCondition); the spans and the sidecar's data still carry every outcome",
+					"plan", e.plan.Name, "kind", kind, "object", objectName(obj), "reason", err.Error())
+			}
+		case err != nil:
 			e.opts.Log.Info("cannot write the ReconciliationSucceeded condition", "object", objectName(obj), "error", err.Error())
 		}
 	}
