@@ -507,51 +507,7 @@ pub fn analyze_at(
         .map(|((plan, c), &other)| judge::judge(plan, c, other, settings.min_samples, z))
         .collect();
     if reports.is_empty() {
-        let mut found: Vec<String> = counts
-            .unknown_plans
-            .iter()
-            .map(|(k, v)| format!("{v} rows of plan {k}"))
-            .collect();
-        for (plan, other) in plans.iter().zip(&counts.other_versions) {
-            if *other > 0 {
-                found.push(format!(
-                    "{other} rows of another version of plan {}",
-                    plan.name()
-                ));
-            }
-        }
-        if found.is_empty() {
-            found.push(format!("{} readable files, no rows", counts.files_read));
-        }
-        if !counts.skipped.is_empty() {
-            found.push(format!(
-                "{} files skipped, each logged with the reason",
-                counts.skipped.len()
-            ));
-        }
-        let mut named: Vec<String> = counts.unknown_plans.keys().cloned().collect();
-        named.extend(
-            plans
-                .iter()
-                .zip(&counts.other_versions)
-                .filter(|(_, other)| **other > 0)
-                .map(|(plan, _)| format!("{} (another version)", plan.name())),
-        );
-        let hint = if named.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; the data was recorded with the plan{} {}: pass the plan file it was recorded with, --plan FILE (one per plan)",
-                if named.len() == 1 { "" } else { "s" },
-                named.join(", ")
-            )
-        };
-        return Err(AnalyzeError::NoData {
-            dir: dir.to_owned(),
-            plans: plans.iter().map(|p| p.name().to_owned()).collect(),
-            found: found.join(", "),
-            hint,
-        });
+        return Err(no_data(dir, plans, &counts));
     }
     let readiness = reports
         .iter()
@@ -579,4 +535,54 @@ pub fn analyze_at(
         readiness,
         clusters,
     })
+}
+
+/// Why nothing could be analysed: what the directory holds instead, and which plan files to
+/// pass when it holds rows of other plans.
+fn no_data(dir: &Path, plans: &[ReconcilePlan], counts: &scan::Counts) -> AnalyzeError {
+    let mut found: Vec<String> = counts
+        .unknown_plans
+        .iter()
+        .map(|(k, v)| format!("{v} rows of plan {k}"))
+        .collect();
+    for (plan, other) in plans.iter().zip(&counts.other_versions) {
+        if *other > 0 {
+            found.push(format!(
+                "{other} rows of another version of plan {}",
+                plan.name()
+            ));
+        }
+    }
+    if found.is_empty() {
+        found.push(format!("{} readable files, no rows", counts.files_read));
+    }
+    if !counts.skipped.is_empty() {
+        found.push(format!(
+            "{} files skipped, each logged with the reason",
+            counts.skipped.len()
+        ));
+    }
+    let mut named: Vec<String> = counts.unknown_plans.keys().cloned().collect();
+    named.extend(
+        plans
+            .iter()
+            .zip(&counts.other_versions)
+            .filter(|(_, other)| **other > 0)
+            .map(|(plan, _)| format!("{} (another version)", plan.name())),
+    );
+    let hint = if named.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the data was recorded with the plan{} {}: pass the plan file it was recorded with, --plan FILE (one per plan)",
+            if named.len() == 1 { "" } else { "s" },
+            named.join(", ")
+        )
+    };
+    AnalyzeError::NoData {
+        dir: dir.to_owned(),
+        plans: plans.iter().map(|p| p.name().to_owned()).collect(),
+        found: found.join(", "),
+        hint,
+    }
 }

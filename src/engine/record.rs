@@ -23,6 +23,16 @@ pub struct ObjectKey {
     pub uid: Option<String>,
 }
 
+/// `namespace/name`, or `name` alone for a cluster-scoped object.
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) if !ns.is_empty() => write!(f, "{ns}/{}", self.name),
+            _ => f.write_str(&self.name),
+        }
+    }
+}
+
 /// How a step's 409 Conflicts ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ConflictResolution {
@@ -295,11 +305,7 @@ pub struct LogSink;
 impl Sink for LogSink {
     fn record(&self, r: &ReconcileRecord) {
         let trace_id = r.trace_id.as_deref().unwrap_or("");
-        let object = format!(
-            "{}/{}",
-            r.object.namespace.as_deref().unwrap_or(""),
-            r.object.name
-        );
+        let object = r.object.to_string();
         match &r.control_error {
             None => {
                 tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, trace_id, unblocked = r.unblocked.len(), "successfully reconciled");
@@ -442,4 +448,22 @@ pub fn record_of_world(
         Some((&candidate_report, &candidate_trace)),
         trace_id,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ObjectKey;
+
+    #[test]
+    fn a_cluster_scoped_object_is_named_without_a_slash() {
+        let key = |namespace: Option<&str>| ObjectKey {
+            kind: "ClusterManagementAddOn".into(),
+            namespace: namespace.map(str::to_owned),
+            name: "addon-27".into(),
+            uid: None,
+        };
+        assert_eq!(key(None).to_string(), "addon-27");
+        assert_eq!(key(Some("")).to_string(), "addon-27");
+        assert_eq!(key(Some("team-0")).to_string(), "team-0/addon-27");
+    }
 }

@@ -149,22 +149,37 @@ pub fn markdown(a: &Analysis) -> String {
             ],
         );
     }
+    // Besides the table and the diffs (always unfolded): the notes and the clusters' line.
+    let mut extras = String::new();
     if !notes.is_empty() {
-        out.push('\n');
+        extras.push('\n');
         for (plan, note) in notes {
-            let _ = writeln!(out, "Note, `{plan}`: {note} (see the findings).");
+            let _ = writeln!(extras, "Note, `{plan}`: {note} (see the findings).");
         }
     }
     if let Some(line) = super::clusters_line(a) {
-        let _ = writeln!(out, "\n{line}");
+        let _ = writeln!(extras, "\n{line}");
     }
     // What a PR comment shows unfolded stays within 2 KB: when the evidence would push it over,
-    // the evidence is folded under the diffs instead of inline.
+    // the evidence is folded under the diffs instead of inline; when even then the notes would,
+    // they are folded too, after the evidence.
     let inline = edits_markdown(a, false);
-    if out.len() + inline.len() <= VISIBLE_BYTES {
+    let folded = edits_markdown(a, true);
+    let folded_visible = folded.find("<details>").unwrap_or(folded.len());
+    if out.len() + extras.len() + inline.len() <= VISIBLE_BYTES {
+        out.push_str(&extras);
         out.push_str(&inline);
+    } else if out.len() + extras.len() + folded_visible <= VISIBLE_BYTES {
+        out.push_str(&extras);
+        out.push_str(&folded);
     } else {
-        out.push_str(&edits_markdown(a, true));
+        out.push_str(&folded);
+        if !extras.is_empty() {
+            let _ = write!(
+                out,
+                "\n<details><summary>Notes</summary>\n{extras}\n</details>\n"
+            );
+        }
     }
     if !a.answer.next_steps.is_empty() {
         out.push_str("\n<details><summary>Next steps (the evidence still missing)</summary>\n\n");
