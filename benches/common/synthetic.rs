@@ -11,7 +11,7 @@ use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 /// The `i`th shadow reconcile of `plan`, of one of `population` objects: the control stops at a random operation (or succeeds), the
 /// candidate reuses what the control ran and dry-runs the rest, 5% of which fail.
 pub fn record(plan: &ReconcilePlan, i: usize, population: usize, rng: &mut Rng) -> ReconcileRecord {
-    let n = plan.len();
+    let n = plan.legacy_order().len();
     let stop_at = if rng.next_f64() < 0.3 {
         usize::try_from(rng.next_u64() % n as u64).unwrap_or(0)
     } else {
