@@ -16,8 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -288,7 +291,26 @@ func TestTheDryRunConfigMakesEveryWriteOfAnyClientADryRun(t *testing.T) {
 			t.Errorf("%s: the create's own query was lost: %q", contentType, seen[1].query)
 		}
 	}
-	if d.Stats().Refused() != 0 || d.Stats().DryRunRequests() != 10 {
-		t.Errorf("refused %d, dry runs %d", d.Stats().Refused(), d.Stats().DryRunRequests())
+	// A dynamic client built on the same config: its writes are dry runs too.
+	seen = nil
+	dyn, err := dynamic.NewForConfig(d.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	configMaps := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns")
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
+	if _, err := configMaps.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := configMaps.Delete(context.Background(), "x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range seen {
+		if q, _ := url.ParseQuery(r.query); q.Get("dryRun") != "All" || (r.options != nil && !slices.Equal(r.options.DryRun, []string{"All"})) {
+			t.Errorf("dynamic client: %s without dryRun=All: %+v", r.method, r)
+		}
+	}
+	if len(seen) != 2 || d.Stats().Refused() != 0 || d.Stats().DryRunRequests() != 12 {
+		t.Errorf("%d requests, refused %d, dry runs %d", len(seen), d.Stats().Refused(), d.Stats().DryRunRequests())
 	}
 }
