@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 )
 
 // One client over a Routed config: a request with a candidate run's context is a dry run, with
@@ -73,4 +76,36 @@ func TestARoutedClientSendsTheCandidatesRequestsAsDryRuns(t *testing.T) {
 	if InCandidate(context.Background()) || !InCandidate(candidate) {
 		t.Error("InCandidate")
 	}
+}
+
+// Under retry-on-conflict an operation reads from the cache on its first attempt and afresh on
+// the attempts after a 409, which the engine counts.
+func TestFreshReadsAfreshOnTheAttemptsAfterA409(t *testing.T) {
+	h := newHarness(t, "addon-install-progression", staticFlag(t, enforceAll(t), "addon-install-progression"))
+	id, _ := h.plan.Lookup("PlacementStatus")
+	var reads []string
+	h.engine.ops[id] = func(_ context.Context, r *Run[*corev1.Secret, state]) error {
+		from, _ := Fresh(r, func() (string, error) { return "cache", nil }, func() (string, error) { return "server", nil })
+		reads = append(reads, from)
+		if r.Attempt() < 3 {
+			return conflictOn(r.Object.Name)
+		}
+		return nil
+	}
+	h.reconcile()
+	if strings.Join(reads, ",") != "cache,server,server" {
+		t.Fatalf("reads: %v", reads)
+	}
+}
+
+// enforceAll is a flag spec in mode enforce with every group of the addon plan enforced.
+func enforceAll(t *testing.T) flag.Spec {
+	t.Helper()
+	spec := flag.Default()
+	spec.Mode = flag.Enforce
+	spec.EnforcedGroups = nil
+	for _, g := range shipped(t, "addon-install-progression").Groups {
+		spec.EnforcedGroups = append(spec.EnforcedGroups, flag.GroupRef{Group: g.Name})
+	}
+	return spec
 }
