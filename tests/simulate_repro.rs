@@ -1,10 +1,10 @@
 //! What a simulated run guarantees from run to run, and its deadline: the same seed gives the same
 //! population, the same planted and injected faults per object, the same objects failing at the
-//! end and the same verdicts, however the reconciles interleave; `--duration` ends a run that
+//! end and the same verdicts (but where a failure of a class that depends on scheduling, a 409
+//! from a controller's own cache, moved one), however the reconciles interleave; `--duration` ends a run that
 //! cannot settle, and the summary says so. Counts that depend on scheduling (reconciles, requests,
 //! conflicts from a stale cache) are not compared: docs/performance.md, "Reproducibility".
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,28 +35,69 @@ async fn run(dir: &Path) -> scenario::Summary {
     summary
 }
 
-/// Every operation's verdict and every group's readiness, by plan.
-fn verdicts(dir: &Path) -> BTreeMap<String, Vec<String>> {
+/// The analysis of one run's data.
+fn analysis(dir: &Path) -> analyze::Analysis {
     let plans = ["hostedcluster", "addon-install-progression"]
         .map(|p| embedded::load(p).expect("shipped plan"));
-    let analysis = analyze::analyze(dir, &plans, &analyze::Settings::default()).expect("analysis");
-    analysis
-        .plans
-        .iter()
-        .map(|plan| {
-            let mut lines: Vec<String> = plan
-                .verdicts
+    analyze::analyze(dir, &plans, &analyze::Settings::default()).expect("analysis")
+}
+
+/// Failure classes that depend on scheduling, not on the seed: a 409 from the controller's own
+/// cache (a reconcile that starts before the watch delivered its previous status write).
+const SCHEDULING: [&str; 1] = ["conflict"];
+
+/// Asserts that two runs' analyses give the same verdicts and readiness, except for an
+/// operation whose verdict moved only because one run observed failures of a class that depends
+/// on scheduling (docs/performance.md, "Reproducibility"), and the groups holding it.
+fn assert_same_verdicts(a: &analyze::Analysis, b: &analyze::Analysis) {
+    assert_eq!(a.plans.len(), b.plans.len(), "the same plans");
+    for (x, y) in a.plans.iter().zip(&b.plans) {
+        assert_eq!(x.plan, y.plan);
+        let classes = |report: &analyze::PlanReport, op: &str| -> Vec<&'static str> {
+            report
+                .operations
                 .iter()
-                .map(|v| format!("{} {:?} {:?}", v.operation, v.verdict, v.reason))
-                .collect();
-            lines.extend(
-                plan.readiness
+                .find(|o| o.operation == op)
+                .map(|o| o.failures_by_class.keys().copied().collect())
+                .unwrap_or_default()
+        };
+        let mut excused = Vec::new();
+        for (v, w) in x.verdicts.iter().zip(&y.verdicts) {
+            assert_eq!(v.operation, w.operation);
+            if (v.verdict, v.reason) == (w.verdict, w.reason) {
+                continue;
+            }
+            let scheduling = |r: &analyze::PlanReport| {
+                classes(r, &v.operation)
                     .iter()
-                    .map(|g| format!("group {} {:?}", g.group, g.readiness)),
+                    .all(|c| SCHEDULING.contains(c))
+            };
+            assert!(
+                scheduling(x) && scheduling(y),
+                "{}: {} is {:?} ({:?}) in one run and {:?} ({:?}) in the other, with failures of classes {:?} / {:?}",
+                x.plan,
+                v.operation,
+                v.verdict,
+                v.reason,
+                w.verdict,
+                w.reason,
+                classes(x, &v.operation),
+                classes(y, &v.operation)
             );
-            (plan.plan.clone(), lines)
-        })
-        .collect()
+            excused.push(v.operation.clone());
+        }
+        for (g, h) in x.readiness.iter().zip(&y.readiness) {
+            if g.operations.iter().any(|op| excused.contains(op)) {
+                continue;
+            }
+            assert_eq!(
+                (&g.group, g.readiness),
+                (&h.group, h.readiness),
+                "{}: the same readiness",
+                x.plan
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,7 +122,7 @@ async fn the_same_seed_gives_the_same_faults_per_object_and_the_same_verdicts() 
         Some(&0),
         "every add-on's conflicts are transient"
     );
-    assert_eq!(verdicts(a.path()), verdicts(b.path()), "the same verdicts");
+    assert_same_verdicts(&analysis(a.path()), &analysis(b.path()));
 }
 
 #[test]
