@@ -109,8 +109,9 @@ pub struct Rule {
     /// Count and draw per object (verb, resource, namespace, name) instead of over every
     /// request: `count` becomes each object's first matching requests, and whether the n-th
     /// matching request of an object fires depends on the seed, the rule, the object and n only,
-    /// not on how the requests of different objects interleave. Same seed, same faults per
-    /// object, however busy the machine.
+    /// not on how the requests of different objects interleave. Same seed, same faults on each
+    /// object's n-th request, however busy the machine; how many requests an object gets (its
+    /// reconciles and retries) still depends on scheduling.
     #[serde(default)]
     pub per_object: bool,
 }
