@@ -24,11 +24,21 @@ install_debian gcc gcc               # go test -race (cgo) for the Go package
 install_debian chromium chromium     # renders the HTML report for tests/report_browser.rs
 install_debian curl curl             # deploy/README.md's quickstart uses it (tests/quickstart.rs)
 install_debian openjdk-17-jre-headless java # pyspark runs exporters/sql/spark (tests/exporters.rs)
-# ...with a font that has the report's symbols (a package without a command: asked of dpkg).
-if ! dpkg-query -W -f='${Status}' fonts-dejavu-core 2>/dev/null | grep -q "ok installed"; then
-  [ "$(id -u)" -eq 0 ] || { echo "scripts/test.sh: install Debian's package fonts-dejavu-core (as root: apt-get install fonts-dejavu-core)" >&2; exit 1; }
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-dejavu-core >/dev/null
-fi
+# The test node of tests/node_deploy.rs (tests/common/node.rs): a container runtime, the pods'
+# network, and the tools the images are built with (scripts/image.sh).
+install_debian containerd containerd
+install_debian runc runc
+install_debian iproute2 ip
+install_debian binutils readelf      # scripts/image.sh checks that the binary is static
+# Packages without a command: asked of dpkg. A font that has the report's symbols, and the CNI
+# plugins (bridge, host-local) of the test node's pod network.
+install_package() { # package
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" && return 0
+  [ "$(id -u)" -eq 0 ] || { echo "scripts/test.sh: install Debian's package $1 (as root: apt-get install $1)" >&2; exit 1; }
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+}
+install_package fonts-dejavu-core
+install_package containernetworking-plugins
 
 # A real kube-apiserver (and kubectl), built from the Go module proxy once per machine and cached
 # under ~/.cache/shadow-reconciler; etcd comes with the Rust dev-dependencies (etcd-bin-vendored).
@@ -36,6 +46,9 @@ fi
 command -v go >/dev/null || { echo "scripts/test.sh: the Go toolchain (go >= 1.26) is needed to build kube-apiserver for the tests; install it and rerun" >&2; exit 1; }
 SHADOW_RECONCILER_KUBE_BIN_DIR=$(bash scripts/kube-apiserver.sh)
 export SHADOW_RECONCILER_KUBE_BIN_DIR
+# The test node's kubelet, kube-controller-manager and kube-scheduler, from the same module.
+SHADOW_RECONCILER_KUBE_NODE_BIN_DIR=$(bash scripts/kube-apiserver.sh --node)
+export SHADOW_RECONCILER_KUBE_NODE_BIN_DIR
 # A real OpenTelemetry Collector (tools/otelcol: the components of the shipped configuration),
 # built from the Go module proxy once per machine; tests/collector.rs runs it.
 SHADOW_RECONCILER_OTELCOL=$(bash scripts/otelcol.sh)

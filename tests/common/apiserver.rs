@@ -48,7 +48,7 @@ pub struct ControlPlane {
 }
 
 /// A process run under the guard: closing `stdin` stops it.
-struct Guarded {
+pub struct Guarded {
     name: &'static str,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -56,7 +56,7 @@ struct Guarded {
 }
 
 impl Guarded {
-    fn spawn(name: &'static str, program: &Path, args: &[String], log: PathBuf) -> Self {
+    pub fn spawn(name: &'static str, program: &Path, args: &[String], log: PathBuf) -> Self {
         // The guard: run the program with its output in `log`; when our end of the pipe on the
         // guard's stdin closes (drop, panic, or this process killed), send it SIGTERM, then SIGKILL.
         const GUARD: &str = r#"exec 3<&0
@@ -90,8 +90,18 @@ exit "$status""#;
         guarded
     }
 
+    /// The process's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Its log file.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
     /// An error with the end of the log if the process has exited.
-    fn check_alive(&mut self) -> Result<(), String> {
+    pub fn check_alive(&mut self) -> Result<(), String> {
         if let Ok(Some(status)) = self.child.try_wait() {
             return Err(format!(
                 "{} exited ({status}) while starting; the end of its log ({}):\n{}",
@@ -103,7 +113,8 @@ exit "$status""#;
         Ok(())
     }
 
-    fn stop(&mut self) {
+    /// Stops the process: SIGTERM, then SIGKILL 10 s later; waits for it.
+    pub fn stop(&mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
@@ -175,7 +186,8 @@ pub fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn run_ok(command: &mut Command, what: &str) {
+/// Runs a command; panics with its stderr if it fails.
+pub fn run_ok(command: &mut Command, what: &str) {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
@@ -293,7 +305,8 @@ rules:
 - level: None
 ";
 
-fn random_token() -> String {
+/// 32 random hex digits.
+pub fn random_token() -> String {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
@@ -569,22 +582,7 @@ impl ControlPlane {
     /// Every request the API server has audited so far, in order: writes, deletes with their
     /// options, and every request of a service account; a watch when it started and when it ended.
     pub fn audit(&self) -> Vec<AuditEvent> {
-        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        // The server may be writing the last line.
-        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-        complete
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|line| {
-                let v: serde_json::Value = serde_json::from_str(line)
-                    .unwrap_or_else(|e| panic!("audit log line is not JSON ({e}): {line}"));
-                AuditEvent::from_json(&v)
-            })
-            // A watch is long-running: it is audited when it starts, and again when it ends.
-            .filter(|e| {
-                e.stage == "ResponseComplete" || (e.stage == "ResponseStarted" && e.verb == "watch")
-            })
-            .collect()
+        read_audit(&self.audit_log)
     }
 }
 
@@ -598,6 +596,27 @@ impl Drop for ControlPlane {
             eprintln!("control plane directory kept: {}", kept.display());
         }
     }
+}
+
+/// Every request an API server has audited so far in the JSON log at `path`, in order: a
+/// request when it completed, a watch also when it started.
+pub fn read_audit(path: &Path) -> Vec<AuditEvent> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // The server may be writing the last line.
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("audit log line is not JSON ({e}): {line}"));
+            AuditEvent::from_json(&v)
+        })
+        // A watch is long-running: it is audited when it starts, and again when it ends.
+        .filter(|e| {
+            e.stage == "ResponseComplete" || (e.stage == "ResponseStarted" && e.verb == "watch")
+        })
+        .collect()
 }
 
 /// A POST to etcd's JSON gateway; its answer.
@@ -638,7 +657,8 @@ pub fn http_exchange(
     Ok((head.to_owned(), body.to_owned()))
 }
 
-fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {
+/// A kubeconfig for `url`, trusting `ca`, authenticating with `token`.
+pub fn kubeconfig_text(url: &str, ca: &Path, token: &str, user: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {url}\n    certificate-authority: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: {user}\ncurrent-context: test\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
         ca.display()
@@ -718,7 +738,8 @@ pub struct AuditEvent {
 }
 
 impl AuditEvent {
-    fn from_json(v: &serde_json::Value) -> Self {
+    /// One audit event from its JSON line.
+    pub fn from_json(v: &serde_json::Value) -> Self {
         let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
         Self {
             stage: s(&v["stage"]),

@@ -3,6 +3,7 @@
 
 pub mod apiserver;
 pub mod hostedcluster;
+pub mod node;
 
 /// A valid plan of three operations and two rollout groups, which the validation tests break
 /// line by line (`tests/plan_validation.rs`) and the shared plan vectors edit

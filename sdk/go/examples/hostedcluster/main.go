@@ -13,6 +13,7 @@ import (
 	"context"
 	goflag "flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -53,7 +55,7 @@ func start() error {
 		enforce, candidate                      list
 		ramp                                    float64
 		workers                                 int
-		contentType                             string
+		contentType, probeAddress               string
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, shadow or enforce")
@@ -67,6 +69,7 @@ func start() error {
 	goflag.StringVar(&flagName, "flag-name", "shadow-reconciler-flag", "the name of the flag ConfigMap")
 	goflag.IntVar(&workers, "workers", 4, "concurrent reconciles")
 	goflag.StringVar(&contentType, "content-type", "protobuf", "request bodies of built-in types: protobuf (client-go's default) or json (the embedded simulator reads JSON only)")
+	goflag.StringVar(&probeAddress, "health-probe-bind-address", "0", "where to serve /healthz and /readyz, e.g. :6060 in a pod (0: nowhere)")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(goflag.CommandLine)
 	goflag.Parse()
@@ -143,9 +146,21 @@ func start() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+		HealthProbeBindAddress: probeAddress,
 	})
 	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready once the informers' caches have synced.
+	if err := mgr.AddReadyzCheck("informers", func(r *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(r.Context()) {
+			return fmt.Errorf("the informers' caches have not synced")
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	var f *shadow.Flag
