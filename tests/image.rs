@@ -95,6 +95,7 @@ fn image(files: &BTreeMap<String, Vec<u8>>) -> (serde_json::Value, serde_json::V
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one build checked part by part
 fn the_images_are_the_same_bytes_from_the_same_commit_and_run_as_non_root() {
     let (a, b) = (
         tempfile::tempdir().expect("temp dir"),

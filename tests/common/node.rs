@@ -10,10 +10,10 @@
 //! - Images are never pulled: the pause image is built here from `tests/data/pause.c`, the others
 //!   are OCI archives the test imports (`scripts/image.sh`).
 //! - Pods get a bridge network (`srnode0`, 10.244.0.0/24, the host is 10.244.0.1, which is also
-//!   the node's address). There is no kube-proxy: a ClusterIP does not route, except the API
-//!   server's own, because the API server listens on the `kubernetes` Service's ClusterIP
+//!   the node's address). There is no kube-proxy: a cluster IP does not route, except the API
+//!   server's own, because the API server listens on the `kubernetes` Service's cluster IP
 //!   (10.254.254.1:443, an address put on the loopback interface), which is what in-cluster
-//!   clients connect to. NetworkPolicies are accepted and not enforced.
+//!   clients connect to. Network policies are accepted and not enforced.
 //! - It needs root (containerd, runc, the network, cgroups) and holds a machine-wide lock: one node
 //!   at a time. It records and restores every sysctl the kubelet and the bridge plugin change,
 //!   removes the bridge, the address, the mounts, the cgroups and the files outside its directory
@@ -38,16 +38,16 @@ use super::apiserver::{
 pub const NODE_NAME: &str = "shadow-node";
 /// The bridge the pods are attached to.
 const BRIDGE: &str = "srnode0";
-/// The host's address on the bridge: the pods' gateway and the node's InternalIP.
+/// The host's address on the bridge: the pods' gateway and the node's internal IP.
 pub const NODE_IP: &str = "10.244.0.1";
 const POD_SUBNET: &str = "10.244.0.0/24";
-/// The Service range; its first address is the `kubernetes` Service's ClusterIP, where the API
+/// The Service range; its first address is the `kubernetes` Service's cluster IP, where the API
 /// server listens.
 const SERVICE_RANGE: &str = "10.254.254.0/24";
 pub const API_IP: &str = "10.254.254.1";
 const LOCK: &str = "/run/lock/shadow-reconciler-node.lock";
-/// Every sysctl the kubelet (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, and the
-/// kernel keyring limits) and the CNI bridge plugin (ip_forward) may change.
+/// Every sysctl the kubelet (`vm.overcommit_memory`, `kernel.panic`, `kernel.panic_on_oops`, and
+/// the kernel keyring limits) and the CNI bridge plugin (`ip_forward`) may change.
 const SYSCTLS: &[&str] = &[
     "vm/overcommit_memory",
     "vm/panic_on_oom",
@@ -483,10 +483,10 @@ fn wait(processes: &mut [Guarded], what: &str, mut ready: impl FnMut() -> bool) 
             }
         }
         if started.elapsed() > START_TIMEOUT {
-            let logs: String = processes
-                .iter()
-                .map(|p| format!("\n--- {} ---\n{}", p.name(), tail(p.log(), 15)))
-                .collect();
+            let logs = processes.iter().fold(String::new(), |mut out, p| {
+                let _ = write!(out, "\n--- {} ---\n{}", p.name(), tail(p.log(), 15));
+                out
+            });
             panic!("the test node: {what} not reached after {START_TIMEOUT:?}{logs}");
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -600,12 +600,12 @@ impl Node {
             .push(Guarded::spawn(name, program, args, log));
     }
 
-    fn start_control_plane(&mut self, kube: &Path, node_bin: &Path) {
-        let root = self.root.clone();
+    /// The PKI, the tokens of the admin and the components, their kubeconfigs, the audit policy.
+    fn write_credentials(&self) {
+        let root = &self.root;
         let pki = root.join("pki");
         std::fs::create_dir_all(&pki).expect("create pki");
         write_pki(&pki);
-        let p = |name: &str| pki.join(name).display().to_string();
         let tokens = [
             ("kcm", "system:kube-controller-manager", ""),
             ("scheduler", "system:kube-scheduler", ""),
@@ -632,7 +632,13 @@ impl Node {
         )
         .expect("write the admin kubeconfig");
         std::fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY).expect("audit policy");
+    }
 
+    fn start_control_plane(&mut self, kube: &Path, node_bin: &Path) {
+        self.write_credentials();
+        let root = self.root.clone();
+        let pki = root.join("pki");
+        let p = |name: &str| pki.join(name).display().to_string();
         let (client_port, peer_port) = (free_port(), free_port());
         let etcd_url = format!("http://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
