@@ -166,7 +166,8 @@ pub fn markdown(a: &Analysis) -> String {
     let inline = edits_markdown(a, false);
     let folded = edits_markdown(a, true);
     let folded_visible = folded.find("<details>").unwrap_or(folded.len());
-    if out.len() + extras.len() + inline.len() <= VISIBLE_BYTES {
+    // The visible part ends with the newline that opens the next `<details>` block: one byte more.
+    if out.len() + extras.len() + inline.len() < VISIBLE_BYTES {
         out.push_str(&extras);
         out.push_str(&inline);
     } else if out.len() + extras.len() + folded_visible <= VISIBLE_BYTES {
