@@ -49,6 +49,15 @@ pub enum ConflictResolution {
 }
 
 impl ConflictResolution {
+    /// Every resolution, in the order above.
+    pub const ALL: [Self; 5] = [
+        Self::RetriedSucceeded,
+        Self::Exhausted,
+        Self::NotRetried,
+        Self::WouldHaveSucceeded,
+        Self::WouldHaveFailed,
+    ];
+
     /// The label used in metrics and Parquet.
     #[must_use]
     pub const fn as_str(self) -> &'static str {

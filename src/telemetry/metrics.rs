@@ -238,8 +238,8 @@ impl EngineMetrics {
     }
 
     /// Declares an engine: its info series, zero series for the per-operation counters a
-    /// dashboard shows even when nothing happened yet (newly blocked, changed outcomes), and its
-    /// guard counters exported at every scrape.
+    /// dashboard shows even when nothing happened yet (newly blocked, changed outcomes, conflicts
+    /// by resolution), and its guard counters exported at every scrape.
     pub fn engine(&self, plan: &crate::plan::ReconcilePlan, guard: Arc<GuardStats>) {
         let name = plan.name();
         self.info
@@ -248,6 +248,10 @@ impl EngineMetrics {
         for op in plan.operations() {
             self.newly_blocked.with_label_values(&[name, op.name()]);
             self.changed.with_label_values(&[name, op.name()]);
+            for resolution in crate::engine::record::ConflictResolution::ALL {
+                self.conflicts
+                    .with_label_values(&[name, op.name(), resolution.as_str()]);
+            }
         }
         self.guards
             .lock()
