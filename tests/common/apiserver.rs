@@ -271,8 +271,13 @@ fn write_pki(dir: &Path) {
         ],
         "openssl (serving certificate)",
     );
-    openssl(
-        &[
+    write_service_account_keys(dir);
+}
+
+/// A service-account signing key pair, `sa.key` and `sa.pub`, in `dir`.
+pub fn write_service_account_keys(dir: &Path) {
+    run_ok(
+        Command::new("openssl").current_dir(dir).args([
             "genpkey",
             "-algorithm",
             "EC",
@@ -280,11 +285,13 @@ fn write_pki(dir: &Path) {
             "ec_paramgen_curve:P-256",
             "-out",
             "sa.key",
-        ],
+        ]),
         "openssl (service-account key)",
     );
-    openssl(
-        &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
+    run_ok(
+        Command::new("openssl")
+            .current_dir(dir)
+            .args(["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]),
         "openssl (service-account public key)",
     );
 }
@@ -292,7 +299,7 @@ fn write_pki(dir: &Path) {
 /// Every write is recorded with its user, user agent and URI (which carries `dryRun=All`);
 /// deletes also with their `DeleteOptions`, which the server reads instead of the query when the
 /// request has a body. Reads are recorded for service accounts only (what RBAC tests look at).
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+pub const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:

@@ -30,8 +30,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::apiserver::{
-    AuditEvent, Guarded, etcd_bin, free_port, kube_bin_dir, kubeconfig_text, random_token,
-    read_audit, run_ok, tail,
+    AUDIT_POLICY, AuditEvent, Guarded, etcd_bin, free_port, kube_bin_dir, kubeconfig_text,
+    random_token, read_audit, run_ok, tail, write_service_account_keys,
 };
 
 /// The node's name (the kubelet's identity `system:node:shadow-node`).
@@ -339,38 +339,8 @@ fn write_pki(dir: &Path) {
         "/CN=kube-apiserver-kubelet-client/O=system:masters",
         "extendedKeyUsage=clientAuth\n",
     );
-    run(
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            "sa.key",
-        ],
-        "openssl (service-account key)",
-    );
-    run(
-        &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
-        "openssl (service-account public key)",
-    );
+    write_service_account_keys(dir);
 }
-
-/// The audit policy: writes with their metadata, every request of a service account (what the
-/// deployment tests count), deletes with their options.
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Request
-  verbs: [delete, deletecollection]
-- level: Metadata
-  userGroups: [system:serviceaccounts]
-- level: Metadata
-  verbs: [create, update, patch]
-- level: None
-";
 
 fn containerd_config(root: &Path) -> String {
     let r = root.display();
