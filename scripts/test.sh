@@ -57,6 +57,9 @@ export SHADOW_RECONCILER_OTELCOL
 # built from the Go module proxy once per machine (tools/seaweedfs).
 SHADOW_RECONCILER_WEED=$(bash scripts/seaweedfs.sh)
 export SHADOW_RECONCILER_WEED
+# Helm (tools/helm), which renders deploy/helm for tests/deploy.rs, built once per machine.
+SHADOW_RECONCILER_HELM=$(bash scripts/helm.sh)
+export SHADOW_RECONCILER_HELM
 # A real Trino server (476, from Maven Central, on a Java 24+ JDK of the machine) for
 # exporters/sql/trino, fetched once per machine.
 SHADOW_RECONCILER_TRINO=$(bash scripts/trino.sh)

@@ -1,6 +1,7 @@
 //! The generated parts of `deploy/`: the custom resource definitions of the reference reconcilers'
-//! kinds, from their Rust types; the `PrometheusRule` wrapping `exporters/prometheus/rules.yaml`;
-//! and the sidecar overlay's copies of the shipped plans. `shadow-reconciler manifests` writes them; `--check` (and a test)
+//! kinds, from their Rust types (for kustomize and, labelled, for the Helm chart's `crds/`); the
+//! `PrometheusRule` wrapping `exporters/prometheus/rules.yaml` (a plain manifest for kustomize and
+//! a template for the chart); and the sidecar overlay's copies of the shipped plans. `shadow-reconciler manifests` writes them; `--check` (and a test)
 //! fails when the committed files are stale.
 //!
 //! Layer 5 of the crate (docs/design.md, "Layers"): builds on [`reconcilers`](crate::reconcilers),
@@ -12,6 +13,33 @@ use kube::CustomResourceExt;
 
 use crate::reconcilers::addon::ClusterManagementAddOn;
 use crate::reconcilers::hostedcluster::{HostedCluster, HostedControlPlane};
+
+/// The Helm chart's directory.
+const CHART: &str = "deploy/helm/shadow-reconciler";
+
+/// The labels kustomize gives every object of `deploy/` but `app.kubernetes.io/managed-by`.
+const CHART_LABELS: [(&str, &str); 2] = [
+    ("app.kubernetes.io/name", "shadow-reconciler"),
+    ("app.kubernetes.io/part-of", "shadow-reconciler"),
+];
+
+/// The chart's `PrometheusRule` template around the generated `SPEC`.
+const CHART_RULE_TEMPLATE: &str = r#"{{- if .Values.prometheusRule.enabled }}
+HEADER# The rules of exporters/prometheus/rules.yaml, for prometheus-operator.
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: shadow-reconciler
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "shadow-reconciler.labels" . | nindent 4 }}
+    app.kubernetes.io/component: monitoring
+    {{- with .Values.prometheusRule.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+SPEC
+{{- end }}
+"#;
 
 /// The first line of every generated file.
 pub const HEADER: &str =
@@ -52,7 +80,7 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
     ];
     let mut files = Vec::new();
     let mut names = Vec::new();
-    for crd in crds {
+    for mut crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let path = format!("deploy/crds/{name}.yaml");
         let yaml = serde_saphyr::to_string(&crd).map_err(|source| Error::Serialize {
@@ -60,6 +88,23 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
             source,
         })?;
         files.push((path, format!("{HEADER}{yaml}")));
+        // Helm installs crds/ as it is, untemplated: the labels kustomize adds to every object
+        // (less managed-by, which names the tool) are written in.
+        crd.metadata.labels = Some(
+            CHART_LABELS
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        let path = format!("{CHART}/crds/{name}.yaml");
+        let yaml = serde_saphyr::to_string(&crd).map_err(|source| Error::Serialize {
+            path: path.clone(),
+            source,
+        })?;
+        files.push((
+            path,
+            format!("{HEADER}# Installed by Helm before the templates, never upgraded or deleted by it (deploy/README.md, Helm).\n{yaml}"),
+        ));
         names.push(name);
     }
     let mut kustomization = format!(
@@ -71,7 +116,18 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         kustomization.push_str(".yaml\n");
     }
     files.push(("deploy/crds/kustomization.yaml".to_owned(), kustomization));
-    files.push(prometheus_rule()?);
+    files.extend(prometheus_rule()?);
+    // The chart's RBAC: kustomize's files, templated (one source for the grants).
+    files.push(chart_template(
+        "deploy/base/rbac-flag.yaml",
+        include_str!("../deploy/base/rbac-flag.yaml"),
+        None,
+    ));
+    files.push(chart_template(
+        "deploy/overlays/standalone/rbac-reconcilers.yaml",
+        include_str!("../deploy/overlays/standalone/rbac-reconcilers.yaml"),
+        Some(".Values.controller.enabled"),
+    ));
     // The sidecar overlay mounts the shipped plans; kustomize reads files only inside the overlay.
     for name in crate::plan::embedded::NAMES {
         if let Some((_, text)) = crate::plan::embedded::text(name) {
@@ -84,8 +140,9 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
     Ok(files)
 }
 
-/// The rules of `exporters/prometheus/rules.yaml` as a prometheus-operator `PrometheusRule`.
-fn prometheus_rule() -> Result<(String, String), Error> {
+/// The rules of `exporters/prometheus/rules.yaml` as a prometheus-operator `PrometheusRule`: the
+/// base's manifest and the Helm chart's template.
+fn prometheus_rule() -> Result<[(String, String); 2], Error> {
     const RULES: &str = include_str!("../exporters/prometheus/rules.yaml");
     let path = "deploy/base/prometheusrule.yaml".to_owned();
     let rules: serde_json::Value =
@@ -99,16 +156,71 @@ fn prometheus_rule() -> Result<(String, String), Error> {
         },
         "spec": {"groups": rules["groups"]},
     });
-    let yaml = serde_saphyr::to_string(&rule).map_err(|source| Error::Serialize {
-        path: path.clone(),
-        source,
-    })?;
-    Ok((
-        path,
-        format!(
-            "{HEADER}# The rules of exporters/prometheus/rules.yaml, for prometheus-operator.\n{yaml}"
-        ),
-    ))
+    let serialize = |path: &str, value: &serde_json::Value| {
+        serde_saphyr::to_string(value).map_err(|source| Error::Serialize {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    let yaml = serialize(&path, &rule)?;
+    let base = format!(
+        "{HEADER}# The rules of exporters/prometheus/rules.yaml, for prometheus-operator.\n{yaml}"
+    );
+    // The chart's template: the metadata from the chart's helpers, the spec as above with the
+    // alerts' own `{{ $labels.x }}` templates escaped from Helm's.
+    let chart_path = format!("{CHART}/templates/prometheusrule.yaml");
+    let spec = serialize(&chart_path, &serde_json::json!({"spec": rule["spec"]}))?;
+    // The header goes inside the condition: a disabled rule renders nothing, not a comment.
+    let template = CHART_RULE_TEMPLATE
+        .replace("HEADER", HEADER)
+        .replace("SPEC\n", &spec.replace("{{", "{{`{{`}}"));
+    Ok([(path, base), (chart_path, template)])
+}
+
+/// A manifest of `deploy/` as a template of the Helm chart, under `templates/` with the same file
+/// name: `namespace: shadow-reconciler` becomes the release's namespace, every document's metadata
+/// gets the chart's labels, and the whole is rendered only when `condition` holds. The source's
+/// comments stay.
+fn chart_template(source: &str, text: &str, condition: Option<&str>) -> (String, String) {
+    let file = source.rsplit('/').next().unwrap_or(source);
+    let include = "    {{- include \"shadow-reconciler.labels\" . | nindent 4 }}";
+    let mut out = condition.map_or_else(String::new, |c| format!("{{{{- if {c} }}}}\n"));
+    out.push_str(HEADER.trim_end_matches(" from the Rust types. Do not edit.\n"));
+    out.push_str(" from ");
+    out.push_str(source);
+    out.push_str(". Do not edit.\n");
+    // Within a document's top-level `metadata:`: whether its labels were seen yet.
+    let mut in_metadata = false;
+    let mut labelled = false;
+    for line in text.replace("{{", "{{`{{`}}").lines() {
+        if in_metadata && !line.starts_with("  ") {
+            if !labelled {
+                out.push_str("  labels:\n");
+                out.push_str(include);
+                out.push('\n');
+            }
+            in_metadata = false;
+        }
+        if line.trim_start() == "namespace: shadow-reconciler" {
+            out.push_str(&line[..line.len() - line.trim_start().len()]);
+            out.push_str("namespace: {{ .Release.Namespace }}\n");
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if line == "metadata:" {
+            in_metadata = true;
+            labelled = false;
+        } else if in_metadata && line == "  labels:" {
+            out.push_str(include);
+            out.push('\n');
+            labelled = true;
+        }
+    }
+    if condition.is_some() {
+        out.push_str("{{- end }}\n");
+    }
+    (format!("{CHART}/templates/{file}"), out)
 }
 
 /// Writes every generated file under `root`.

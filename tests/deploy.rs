@@ -1,12 +1,23 @@
 //! `deploy/` renders with `kubectl kustomize` (base and both overlays) and every document passes
 //! schema validation: built-in kinds with kubernetes-validate (strict, Kubernetes 1.37), our CRD
 //! kinds against `deploy/crds`, the prometheus-operator kinds against their published models
-//! (`tests/python/check_manifests.py`).
+//! (`tests/python/check_manifests.py`). The Helm chart renders the same objects as the overlays
+//! (`helm template` against `kubectl kustomize`), with Helm built by `scripts/helm.sh`.
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
+
+/// The checker, with the Helm it renders the chart with.
+fn checker() -> Command {
+    let mut command = Command::new(common::python());
+    command
+        .arg(root().join("tests/python/check_manifests.py"))
+        .arg("--helm")
+        .arg(common::built_tool("SHADOW_RECONCILER_HELM", "helm.sh"));
+    command
+}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -14,11 +25,7 @@ fn root() -> &'static Path {
 
 #[test]
 fn the_manifests_render_and_pass_schema_validation() {
-    let out = Command::new(common::python())
-        .arg(root().join("tests/python/check_manifests.py"))
-        .arg(root())
-        .output()
-        .unwrap();
+    let out = checker().arg(root()).output().unwrap();
     let report = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -41,11 +48,7 @@ fn check_edited(edits: &[(&str, &str, &str)]) -> (bool, String) {
         assert!(text.contains(from), "{file} has no {from:?} to edit");
         std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
     }
-    let out = Command::new(common::python())
-        .arg(root().join("tests/python/check_manifests.py"))
-        .arg(tmp.path())
-        .output()
-        .unwrap();
+    let out = checker().arg(tmp.path()).output().unwrap();
     (
         out.status.success(),
         format!(
@@ -178,6 +181,41 @@ fn the_api_server_cidr_lands_on_the_api_server_rule() {
         assert!(
             report.contains(expected),
             "no {expected:?} in the report:\n{report}"
+        );
+    }
+}
+
+/// The chart and the overlays are held equal field by field: a probe changed in the chart's
+/// Deployment, a grant added to the kustomize RBAC the chart's template was generated from (the
+/// chart stale), and a chart object kustomize does not render are each reported.
+#[test]
+fn a_chart_that_drifts_from_the_overlays_fails_the_manifest_test() {
+    let (ok, report) = check_edited(&[
+        (
+            "helm/shadow-reconciler/templates/deployment.yaml",
+            "            periodSeconds: 5\n",
+            "            periodSeconds: 7\n",
+        ),
+        (
+            "overlays/standalone/rbac-reconcilers.yaml",
+            "    verbs: [\"get\", \"list\", \"watch\"]\n",
+            "    verbs: [\"get\", \"list\", \"watch\", \"update\"]\n",
+        ),
+        (
+            "helm/shadow-reconciler/templates/service.yaml",
+            "apiVersion: v1\nkind: Service\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: {{ .Release.Namespace }}\n---\napiVersion: v1\nkind: Service\n",
+        ),
+    ]);
+    assert!(!ok, "a drifted chart passed:\n{report}");
+    for expected in [
+        "helm:standalone: deploy/helm/shadow-reconciler/templates/deployment.yaml: Deployment shadow-reconciler/shadow-reconciler: spec.template.spec.containers[0].readinessProbe.periodSeconds: chart gives 7, kustomize",
+        "helm:standalone: deploy/helm/shadow-reconciler/templates/rbac-reconcilers.yaml: ClusterRole shadow-reconciler-hostedcluster: rules[0].verbs: chart gives [\"get\", \"list\", \"watch\"], kustomize",
+        "helm:standalone: deploy/helm/shadow-reconciler/templates/service.yaml: ConfigMap shadow-reconciler/extra: (document): rendered by the chart, not by kustomize",
+    ] {
+        assert!(
+            report.contains(expected),
+            "not reported: {expected}\n{report}"
         );
     }
 }

@@ -59,7 +59,8 @@ enum Command {
         after_help = "Examples:\n  shadow-reconciler ingest --plan hostedcluster --parquet-dir data\n  shadow-reconciler ingest --plan deploy/plans/hostedcluster.yaml --candidate-group non-critical-syncs\n  (cd sdk/go && OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 go run ./examples/hostedcluster --plan ../../deploy/plans/hostedcluster.yaml)    (the Go controller, from the repository)"
     )]
     Ingest(ingest::IngestArgs),
-    /// Write the generated parts of deploy/ (the CRDs, from the Rust types), or check them.
+    /// Write the generated parts of deploy/ (CRDs, Prometheus rules, plan copies, the Helm chart's
+    /// generated templates), or check them.
     #[command(
         after_help = "Examples:\n  shadow-reconciler manifests\n  shadow-reconciler manifests --check"
     )]

@@ -49,6 +49,17 @@ Then it checks invariants of our own:
   exist on them, every ServiceMonitor endpoint finds a Service port of that name, and every
   NetworkPolicy selects pods of the render.
 
+The Helm chart (deploy/helm/shadow-reconciler), rendered with `helm template` (--helm, Helm v4):
+
+- `helm lint --strict` passes;
+- with its default values it renders exactly the objects of deploy/overlays/standalone, and with
+  controller.enabled=false those of deploy/base, less the Namespace (a chart leaves it to
+  `--create-namespace`): same identities, same content, labels compared without the ones that
+  name the tool or the release (app.kubernetes.io/managed-by, app.kubernetes.io/instance,
+  app.kubernetes.io/version, helm.sh/chart). A difference is reported field by field;
+- a render with every value changed (another namespace, a digest, an object store, labels, ...)
+  passes all the checks above, and values its schema refuses fail `helm template`.
+
 Prints one line per render and a summary with the number of documents validated in each; exits
 non-zero listing every failure as `render: source file: Kind namespace/name: field: message`.
 """
@@ -190,6 +201,147 @@ def render(root, relative):
         fail(f"rendering {relative} with origin annotations changed the output; cannot name "
              "source files reliably")
     return docs
+
+
+# The labels Helm's conventions add and kustomize's do not (or set otherwise): they name the tool
+# or the release, not the object.
+HELM_ONLY_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
+                    "app.kubernetes.io/version", "helm.sh/chart")
+HELM_RELEASE = "shadow-reconciler"
+
+
+def run_helm(helm, args):
+    result = subprocess.run([helm, *args], capture_output=True, text=True)
+    return result.returncode, result.stdout, result.stderr.strip()
+
+
+def render_helm(helm, chart, render_name, namespace, options):
+    """`helm template` of the chart, one Doc per document, named after its `# Source:` file."""
+    code, out, err = run_helm(helm, ["template", HELM_RELEASE, chart, "--namespace", namespace,
+                                     *options])
+    if code != 0:
+        fail(f"`helm template {HELM_RELEASE} {chart} --namespace {namespace} "
+             f"{' '.join(options)}` failed:\n{err}")
+    docs = []
+    for chunk in re.split(r"^---\s*$", out, flags=re.M):
+        source = re.search(r"^# Source: (.+)$", chunk, flags=re.M)
+        data = yaml.safe_load(chunk)
+        if data:
+            origin = source.group(1) if source else "(no # Source)"
+            docs.append(Doc(data, render_name, os.path.join("deploy/helm", origin)))
+    return docs
+
+
+def differences(left, right, path=()):
+    """The paths where two parsed documents differ, with both values."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        found = []
+        for key in sorted(set(left) | set(right), key=str):
+            if key not in right:
+                found.append((json_path([*path, key]), left[key], "(absent)"))
+            elif key not in left:
+                found.append((json_path([*path, key]), "(absent)", right[key]))
+            else:
+                found.extend(differences(left[key], right[key], (*path, key)))
+        return found
+    if isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
+        found = []
+        for i, (a, b) in enumerate(zip(left, right)):
+            found.extend(differences(a, b, (*path, i)))
+        return found
+    return [] if left == right else [(json_path(path) or "(document)", left, right)]
+
+
+def comparable(doc):
+    data = copy.deepcopy(doc.data)
+    labels = (data.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        for label in HELM_ONLY_LABELS:
+            labels.pop(label, None)
+    return data
+
+
+def compare_renders(chart_docs, kustomize_docs, kustomize_target, failures):
+    """The chart's render holds exactly the kustomize render's objects, less its Namespace."""
+    def identity(doc):
+        return (doc.data.get("apiVersion"), doc.kind, doc.namespace or "", doc.name)
+    chart = {identity(d): d for d in chart_docs}
+    wanted = {identity(d): d for d in kustomize_docs if d.kind != "Namespace"}
+    for key in sorted(set(wanted) - set(chart), key=str):
+        failures.add(wanted[key], "", f"rendered by kustomize ({kustomize_target}), not by the "
+                                      f"chart ({chart_docs[0].render if chart_docs else 'empty'})")
+    for key in sorted(set(chart) - set(wanted), key=str):
+        failures.add(chart[key], "", f"rendered by the chart, not by kustomize ({kustomize_target})")
+    for key in sorted(set(chart) & set(wanted), key=str):
+        for field, ours, theirs in differences(comparable(chart[key]), comparable(wanted[key])):
+            failures.add(chart[key], field, f"chart gives {json.dumps(ours)}, kustomize "
+                                            f"({wanted[key].origin}) gives {json.dumps(theirs)}")
+
+
+# Every value of the chart changed at once: the render must still pass every check.
+HELM_OPTIONS = [
+    "--include-crds",
+    "--set", "image.repository=registry.example/mirror/shadow-reconciler",
+    "--set", "image.digest=sha256:" + "ab" * 32,
+    "--set", "clusterName=mgmt-eu-1",
+    "--set", "logLevel=debug",
+    "--set", "parquet.dir=s3://bucket/shadow",
+    "--set", "parquet.spool=/var/lib/shadow-reconciler/data/spool",
+    "--set-json", 'extraArgs=["--parquet-max-rows","50000"]',
+    "--set-json", 'extraEnv=[{"name":"AWS_REGION","value":"eu-west-1"}]',
+    "--set", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/x",
+    "--set", "otel.endpoint=http://otel-collector.observability:4317",
+    "--set", "otel.protocol=grpc",
+    "--set", "flag.mode=enforce",
+    "--set", "flag.enforcedGroups=non-critical-syncs",
+    "--set", "flag.rampPercent=12.5",
+    "--set", "flag.allowObjectOverride=true",
+    "--set", "persistence.size=50Gi",
+    "--set", "persistence.storageClassName=fast-ssd",
+    "--set", "terminationGracePeriodSeconds=90",
+    "--set-json", 'nodeSelector={"kubernetes.io/os":"linux"}',
+    "--set", "serviceMonitor.labels.release=kube-prometheus-stack",
+    "--set", "serviceMonitor.interval=15s",
+    "--set", "prometheusRule.labels.release=kube-prometheus-stack",
+    "--set", "networkPolicy.prometheusNamespace=observability",
+]
+
+# Values the chart's schema refuses, each with a word the error must contain.
+HELM_REFUSED = [
+    (["--set", "flag.mode=enforced"], "/flag/mode"),
+    (["--set", "flag.rampPercent=101"], "/flag/rampPercent"),
+    (["--set", "flag.rampPercent=12.345"], "/flag/rampPercent"),
+    (["--set", "image.digest=latest"], "/image/digest"),
+    (["--set", "serviceMonitor.enable=false"], "enable"),
+    (["--set", "parquet.dir="], "/parquet/dir"),
+]
+
+
+def check_chart(root, helm, builtin, crds, monitoring, failures, kustomized, counts):
+    chart = os.path.join(root, "deploy", "helm", "shadow-reconciler")
+    code, out, err = run_helm(helm, ["lint", "--strict", chart])
+    if code != 0:
+        failures.items.append(f"helm lint --strict deploy/helm/shadow-reconciler: {out}{err}")
+    renders = [
+        ("helm:standalone", "shadow-reconciler", ["--include-crds"], "deploy/overlays/standalone"),
+        ("helm:embedded", "shadow-reconciler", ["--set", "controller.enabled=false"],
+         "deploy/base"),
+        ("helm:options", "ops", HELM_OPTIONS, None),
+    ]
+    for name, namespace, options, target in renders:
+        docs = render_helm(helm, chart, name, namespace, options)
+        validate_render(docs, builtin, copy.deepcopy(crds), monitoring, failures)
+        if target is not None:
+            compare_renders(docs, kustomized[target], target, failures)
+        counts.append((name, len(docs)))
+    for options, word in HELM_REFUSED:
+        code, _, err = run_helm(helm, ["template", HELM_RELEASE, chart, *options])
+        if code == 0:
+            failures.items.append(f"helm template {' '.join(options)}: accepted; the chart's "
+                                  "values.schema.json should refuse it")
+        elif word not in err:
+            failures.items.append(f"helm template {' '.join(options)}: refused, but the error "
+                                  f"does not name {word!r}: {err}")
 
 
 def read_examples(root, relative):
@@ -568,15 +720,19 @@ def check_shadow_reconciler(doc, failures, where, c, spec, prefix, volumes, by_i
                                                    "filesystem is read-only)")
     args = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
     for i, arg in enumerate(args):
-        directory = None
-        if arg == "--parquet-dir" and i + 1 < len(args):
-            directory = args[i + 1]
-        elif arg.startswith("--parquet-dir="):
-            directory = arg.split("=", 1)[1]
-        if directory and not any(directory == p or directory.startswith(p.rstrip("/") + "/")
-                                 for p in mounts if p):
-            failures.add(doc, f"{where}.volumeMounts",
-                         f"no volume at --parquet-dir {directory}")
+        # The local directories it writes: --parquet-dir unless it is an object store's URL
+        # (s3://, gs://, az://), and the spool of an object store.
+        for option in ("--parquet-dir", "--parquet-spool"):
+            directory = None
+            if arg == option and i + 1 < len(args):
+                directory = args[i + 1]
+            elif arg.startswith(option + "="):
+                directory = arg.split("=", 1)[1]
+            if not directory or "://" in directory:
+                continue
+            if not any(directory == p or directory.startswith(p.rstrip("/") + "/")
+                       for p in mounts if p):
+                failures.add(doc, f"{where}.volumeMounts", f"no volume at {option} {directory}")
     for path, mount in mounts.items():
         volume = volumes.get(mount.get("name"))
         if volume is None:
@@ -823,6 +979,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", help="the repository root (holding deploy/)")
     parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION)
+    parser.add_argument("--helm", default=os.environ.get("SHADOW_RECONCILER_HELM"),
+                        help="the helm binary (Helm v4) that renders deploy/helm "
+                             "(default: $SHADOW_RECONCILER_HELM)")
     parser.add_argument("--npm-dir", default=os.environ.get(
         "SHADOW_RECONCILER_NPM_DIR",
         os.path.join(os.path.expanduser("~"), ".cache", "shadow-reconciler", "npm")))
@@ -844,10 +1003,17 @@ def main():
         for p in glob.glob(os.path.join(root, "deploy", "overlays", "*", "kustomization.yaml")))
     failures = Failures()
     counts = []
+    kustomized = {}
     for target in targets:
         docs = render(root, target)
         validate_render(docs, builtin, crds, monitoring, failures)
         counts.append((target, len(docs)))
+        kustomized[target] = docs
+    if os.path.isdir(os.path.join(root, "deploy", "helm")):
+        if not args.helm:
+            fail("deploy/helm holds a chart and no helm was given: pass --helm PATH or set "
+                 "SHADOW_RECONCILER_HELM (scripts/helm.sh builds Helm and prints its path)")
+        check_chart(root, args.helm, builtin, crds, monitoring, failures, kustomized, counts)
     if os.path.isdir(os.path.join(root, "deploy", "examples")):
         docs = read_examples(root, "deploy/examples")
         validate_render(docs, builtin, copy.deepcopy(crds), monitoring, failures)
