@@ -71,6 +71,13 @@ const CASES: &[Case] = &[
         line: "p.yaml:23:1: the file holds more than one YAML document (`---`); it must hold exactly one",
     },
     Case {
+        name: "plan with a YAML tag",
+        files: &[("p.yaml", "@PLAN@|name: checks|name: !!timestamp 2001-12-14")],
+        args: &["plan", "check", "p.yaml"],
+        code: 2,
+        line: "p.yaml:4:21: a YAML tag (`!!timestamp`, `!!float`, ...) on a value that must be a string: remove the tag and write the plain value",
+    },
+    Case {
         name: "empty plan file",
         files: &[("p.yaml", "")],
         args: &["plan", "check", "p.yaml"],
@@ -284,6 +291,59 @@ const CASES: &[Case] = &[
         code: 2,
         line: "error: --parquet-dir data: this is a file, not a directory; give a directory (it is created if missing)",
     },
+    Case {
+        name: "ingest with one plan given twice",
+        files: &[],
+        args: &[
+            "ingest",
+            "--plan",
+            "hostedcluster",
+            "--plan",
+            "hostedcluster",
+        ],
+        code: 2,
+        line: "error: --plan hostedcluster is given twice; give each plan once",
+    },
+    Case {
+        name: "simulate with two files of one plan",
+        files: &[("a.yaml", "@PLAN@"), ("b.yaml", "@PLAN@")],
+        args: &["simulate", "--plan", "a.yaml", "--plan", "b.yaml"],
+        code: 2,
+        line: "error: --plan a.yaml and --plan b.yaml are both the plan `checks`; give each plan once (a plan is known by its metadata.name)",
+    },
+    Case {
+        name: "ingest with a spool and no dataset",
+        files: &[],
+        args: &[
+            "ingest",
+            "--plan",
+            "hostedcluster",
+            "--parquet-spool",
+            "spool",
+        ],
+        code: 2,
+        line: "error: --parquet-spool and --parquet-spool-max-mib hold parts on their way to an object store, and no --parquet-dir was given: nothing is written, so they would do nothing. Add --parquet-dir s3://BUCKET/PREFIX (or gs://, az://), or drop them",
+    },
+    Case {
+        name: "simulate with a spool on a local dataset",
+        files: &[],
+        args: &[
+            "simulate",
+            "--parquet-dir",
+            "data",
+            "--parquet-spool",
+            "spool",
+        ],
+        code: 2,
+        line: "error: --parquet-spool and --parquet-spool-max-mib apply to an object store (--parquet-dir s3://..., gs://..., az://...); data is a local directory, written directly",
+    },
+    Case {
+        name: "simulate --replace of a dataset another command wrote",
+        files: &[("data/table=steps/.keep", "")],
+        args: &["simulate", "--parquet-dir", "data", "--replace"],
+        code: 2,
+        line: "error: --replace: data holds a dataset that simulate did not write (it has no .shadow-reconciler-simulate: `run` or `ingest` wrote it, or a simulate of an earlier version); simulate never deletes data it did not write: give it another --parquet-dir, or move that data away yourself",
+    },
     // sim serve.
     Case {
         name: "fault rules with an unknown field",
@@ -355,5 +415,56 @@ fn every_bad_input_gets_its_message() {
         wrong.len(),
         CASES.len(),
         wrong.join("\n")
+    );
+}
+
+/// A full disk: the writer's error is the filesystem's refusal of the file it wrote, in the
+/// filesystem's words, not the Parquet library's. The disk is a 48 KiB tmpfs, which mounting
+/// needs root for (as the suite runs in CI); elsewhere the test fails and says so.
+#[test]
+fn a_full_disk_is_a_write_error_naming_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48k", "tmpfs"])
+        .arg(&disk)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        mounted,
+        "cannot mount a tmpfs at {} (the test needs root, as scripts/test.sh runs in CI)",
+        disk.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+        .args([
+            "simulate",
+            "--hosted-clusters",
+            "20",
+            "--addons",
+            "5",
+            "--parquet-dir",
+            "data",
+            "--parquet-grace",
+            "1",
+            "-q",
+        ])
+        .current_dir(&disk)
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run simulate");
+    let _ = Command::new("umount").arg(&disk).status();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line: {stderr}"));
+    assert!(
+        line.contains("(the last write error: cannot write data/table=")
+            && line.ends_with(".parquet: No space left on device (os error 28))")
+            && !line.contains("External")
+            && !line.contains(".tmp"),
+        "{line}"
     );
 }

@@ -165,9 +165,10 @@ fn pyarrow_and_duckdb_read_what_simulate_wrote_and_agree_with_analyze() {
 fn files_survive_sigkill_mid_write_whole_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let mut seen = 0;
-    // Kill at different moments of the run: while the population is created, while files rotate
-    // every few reconciles, and late.
-    for (round, after_ms) in [1500_u64, 2500, 3500, 4500, 6000].into_iter().enumerate() {
+    // Kill at different moments of the run, after 1 to 5 committed steps files: files rotate
+    // every few reconciles, so a kill after the k-th lands while later ones are being written.
+    // Counted, not timed: the moments do not depend on the machine's speed.
+    for round in 0..5 {
         let data = dir.path().join(format!("run-{round}"));
         let mut child = simulate(
             &data,
@@ -177,7 +178,16 @@ fn files_survive_sigkill_mid_write_whole_or_not_at_all() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-        std::thread::sleep(Duration::from_millis(after_ms));
+        let deadline = std::time::Instant::now() + Duration::from_mins(5);
+        while reader::files(&data, Table::Steps).map_or(0, |f| f.len()) <= round {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the run ended before it wrote {} files",
+                round + 1
+            );
+            assert!(std::time::Instant::now() < deadline, "no file written");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let rows = read_all(&data);

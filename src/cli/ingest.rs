@@ -73,6 +73,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| super::options::shipped_or_file(p).map(Arc::new))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    super::options::once_each(args.plans.iter().cloned(), plans.iter().map(|p| p.name()))?;
     let loaded: Vec<&shadow_reconciler::plan::ReconcilePlan> =
         plans.iter().map(AsRef::as_ref).collect();
     let candidate: Vec<String> =
@@ -100,10 +101,9 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
             metrics.engine(plan, Arc::default());
         }
         let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(metrics)];
-        let parquet = match &args.parquet_dir {
-            Some(dir) => Some(args.parquet.start_at(dir, &telemetry)?),
-            None => None,
-        };
+        let parquet = args
+            .parquet
+            .start_if(args.parquet_dir.as_deref(), &telemetry)?;
         if let Some(parquet) = &parquet {
             sinks.push(parquet.clone());
         }

@@ -103,6 +103,27 @@ pub fn shipped_or_file(spec: &str) -> anyhow::Result<ReconcilePlan> {
     }
 }
 
+/// Refuses a plan given twice: the same `--plan` twice, or two files of one plan name (the
+/// second would silently stand in for the first).
+pub fn once_each<'a>(
+    given: impl Iterator<Item = String>,
+    names: impl Iterator<Item = &'a str>,
+) -> anyhow::Result<()> {
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for (spec, name) in given.zip(names) {
+        if let Some((first, _)) = seen.iter().find(|(_, n)| *n == name) {
+            if *first == spec {
+                anyhow::bail!("--plan {spec} is given twice; give each plan once");
+            }
+            anyhow::bail!(
+                "--plan {first} and --plan {spec} are both the plan `{name}`; give each plan once (a plan is known by its metadata.name)"
+            );
+        }
+        seen.push((spec, name));
+    }
+    Ok(())
+}
+
 /// The given plans (files, or shipped plans by name), then every shipped plan whose name none of
 /// them has.
 pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
@@ -126,6 +147,10 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
         let plan = ReconcilePlan::from_yaml(&file.display().to_string(), &text)?;
         plans.push(LoadedPlan { plan, text });
     }
+    once_each(
+        files.iter().map(|f| f.display().to_string()),
+        plans.iter().map(|p| p.plan.name()),
+    )?;
     for name in plan::embedded::NAMES {
         if !plans.iter().any(|p| p.plan.name() == name) {
             let (file, text) = plan::embedded::text(name).context("a shipped plan")?;
@@ -193,32 +218,77 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 impl ParquetArgs {
-    /// Starts a sink into `dir` with these options, once `dir` is known to take files (created
-    /// if missing): a directory that cannot be written fails the command at start-up, naming
-    /// the path and the cause, instead of at its first write. `/readyz` then follows the sink:
-    /// not ready while its writes fail.
-    pub fn start(
-        &self,
-        dir: &Path,
-        health: Option<HealthCounters>,
-        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
-    ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
+    /// Refuses the object-store options for a local dataset `dir`, before anything is touched.
+    ///
+    /// # Errors
+    /// When `--parquet-spool` or `--parquet-spool-max-mib` is given.
+    pub fn local_only(&self, dir: &Path) -> anyhow::Result<()> {
         if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() {
             anyhow::bail!(
                 "--parquet-spool and --parquet-spool-max-mib apply to an object store (--parquet-dir s3://..., gs://..., az://...); {} is a local directory, written directly",
                 dir.display()
             );
         }
+        Ok(())
+    }
+
+    /// Starts a sink into `dir` with these options, once `dir` is known to take files (created
+    /// if missing) and this process holds its lock (one writer per dataset directory): a
+    /// directory that cannot be written, or that another writer writes, fails the command at
+    /// start-up, naming the path and the cause, instead of at its first write. `/readyz` then
+    /// follows the sink: not ready while its writes fail.
+    pub fn start(
+        &self,
+        dir: &Path,
+        health: Option<HealthCounters>,
+        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
+        self.local_only(dir)?;
         writable_dir(dir)?;
-        let sink = std::sync::Arc::new(ParquetSink::start(self.config(dir), health));
+        let lock = lock_dataset(dir, "--parquet-dir")?;
+        Ok(self.start_locked(dir, lock, health, telemetry))
+    }
+
+    /// [`start`](Self::start) into `dir`, whose `lock` the caller took.
+    pub fn start_locked(
+        &self,
+        dir: &Path,
+        lock: std::sync::Arc<shadow_reconciler::dataset::DatasetLock>,
+        health: Option<HealthCounters>,
+        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    ) -> std::sync::Arc<ParquetSink> {
+        let mut config = self.config(dir);
+        config.lock = Some(lock);
+        let sink = std::sync::Arc::new(ParquetSink::start(config, health));
         let watched = std::sync::Arc::downgrade(&sink);
         telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
-        Ok(sink)
+        sink
+    }
+
+    /// [`start_at`](Self::start_at) when `--parquet-dir` is given; without it, no sink, and the
+    /// options that only apply to one are errors rather than silently ignored.
+    pub fn start_if(
+        &self,
+        location: Option<&str>,
+        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    ) -> anyhow::Result<Option<std::sync::Arc<ParquetSink>>> {
+        match location {
+            Some(location) => self.start_at(location, telemetry).map(Some),
+            None if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() => {
+                anyhow::bail!(
+                    "--parquet-spool and --parquet-spool-max-mib hold parts on their way to an object store, and no --parquet-dir was given: nothing is written, so they would do nothing. Add --parquet-dir s3://BUCKET/PREFIX (or gs://, az://), or drop them"
+                )
+            }
+            None => Ok(None),
+        }
     }
 
     /// [`start`](Self::start) at `location`: a local directory, or an object store's prefix
-    /// (`s3://`, `gs://`, `az://`), written through the local spool (`--parquet-spool`) and
-    /// uploaded part by part. `/readyz` is not ready while writes or uploads fail.
+    /// (`s3://`, `gs://`, `az://`), written through the local spool (`--parquet-spool`, locked
+    /// like a dataset directory) and uploaded part by part. Several writers may share a prefix
+    /// (a fleet's clusters do): every part's key carries its writer's random instance id, and
+    /// nothing deletes what is in the store. `/readyz` is not ready while writes or uploads
+    /// fail.
     pub fn start_at(
         &self,
         location: &str,
@@ -239,6 +309,7 @@ impl ParquetArgs {
             .unwrap_or_else(|| PathBuf::from("shadow-spool"));
         writable_dir(&spool).with_context(|| format!("--parquet-spool {}", spool.display()))?;
         let mut config = self.config(&spool);
+        config.lock = Some(lock_dataset(&spool, "--parquet-spool")?);
         config.upload = Some(shadow_reconciler::dataset::upload::UploadConfig {
             remote,
             max_spool_bytes: (self.parquet_spool_max_mib.unwrap_or(1024) as u64) << 20,
@@ -337,7 +408,52 @@ fn print_uploads(sink: &ParquetSink) {
 }
 
 /// Creates `dir` if missing and checks that a file can be written there.
-fn writable_dir(dir: &Path) -> anyhow::Result<()> {
+/// This process's command line, as the lock file records it (at most 300 characters).
+pub fn command_line() -> String {
+    let mut line = std::env::args()
+        .map(|a| {
+            let name = std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            // The program by its name only: the lock file names no path of the machine.
+            if a.contains('/') && name.as_deref() == Some("shadow-reconciler") {
+                "shadow-reconciler".to_owned()
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.len() > 300 {
+        let mut end = 300;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push_str("...");
+    }
+    line
+}
+
+/// Takes the lock of the dataset directory `dir` (given as `option`) for this process, saying
+/// when it takes over from a writer that died holding it.
+pub fn lock_dataset(
+    dir: &Path,
+    option: &str,
+) -> anyhow::Result<std::sync::Arc<shadow_reconciler::dataset::DatasetLock>> {
+    let lock = shadow_reconciler::dataset::DatasetLock::acquire(dir, &command_line())
+        .with_context(|| format!("{option} {}", dir.display()))?;
+    if let Some(dead) = lock.taken_over() {
+        tracing::warn!(
+            dir = %dir.display(),
+            previous = %dead,
+            "took over the dataset's lock from a writer that ended without releasing it (killed, or its node stopped); its unfinished files are repaired or removed"
+        );
+    }
+    Ok(std::sync::Arc::new(lock))
+}
+
+pub fn writable_dir(dir: &Path) -> anyhow::Result<()> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
             "--parquet-dir {}: this is a file, not a directory; give a directory (it is created if missing)",

@@ -124,10 +124,9 @@ async fn controllers(
     let client = kube::Client::try_from(config).context("cannot build the kube client")?;
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-    let parquet = match &args.parquet_dir {
-        Some(dir) => Some(args.parquet.start_at(dir, &telemetry)?),
-        None => None,
-    };
+    let parquet = args
+        .parquet
+        .start_if(args.parquet_dir.as_deref(), &telemetry)?;
     let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
         .await
         .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;

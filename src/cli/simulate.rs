@@ -105,8 +105,9 @@ pub(super) struct SimulateArgs {
     /// The kubeconfig's context to use (default: its current context).
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     context: Option<String>,
-    /// Where the records are written as Parquet (replacing an earlier simulation's data there),
-    /// then analysed.
+    /// Where the records are written as Parquet, then analysed. A directory that already holds
+    /// data is left as it is: the run writes DIR.2 (DIR.3, ...) beside it and says so, unless
+    /// --replace. Refused while another writer (simulate, run, ingest) writes DIR.
     #[arg(
         long,
         value_name = "DIR",
@@ -124,6 +125,10 @@ pub(super) struct SimulateArgs {
     /// exit 0 whatever the verdict].
     #[arg(long, value_name = "READINESS", value_enum, conflicts_with_all = ["model_only", "no_parquet"])]
     fail_on: Option<FailOn>,
+    /// Replace the earlier simulation in --parquet-dir (only a dataset simulate wrote), once
+    /// every other option was accepted.
+    #[arg(long, conflicts_with_all = ["model_only", "no_parquet"])]
+    replace: bool,
     /// Write no Parquet and skip the analysis.
     #[arg(long, conflicts_with = "model_only")]
     no_parquet: bool,
@@ -160,20 +165,32 @@ pub(super) fn simulate(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
 fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     // --duration counts from here: setting up, the run, writing and analysing its data.
     let started = std::time::Instant::now();
+    // Every option that can be refused is checked before the dataset directory is touched.
     let files: Vec<PathBuf> = args.plans.iter().map(PathBuf::from).collect();
     let plans = load_plans(&files)?;
     let (enforced_groups, candidate_groups) = scenario_groups(args, &plans)?;
+    if !args.no_parquet {
+        local_dataset(&args.parquet_dir)?;
+        args.parquet.local_only(&args.parquet_dir)?;
+    }
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
-    let parquet = if args.no_parquet {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let (traces, cluster, server) = runtime.block_on(endpoints(args, &telemetry))?;
+    // Then the run's own dataset, under the directory's lock, held until the analysis is done.
+    let run = if args.no_parquet {
         None
     } else {
-        local_dataset(&args.parquet_dir)?;
-        replace_simulated_data(&args.parquet_dir)?;
-        let health = telemetry.metrics().sink_health("parquet").into();
-        Some(
-            args.parquet
-                .start(&args.parquet_dir, Some(health), &telemetry)?,
-        )
+        Some(new_run(&args.parquet_dir, args.replace, args.quiet)?)
+    };
+    let parquet = match &run {
+        Some(run) => {
+            let health = telemetry.metrics().sink_health("parquet").into();
+            Some(
+                args.parquet
+                    .start_locked(&run.dir, run.lock.clone(), Some(health), &telemetry),
+            )
+        }
+        None => None,
     };
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
@@ -193,25 +210,11 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         same_code: args.same_code,
         flag: args.flag.target(),
         progress: !args.quiet,
+        traces,
+        cluster,
         ..scenario::Settings::default()
     };
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let summary = runtime.block_on(async {
-        // Inside the runtime: the gRPC exporter needs one to be built.
-        let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-        let cluster = simulated_cluster(args).await?;
-        let settings = scenario::Settings {
-            traces: traces.clone(),
-            cluster,
-            ..settings
-        };
-        let server =
-            shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
-                .await
-                .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
-        if !args.quiet {
-            eprintln!("metrics at http://{}/metrics", server.addr());
-        }
         let summary = tokio::select! {
             summary = scenario::run(&settings) => summary.context("the simulation failed")?,
             () = shutdown_signal() => {
@@ -228,10 +231,10 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         };
         super::out(&summary);
         // The data written, then analysed (a panic in either is reported, not hidden).
-        let readiness = match &parquet {
-            Some(parquet) => {
+        let readiness = match (&parquet, &run) {
+            (Some(parquet), Some(run)) => {
                 let (parquet, grace) = (parquet.clone(), args.parquet.grace());
-                let dir = args.parquet_dir.clone();
+                let dir = run.dir.clone();
                 let html = args.html.clone().unwrap_or_else(|| report_beside(&dir));
                 let analysed = tokio::task::spawn_blocking(move || {
                     finish(&parquet, grace)?;
@@ -243,7 +246,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
                         .context("the Parquet writer or the analysis failed")??,
                 )
             }
-            None => None,
+            _ => None,
         };
         if args.serve {
             eprintln!(
@@ -258,10 +261,33 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             .context("the metrics endpoint failed")?;
         anyhow::Ok(Some((summary, readiness)))
     })?;
+    drop(run);
     let Some((summary, readiness)) = summary else {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     };
     conclude(&summary, args.fail_on, readiness)
+}
+
+/// What `simulate` talks to, each refused before the dataset is touched: the trace exporter of
+/// the standard variables, `--kubeconfig`'s cluster, and the metrics endpoint on `--listen`.
+async fn endpoints(
+    args: &SimulateArgs,
+    telemetry: &Arc<shadow_reconciler::telemetry::http::Telemetry>,
+) -> anyhow::Result<(
+    Option<Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
+    Option<kube::Config>,
+    shadow_reconciler::telemetry::http::Server,
+)> {
+    // Inside the runtime: the gRPC exporter needs one to be built.
+    let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+    let cluster = simulated_cluster(args).await?;
+    let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
+        .await
+        .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
+    if !args.quiet {
+        eprintln!("metrics at http://{}/metrics", server.addr());
+    }
+    Ok((traces, cluster, server))
 }
 
 /// The exit code of a finished run: an error if the shadow wrote anything, else the analysis'
@@ -376,22 +402,101 @@ fn report_beside(dir: &Path) -> PathBuf {
         .join(format!("{name}-report.html"))
 }
 
-/// Removes an earlier simulation's tables from `dir` (and the report earlier versions wrote
-/// there), so the analysis that follows covers this run alone.
-pub fn replace_simulated_data(dir: &Path) -> anyhow::Result<()> {
-    for table in shadow_reconciler::dataset::Table::ALL {
-        let path = dir.join(format!("table={}", table.as_str()));
-        if path.exists() {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("cannot remove the earlier data in {}", path.display()))?;
+/// The file `simulate` leaves in a dataset it wrote: `--replace` replaces only such a dataset.
+const MARKER: &str = ".shadow-reconciler-simulate";
+
+/// The dataset a `simulate` run writes, and the lock this process holds on it.
+struct Run {
+    dir: PathBuf,
+    lock: Arc<shadow_reconciler::dataset::DatasetLock>,
+}
+
+/// Chooses and locks the run's dataset directory. `dir` when it holds no dataset yet; with
+/// `replace`, `dir` with its earlier simulation's tables removed (only a dataset simulate wrote);
+/// otherwise the first free `DIR.2`, `DIR.3`, ... beside it, so that nothing written before is
+/// deleted or mixed with this run's records. Refused while another writer holds `dir`.
+fn new_run(dir: &Path, replace: bool, quiet: bool) -> anyhow::Result<Run> {
+    use shadow_reconciler::dataset::Table;
+    let holds_tables = |d: &Path| {
+        Table::ALL
+            .iter()
+            .any(|t| d.join(format!("table={}", t.as_str())).exists())
+    };
+    super::options::writable_dir(dir)?;
+    let lock = super::options::lock_dataset(dir, "--parquet-dir")?;
+    if !holds_tables(dir) {
+        return mark(dir, lock);
+    }
+    if replace {
+        if !dir.join(MARKER).exists() {
+            anyhow::bail!(
+                "--replace: {} holds a dataset that simulate did not write (it has no {MARKER}: `run` or `ingest` wrote it, or a simulate of an earlier version); simulate never deletes data it did not write: give it another --parquet-dir, or move that data away yourself",
+                dir.display()
+            );
         }
+        for table in Table::ALL {
+            let path = dir.join(format!("table={}", table.as_str()));
+            if path.exists() {
+                std::fs::remove_dir_all(&path).with_context(|| {
+                    format!(
+                        "--replace: cannot remove the earlier simulation's {}",
+                        path.display()
+                    )
+                })?;
+            }
+        }
+        if !quiet {
+            eprintln!("replaced the earlier simulation in {}", dir.display());
+        }
+        return mark(dir, lock);
     }
-    let report = dir.join("report.html");
-    if report.exists() {
-        std::fs::remove_file(&report)
-            .with_context(|| format!("cannot remove {}", report.display()))?;
+    drop(lock);
+    let name = dir.file_name().map_or_else(
+        || "shadow-data".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    for n in 2..10_000 {
+        let apart = dir.with_file_name(format!("{name}.{n}"));
+        match std::fs::create_dir(&apart) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("cannot create {} for this run's data", apart.display())
+                });
+            }
+        }
+        let lock = super::options::lock_dataset(&apart, "--parquet-dir")?;
+        if !quiet {
+            eprintln!(
+                "{} holds an earlier run's data, left as it is; this run writes {} (--replace replaces an earlier simulation instead)",
+                dir.display(),
+                apart.display()
+            );
+        }
+        return mark(&apart, lock);
     }
-    Ok(())
+    anyhow::bail!(
+        "--parquet-dir {}: {name}.2 to {name}.9999 beside it all exist; give another directory or --replace",
+        dir.display()
+    )
+}
+
+/// Marks `dir` as simulate's dataset, under its `lock`.
+fn mark(dir: &Path, lock: Arc<shadow_reconciler::dataset::DatasetLock>) -> anyhow::Result<Run> {
+    std::fs::write(
+        dir.join(MARKER),
+        format!(
+            "written by `{}` since {}\n",
+            super::options::command_line(),
+            shadow_reconciler::util::time::now_rfc3339()
+        ),
+    )
+    .with_context(|| format!("cannot write {}", dir.join(MARKER).display()))?;
+    Ok(Run {
+        dir: dir.to_owned(),
+        lock,
+    })
 }
 
 #[cfg(test)]

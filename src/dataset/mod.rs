@@ -7,6 +7,7 @@
 //! above.
 
 pub mod encode;
+pub mod lock;
 pub mod reader;
 pub mod repair;
 mod rowgroup;
@@ -17,6 +18,7 @@ pub mod upload;
 pub mod writer;
 pub mod writes;
 
+pub use lock::{DatasetLock, LockError};
 pub use schema::Table;
 pub use sink::{HealthCounters, ParquetSink, ShutdownError, SinkConfig, SinkStats};
 pub use store::Location;

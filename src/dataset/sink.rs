@@ -24,6 +24,10 @@ pub struct SinkConfig {
     pub max_backoff: Duration,
     /// Upload committed parts to an object store, `writer.dir` being the local spool.
     pub upload: Option<super::upload::UploadConfig>,
+    /// The lock of `writer.dir` ([`DatasetLock`](super::DatasetLock)), held by the writer (and
+    /// uploader) threads until they end, so that it outlasts a shutdown whose grace expired.
+    /// Take it before starting the sink: the repair at start then runs under it.
+    pub lock: Option<Arc<super::DatasetLock>>,
 }
 
 impl SinkConfig {
@@ -36,6 +40,7 @@ impl SinkConfig {
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
             upload: None,
+            lock: None,
         }
     }
 }
@@ -226,9 +231,11 @@ impl ParquetSink {
                 config.upload.clone().expect("an upload configuration"),
                 (config.backoff, config.max_backoff),
             );
+            let lock = config.lock.clone();
             std::thread::Builder::new()
                 .name("parquet-upload".into())
                 .spawn(move || {
+                    let _held = lock;
                     let emptied = super::upload::run(
                         &spool,
                         &upload,

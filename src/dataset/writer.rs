@@ -441,10 +441,7 @@ fn prepare_file(
     let tmp = dir.join(temporary_name(name));
     let result = (|| {
         let file = File::create(&tmp).map_err(io(&tmp))?;
-        let encode = |source| WriteError::Encode {
-            path: tmp.clone(),
-            source,
-        };
+        let encode = |source| encode_error(dir.join(name), source);
         // Row groups encoded ahead, else encoded now: the `steps` batches hold dictionary
         // arrays, which only the row group encoder takes for the file's plain columns (a batch
         // per row group); the `reconciles` batches (small: one per sealed steps row group) are
@@ -474,6 +471,28 @@ fn prepare_file(
         return Err(error);
     }
     Ok(tmp)
+}
+
+/// A failure of the Parquet encoder while writing `path`: the filesystem's refusal (a full disk,
+/// a quota) is a write error in the filesystem's words, not the library's `External:` wrapping
+/// of it; anything else is an encoding error.
+fn encode_error(path: PathBuf, source: parquet::errors::ParquetError) -> WriteError {
+    match source {
+        parquet::errors::ParquetError::External(inner) => match inner.downcast::<io::Error>() {
+            Ok(io_error) => WriteError::Io {
+                path,
+                source: *io_error,
+            },
+            Err(inner) => WriteError::Encode {
+                path,
+                source: parquet::errors::ParquetError::External(inner),
+            },
+        },
+        other => WriteError::Encode {
+            path,
+            source: other,
+        },
+    }
 }
 
 /// Renames a prepared file into place and makes the rename durable.

@@ -90,6 +90,16 @@ pub(crate) fn reword(message: &str) -> String {
     if message.starts_with("budget breached") {
         return "the document is too large or too deeply nested to be read".to_owned();
     }
+    // A tag (`!!timestamp`, `!!float`, `!custom`) on a value read as a string.
+    if let Some(rest) = message.strip_prefix("cannot deserialize tagged scalar into ") {
+        return format!(
+            "a YAML tag (`!!timestamp`, `!!float`, ...) on a value that must be {}: remove the tag and write the plain value",
+            match rest {
+                "string" => "a string",
+                other => other,
+            }
+        );
+    }
     if message.starts_with("invalid !!binary") {
         return "a `!!binary` value that is not base64; remove the `!!binary` tag".to_owned();
     }
