@@ -1,5 +1,5 @@
 //! The shadow's cost on a real kube-apiserver: `simulate --scenario healthy --kubeconfig` against
-//! etcd and kube-apiserver on loopback (the control plane of `tests/e2e_engine.rs`), in
+//! etcd and kube-apiserver on loopback (the control plane of `tests/system/e2e_engine.rs`), in
 //! `--mode off` and in `--mode shadow`, in interleaved pairs, each run on a fresh control plane
 //! (`simulate` refuses a cluster that holds a population already).
 //!

@@ -11,7 +11,7 @@
 //! Each reconcile logs HyperShift's "successfully reconciled" or "reconciliation completed with
 //! errors" line with what the phased order would have unblocked; add the Parquet, metrics or
 //! trace sinks of `shadow-reconciler run` (see `src/cli/run.rs`) to record it for `analyze`.
-//! `tests/rust_example.rs` runs this controller on a real kube-apiserver.
+//! `tests/system/rust_example.rs` runs this controller on a real kube-apiserver.
 
 use std::sync::Arc;
 
@@ -121,7 +121,7 @@ impl Reconciler for WidgetReconciler {
 }
 
 /// The engine for widgets, in shadow: the legacy order runs for real, the phased one is evaluated
-/// beside it. (`tests/rust_example.rs` runs it on a real kube-apiserver.)
+/// beside it. (`tests/system/rust_example.rs` runs it on a real kube-apiserver.)
 pub fn engine(client: kube::Client) -> anyhow::Result<Engine<WidgetReconciler>> {
     let plan = Arc::new(ReconcilePlan::from_yaml("widget plan", PLAN)?);
     let settings = EngineSettings {

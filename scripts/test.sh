@@ -21,10 +21,10 @@ install_debian prometheus promtool   # promtool checks our metrics exposition
 install_debian prometheus prometheus # a real server scrapes a running simulate
 install_debian openssl openssl       # the real control plane's certificates and keys
 install_debian gcc gcc               # go test -race (cgo) for the Go package
-install_debian chromium chromium     # renders the HTML report for tests/report_browser.rs
-install_debian curl curl             # deploy/README.md's quickstart uses it (tests/quickstart.rs)
-install_debian openjdk-17-jre-headless java # pyspark runs exporters/sql/spark (tests/exporters.rs)
-# The test node of tests/node_deploy.rs (tests/common/node.rs): a container runtime, the pods'
+install_debian chromium chromium     # renders the HTML report for tests/system/report_browser.rs
+install_debian curl curl             # deploy/README.md's quickstart uses it (tests/system/quickstart.rs)
+install_debian openjdk-17-jre-headless java # pyspark runs exporters/sql/spark (tests/system/exporters.rs)
+# The test node of tests/system/node_deploy.rs (tests/common/node.rs): a container runtime, the pods'
 # network, and the tools the images are built with (scripts/image.sh).
 install_debian containerd containerd
 install_debian runc runc
@@ -42,7 +42,7 @@ install_package containernetworking-plugins
 
 # A real kube-apiserver (and kubectl), built from the Go module proxy once per machine and cached
 # under ~/.cache/shadow-reconciler; etcd comes with the Rust dev-dependencies (etcd-bin-vendored).
-# The tests of tests/control_plane.rs, conformance.rs, e2e_engine.rs and e2e_run.rs run on them.
+# The tests of tests/system/control_plane.rs, conformance.rs, e2e_engine.rs and e2e_run.rs run on them.
 command -v go >/dev/null || { echo "scripts/test.sh: the Go toolchain (go >= 1.26) is needed to build kube-apiserver for the tests; install it and rerun" >&2; exit 1; }
 SHADOW_RECONCILER_KUBE_BIN_DIR=$(bash scripts/kube-apiserver.sh)
 export SHADOW_RECONCILER_KUBE_BIN_DIR
@@ -50,14 +50,14 @@ export SHADOW_RECONCILER_KUBE_BIN_DIR
 SHADOW_RECONCILER_KUBE_NODE_BIN_DIR=$(bash scripts/kube-apiserver.sh --node)
 export SHADOW_RECONCILER_KUBE_NODE_BIN_DIR
 # A real OpenTelemetry Collector (tools/otelcol: the components of the shipped configuration),
-# built from the Go module proxy once per machine; tests/collector.rs runs it.
+# built from the Go module proxy once per machine; tests/system/collector.rs runs it.
 SHADOW_RECONCILER_OTELCOL=$(bash scripts/otelcol.sh)
 export SHADOW_RECONCILER_OTELCOL
-# SeaweedFS, the S3-compatible server tests/object_store.rs writes the dataset to on loopback,
+# SeaweedFS, the S3-compatible server tests/system/object_store.rs writes the dataset to on loopback,
 # built from the Go module proxy once per machine (tools/seaweedfs).
 SHADOW_RECONCILER_WEED=$(bash scripts/seaweedfs.sh)
 export SHADOW_RECONCILER_WEED
-# Helm (tools/helm), which renders deploy/helm for tests/deploy.rs, built once per machine.
+# Helm (tools/helm), which renders deploy/helm for tests/system/deploy.rs, built once per machine.
 SHADOW_RECONCILER_HELM=$(bash scripts/helm.sh)
 export SHADOW_RECONCILER_HELM
 # A real Trino server (476, from Maven Central, on a Java 24+ JDK of the machine) for
@@ -76,14 +76,17 @@ if ! cmp -s scripts/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
 fi
 export SHADOW_RECONCILER_PYTHON="$PWD/$venv/bin/python"
 
-cargo test --locked --all-targets
+# Every test target, the system harness included (tests/system: the real node, kube-apiserver,
+# Spark, Trino, the Collector, the Go controllers, crash loops, the image build), which only this
+# switch builds: a plain `cargo test` is the fast loop of docs/testing.md.
+cargo test --locked --all-targets --features system-tests
 # The Go module: vetted and tested with the race detector (sdk/go holds the Go engine, its
 # models held to the Rust ones by the shared vectors of tests/data/*-vectors.json). The Go
-# example controller is also built and run by cargo's tests/go_controller.rs above, and OCM's
-# controller adopted (its own module, sdk/go/examples/ocm) by tests/ocm_controller.rs.
+# example controller is also built and run by cargo's tests/system/go_controller.rs above, and OCM's
+# controller adopted (its own module, sdk/go/examples/ocm) by tests/system/ocm_controller.rs.
 for mod in sdk/go sdk/go/examples/ocm; do
   (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done
-(cd tools/otelcol && go vet ./...)  # the Collector's main: no tests of its own, run by tests/collector.rs
+(cd tools/otelcol && go vet ./...)  # the Collector's main: no tests of its own, run by tests/system/collector.rs
 cargo test --locked --doc
 cargo run --locked --quiet -- plan check deploy/plans/*.yaml

@@ -2,7 +2,7 @@
 //! legacy sequential one, record what the new model would have changed, and judge when it is safe
 //! to enforce.
 //!
-//! The crate is built in layers (`docs/design.md`, "Layers"; `tests/layers.rs` holds them): a
+//! The crate is built in layers (`docs/design.md`, "Layers"; `tests/suite/layers.rs` holds them): a
 //! module uses only the layers below its own.
 //!
 //! | layer | modules |

@@ -122,10 +122,12 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         };
         let (grpc, grpc_task) = receiver::serve_grpc(args.otlp_grpc, ingest.clone(), until(stopped.clone())).await?;
         let (http, http_task) = receiver::serve_http(args.otlp_http, ingest.clone(), until(stopped)).await?;
+        // Listening before saying it is ready: whoever waits for that may signal at once.
+        let terminated = super::shutdown_signal();
         telemetry.set_ready(true);
         let names: Vec<&str> = plans.iter().map(|p| p.name()).collect();
         tracing::info!(grpc = %grpc, http = %http, metrics = %server.addr(), plans = ?names, "receiving OTLP traces");
-        super::shutdown_signal().await;
+        terminated.await;
         let _ = stop.send(true);
         let _ = tokio::join!(grpc_task, http_task);
         server.shutdown().await.context("the metrics endpoint failed")?;

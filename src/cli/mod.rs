@@ -7,6 +7,7 @@ mod analyze;
 mod ingest;
 mod manifests;
 mod options;
+mod parquet;
 mod plan;
 mod run;
 mod sim;
@@ -91,19 +92,29 @@ pub fn main() -> ExitCode {
 }
 
 /// Ctrl-C or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let terminated = async {
-        match term.as_mut() {
-            Some(term) => {
-                term.recv().await;
-            }
-            None => std::future::pending().await,
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    // Registered now, not when first polled: a SIGTERM that arrives before the caller awaits
+    // (while it prints that it waits, or finishes other work) is kept, not lost. Once a handler
+    // is installed the signal's default action (ending the process) no longer applies, so a lost
+    // one would be ignored for good.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
+    async move {
+        tokio::select! {
+            () = received(term.as_mut()) => {}
+            () = received(interrupt.as_mut()) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminated => {}
+    }
+}
+
+/// The next delivery of a registered signal; never, when it could not be registered.
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

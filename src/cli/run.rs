@@ -122,6 +122,10 @@ async fn controllers(
         http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT),
     ));
     let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+    // One listener for the whole run, registered now: a SIGTERM at any moment from here on
+    // (waiting for the flag, starting the controllers, running) is kept until it is awaited.
+    let terminated = shutdown_signal();
+    tokio::pin!(terminated);
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
     let parquet = args
@@ -154,7 +158,7 @@ async fn controllers(
         )));
         tokio::select! {
             _ = synced_rx => {}
-            () = shutdown_signal() => anyhow::bail!("interrupted while waiting for the flag ConfigMap"),
+            () = &mut terminated => anyhow::bail!("interrupted while waiting for the flag ConfigMap"),
         }
     } else {
         telemetry.flag().synced(true);
@@ -203,7 +207,7 @@ async fn controllers(
         )?);
     }
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
-    shutdown_signal().await;
+    terminated.await;
     let _ = stop.send(true);
     stop_all(tasks, server, traces, parquet, args.parquet.grace()).await?;
     Ok(ExitCode::SUCCESS)

@@ -84,11 +84,13 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write the kubeconfig to {}", path.display()))?;
             eprintln!("kubeconfig written to {}", path.display());
         }
+        // Listening before saying so: whoever waits for the line may signal at once.
+        let stop = shutdown_signal();
         super::out(format_args!(
             "serving the Kubernetes API simulator at {}\n",
             simulator.url()
         ));
-        shutdown_signal().await;
+        stop.await;
         simulator.shutdown().await?;
         // Whoever started us may have stopped reading: a closed stdout is not a failure here.
         let summary = simulator.audit(ToString::to_string);

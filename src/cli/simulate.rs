@@ -215,9 +215,13 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         ..scenario::Settings::default()
     };
     let summary = runtime.block_on(async {
+        // One listener from the start: a SIGTERM during the run interrupts it; one while the data
+        // is written and analysed ends the serving that may follow, instead of being lost.
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
         let summary = tokio::select! {
             summary = scenario::run(&settings) => summary.context("the simulation failed")?,
-            () = shutdown_signal() => {
+            () = &mut stop => {
                 // Interrupted: what the sink accepted so far is still written, then we stop.
                 if let Some(parquet) = parquet {
                     let grace = args.parquet.grace();
@@ -253,7 +257,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
                 "run finished; still serving http://{}/metrics until SIGTERM or Ctrl-C",
                 server.addr()
             );
-            shutdown_signal().await;
+            stop.await;
         }
         server
             .shutdown()

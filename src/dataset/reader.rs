@@ -348,7 +348,7 @@ mod tests {
     use std::path::Path;
 
     /// The Parquet library's assertion on a negative column chunk offset, as `proptest` found it
-    /// in `tests/parquet_fuzz.rs`: a panic of the library inside a guarded read is an error
+    /// in `tests/suite/parquet_fuzz.rs`: a panic of the library inside a guarded read is an error
     /// about the file.
     #[test]
     fn a_panic_of_the_parquet_library_is_an_error_naming_the_file() {
@@ -418,7 +418,7 @@ mod tests {
         for file in [
             "src/dataset/reader.rs",
             "/home/me/parquet-tools/shadow-reconciler/src/analyze/scan.rs",
-            "tests/parquet_fuzz.rs",
+            "tests/suite/parquet_fuzz.rs",
         ] {
             assert!(!super::in_library(file), "{file}");
         }

@@ -6,8 +6,8 @@ pub mod hostedcluster;
 pub mod node;
 
 /// A valid plan of three operations and two rollout groups, which the validation tests break
-/// line by line (`tests/plan_validation.rs`) and the shared plan vectors edit
-/// (`tests/shared_vectors.rs`). Its lines: 7 `Namespace`, 11 `PullSecret` (14 its dependsOn),
+/// line by line (`tests/suite/plan_validation.rs`) and the shared plan vectors edit
+/// (`tests/suite/shared_vectors.rs`). Its lines: 7 `Namespace`, 11 `PullSecret` (14 its dependsOn),
 /// 16 `Deploy`, 22 the legacy order, 25 and 27 the groups.
 pub const CHECKS_PLAN: &str = "\
 apiVersion: shadow-reconciler.io/v1alpha1

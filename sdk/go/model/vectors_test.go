@@ -112,7 +112,7 @@ func raw(t *testing.T, data json.RawMessage) any {
 }
 
 // The Go models decide every case of the shared vectors exactly as the Rust models did
-// (tests/shared_vectors.rs, case): the control runs the legacy path, each operation of
+// (tests/suite/shared_vectors.rs, case): the control runs the legacy path, each operation of
 // distinct with its legacy code's result; the candidate runs the phased path and takes each
 // result as CandidateExecution says (not simulated, or the operation's result).
 func TestSharedVectors(t *testing.T) {

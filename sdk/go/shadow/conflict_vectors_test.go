@@ -11,7 +11,7 @@ import (
 )
 
 // conflictVectors is tests/data/conflict-vectors.json: how a 409 is counted, shared with the
-// sidecar (tests/conflict_vectors.rs reads the same spans into the same resolutions).
+// sidecar (tests/suite/conflict_vectors.rs reads the same spans into the same resolutions).
 type conflictVectors struct {
 	Cases []struct {
 		Name              string   `json:"name"`

@@ -4,7 +4,7 @@
 //! unblocked) and the tables behind them.
 //!
 //! One file, no script, no external resource (CSP forbids them), inline SVG and CSS following the
-//! reader's light or dark preference; checked in headless Chromium by `tests/report_browser.rs`.
+//! reader's light or dark preference; checked in headless Chromium by `tests/system/report_browser.rs`.
 
 use std::fmt::Write as _;
 

@@ -1,0 +1,307 @@
+//! The legacy loop as one function (the HyperShift shape: `reconcileLegacy` kept beside the
+//! phased reconcile): the function marks its steps, the engine runs the candidate's phased code of
+//! each marked operation in dry-run right there, attributes the function's writes and its error to
+//! the step it is in, and replays the sequential model over the marks. On the simulator.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use common::hostedcluster::{self as fixture, NS};
+use common::start_sim;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use shadow_reconciler::engine::{
+    Engine, EngineSettings, LegacyLoop, MemorySink, OpContext, OpError, OpOutput, OpResult,
+    ReconcileRecord, Reconciler,
+};
+use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
+use shadow_reconciler::sim::{SimConfig, Simulator};
+use shadow_reconciler::vocab::{ErrorClass, Execution, Mode, WriteVerb};
+
+/// Two operations in both paths, the legacy loop's own inline step, and a check the phased
+/// reconcile added.
+const PLAN: &str = "\
+apiVersion: shadow-reconciler.io/v1alpha1
+kind: ReconcilePlan
+metadata:
+  name: loop
+spec:
+  operations:
+    - name: Config
+      phase: 1
+      category: critical
+      shadow: dry-run
+    - name: Extra
+      phase: 2
+      category: non-critical
+      shadow: dry-run
+    - name: Check
+      phase: 3
+      category: critical
+      shadow: dry-run
+      only: phased
+    - name: Inline
+      only: legacy
+  legacy:
+    order: [Config, Inline, Extra]
+";
+
+/// How the legacy loop behaves in a test.
+#[derive(Clone, Copy, Debug)]
+enum Loop {
+    /// Marks every step and succeeds.
+    Marks,
+    /// Marks Config and fails in it.
+    FailsInConfig,
+    /// Marks nothing and fails.
+    Opaque,
+    /// Marks a step the plan does not have, then goes on as `Marks`.
+    UnknownMark,
+}
+
+struct LoopReconciler(Loop);
+
+const OPERATIONS: &[&str] = &["Config", "Extra", "Check", "Inline"];
+
+fn cp(hc: &HostedCluster) -> String {
+    format!(
+        "{}-{}",
+        hc.metadata.namespace.as_deref().unwrap_or_default(),
+        hc.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+async fn config(client: &kube::Client, ns: &str, data: &[(&str, &str)]) -> Result<(), OpError> {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("config".into()),
+            namespace: Some(ns.into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            "config",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .map(|_| ())
+        .map_err(OpError::from)
+}
+
+impl Reconciler for LoopReconciler {
+    type Object = HostedCluster;
+    type State = ();
+
+    fn operations(&self) -> &'static [&'static str] {
+        OPERATIONS
+    }
+
+    /// The phased code: Config also writes `b`; Extra and Check do nothing.
+    async fn run(&self, op: &str, ctx: &mut OpContext<HostedCluster, ()>) -> OpResult {
+        if op == "Config" {
+            config(&ctx.client(), &cp(ctx.object()), &[("a", "1"), ("b", "2")]).await?;
+        }
+        Ok(OpOutput::done())
+    }
+
+    fn has_legacy_loop(&self) -> bool {
+        true
+    }
+
+    async fn legacy_loop(&self, lp: &mut LegacyLoop<'_, Self>) -> OpResult {
+        let ns = cp(lp.object());
+        match self.0 {
+            Loop::Opaque => {
+                return Err(OpError::new(ErrorClass::Server, "the legacy loop broke"));
+            }
+            Loop::UnknownMark => lp.step("NotInThePlan").await,
+            Loop::Marks | Loop::FailsInConfig => {}
+        }
+        lp.step("Config").await;
+        config(&lp.client(), &ns, &[("a", "1")]).await?;
+        if matches!(self.0, Loop::FailsInConfig) {
+            return Err(OpError::precondition("the legacy config is incomplete"));
+        }
+        lp.step("Inline").await;
+        lp.step("Extra").await;
+        Ok(OpOutput::done())
+    }
+}
+
+async fn reconcile(sim_client: &kube::Client, behaviour: Loop, mode: Mode) -> ReconcileRecord {
+    let plan = Arc::new(ReconcilePlan::from_yaml("loop.yaml", PLAN).unwrap());
+    let sink = MemorySink::new();
+    let engine = Engine::new(
+        Arc::new(LoopReconciler(behaviour)),
+        plan,
+        sim_client.clone(),
+        &EngineSettings {
+            mode,
+            ..EngineSettings::default()
+        },
+    )
+    .unwrap()
+    .with_sink(Arc::new(sink.clone()));
+    let hc = Api::<HostedCluster>::namespaced(sim_client.clone(), NS)
+        .get("alpha")
+        .await
+        .unwrap();
+    engine.reconcile(Arc::new(hc)).await;
+    assert_eq!(engine.guard().refused(), 0);
+    sink.records().pop().unwrap()
+}
+
+async fn world() -> (Simulator, kube::Client) {
+    let (sim, client) = start_sim(SimConfig::default()).await;
+    fixture::hosted_cluster(&client, "alpha", |_| {}).await;
+    fixture::namespace(&client, "clusters-alpha").await;
+    (sim, client)
+}
+
+fn outcome<'r>(
+    steps: &'r [shadow_reconciler::engine::StepRecord],
+    op: &str,
+) -> (&'r str, Execution) {
+    let s = steps
+        .iter()
+        .find(|s| s.operation == op)
+        .unwrap_or_else(|| panic!("no step {op}"));
+    (s.outcome, s.execution)
+}
+
+#[tokio::test]
+async fn marks_pair_the_candidates_code_and_compare_what_each_wrote() {
+    let (sim, client) = world().await;
+    let record = reconcile(&client, Loop::Marks, Mode::Shadow).await;
+    assert_eq!(record.control_error, None, "{record:#?}");
+    for op in ["Config", "Inline", "Extra"] {
+        assert_eq!(outcome(&record.control, op), ("succeeded", Execution::Real));
+    }
+    // The candidate ran its own code of every operation: none is reused.
+    for op in ["Config", "Extra", "Check"] {
+        assert_eq!(
+            outcome(&record.candidate, op),
+            ("succeeded", Execution::DryRun)
+        );
+    }
+    let compared: Vec<_> = record
+        .write_differences
+        .iter()
+        .map(|d| {
+            (
+                d.operation.as_str(),
+                d.name.as_str(),
+                d.control,
+                d.candidate,
+                d.fields.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        compared,
+        [(
+            "Config",
+            "config",
+            Some(WriteVerb::Patch),
+            Some(WriteVerb::Patch),
+            vec!["data.b".to_owned()]
+        )]
+    );
+    assert!(record.unblocked.is_empty(), "{:?}", record.unblocked);
+    assert_eq!(
+        sim.audit(|a| a.persisted_mutations(shadow_reconciler::engine::dryrun::USER_AGENT)),
+        0
+    );
+    // The control's code wrote for real: `a`, never `b`.
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "clusters-alpha")
+        .get("config")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap().keys().collect::<Vec<_>>(), ["a"]);
+}
+
+#[tokio::test]
+async fn the_functions_error_fails_the_step_it_is_in() {
+    let (_sim, client) = world().await;
+    let record = reconcile(&client, Loop::FailsInConfig, Mode::Shadow).await;
+    assert_eq!(
+        outcome(&record.control, "Config"),
+        ("failed", Execution::Real)
+    );
+    assert_eq!(outcome(&record.control, "Inline").0, "skipped");
+    assert_eq!(outcome(&record.control, "Extra").0, "skipped");
+    assert_eq!(record.control_first_failure.as_deref(), Some("Config"));
+    assert_eq!(
+        record.control_error.as_deref(),
+        Some("the legacy config is incomplete")
+    );
+    // The candidate's code of Config succeeded where the legacy code failed; Extra, which the
+    // legacy loop never reached, is unblocked.
+    assert_eq!(
+        outcome(&record.candidate, "Config"),
+        ("succeeded", Execution::DryRun)
+    );
+    assert_eq!(record.changed, ["Config"]);
+    assert_eq!(record.unblocked, ["Extra"]);
+}
+
+#[tokio::test]
+async fn a_function_that_marks_nothing_and_fails_is_opaque() {
+    let (_sim, client) = world().await;
+    let record = reconcile(&client, Loop::Opaque, Mode::Shadow).await;
+    assert_eq!(
+        record.control_error.as_deref(),
+        Some("the legacy loop broke")
+    );
+    assert!(
+        record.control.iter().all(|s| s.outcome == "unknown"),
+        "{:#?}",
+        record.control
+    );
+    // Without marks there is nothing to pair: the candidate runs every step itself, after.
+    assert!(
+        record
+            .candidate
+            .iter()
+            .all(|s| s.execution == Execution::DryRun),
+        "{:#?}",
+        record.candidate
+    );
+    assert!(record.write_differences.is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_mark_is_ignored_and_off_pairs_nothing() {
+    let (sim, client) = world().await;
+    let record = reconcile(&client, Loop::UnknownMark, Mode::Shadow).await;
+    assert_eq!(record.control_error, None, "{record:#?}");
+    assert_eq!(record.write_differences.len(), 1);
+    let before = sim.audit(shadow_reconciler::sim::Audit::len);
+    let off = reconcile(&client, Loop::Marks, Mode::Off).await;
+    assert!(off.candidate.is_empty() && off.write_differences.is_empty());
+    let dry_runs = sim.audit(|a| {
+        a.totals()
+            .get(shadow_reconciler::engine::dryrun::USER_AGENT)
+            .map_or(0, |t| t.dry_run_mutations)
+    });
+    assert!(sim.audit(shadow_reconciler::sim::Audit::len) > before);
+    assert!(dry_runs > 0, "the shadow run dry-ran");
+    assert_eq!(
+        off.control
+            .iter()
+            .map(|s| s.operation.as_str())
+            .collect::<Vec<_>>(),
+        ["Config", "Inline", "Extra"],
+        "the legacy path only"
+    );
+}

@@ -1,0 +1,467 @@
+//! The Go package in a Go controller: the HostedCluster example of `sdk/go/examples`, on
+//! controller-runtime (informers, list+watch), in shadow, with `ingest` as its sidecar writing
+//! Parquet. On the simulator (`sim serve`) and on a real kube-apiserver, with the population of
+//! `simulate --scenario missing-secrets`: no dry-run write persists (the servers' audit), the
+//! unblocked operations carry real dry-run outcomes, `analyze` finds the same control-plane
+//! namespace dependencies as the Rust reference reconciler on the same population, and a flag
+//! ConfigMap created mid-run changes the controller's next reconciles.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::Process;
+use common::apiserver::{ControlPlane, http_exchange, tail};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
+
+const HOSTED_CLUSTERS: usize = 200;
+/// The candidate's User-Agent (`sdk/go/shadow`: `UserAgent`).
+const GO_DRY_RUN: &str = "shadow-reconciler-go-dry-run/0.1.0";
+/// The example controller's User-Agent.
+const GO_CONTROL: &str = "shadow-reconciler-go-example/0.1.0";
+/// A bound for a broken run, not a speed target.
+const PATIENCE: Duration = Duration::from_mins(10);
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+}
+
+/// The example controller, built once per test binary with the Go toolchain scripts/test.sh
+/// checks for (a missing Go is a failure, not a skip).
+fn go_example() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = root.join("target/go/hostedcluster-example");
+        let status = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg("./examples/hostedcluster")
+            .current_dir(root.join("sdk/go"))
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("cannot run go ({e}): the Go controller tests need Go; see docs/testing.md")
+            });
+        assert!(status.success(), "go build of the example failed: {status}");
+        out
+    })
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+async fn client(kubeconfig: &Path) -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a kube config");
+    kube::Client::try_from(config).expect("a kube client")
+}
+
+/// `sim serve` as a child process, and the kubeconfig it wrote.
+fn start_simulator(dir: &Path) -> (Process, PathBuf, PathBuf) {
+    let kubeconfig = dir.join("sim.kubeconfig");
+    let stdout = dir.join("sim.out");
+    let process = Process(
+        binary()
+            .args(["sim", "serve", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .stdout(std::fs::File::create(&stdout).expect("sim.out"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sim serve"),
+    );
+    let started = Instant::now();
+    while !std::fs::read_to_string(&stdout).is_ok_and(|s| s.contains("serving")) {
+        assert!(started.elapsed() < PATIENCE, "sim serve did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (process, kubeconfig, stdout)
+}
+
+fn populate(kubeconfig: &Path) -> serde_json::Value {
+    let out = binary()
+        .args([
+            "sim",
+            "populate",
+            "--scenario",
+            "missing-secrets",
+            "--seed",
+            "1",
+        ])
+        .args([
+            "--hosted-clusters",
+            &HOSTED_CLUSTERS.to_string(),
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .output()
+        .expect("run sim populate");
+    assert!(
+        out.status.success(),
+        "sim populate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("sim populate prints JSON")
+}
+
+/// The Go controller with `ingest` as its sidecar.
+struct Shadowed {
+    ingest: Process,
+    controller: Process,
+    listen: String,
+    data: PathBuf,
+    dir: PathBuf,
+}
+
+fn start_shadowed(dir: &Path, kubeconfig: &Path, extra: &[&str]) -> Shadowed {
+    let (grpc, listen) = (common::free_port(), common::free_port());
+    let listen = format!("127.0.0.1:{listen}");
+    let data = dir.join("data");
+    let ingest = Process(
+        binary()
+            .args(["ingest", "--plan", "hostedcluster", "--log-format", "json"])
+            .args(["--otlp-grpc", &format!("127.0.0.1:{grpc}")])
+            .args(["--otlp-http", "127.0.0.1:0", "--listen", &listen])
+            .arg("--parquet-dir")
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("ingest.log")).expect("ingest.log"))
+            .spawn()
+            .expect("start ingest"),
+    );
+    let started = Instant::now();
+    while !http_exchange(&listen, "GET", "/readyz", "").is_ok_and(|(head, _)| head.contains(" 200"))
+    {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "ingest did not become ready: {}",
+            tail(&dir.join("ingest.log"), 20)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/plans/hostedcluster.yaml");
+    let controller = Process(
+        Command::new(go_example())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--plan")
+            .arg(plan)
+            .args(extra)
+            .env(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{grpc}"),
+            )
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("controller.log")).expect("controller.log"))
+            .spawn()
+            .expect("start the Go example controller"),
+    );
+    Shadowed {
+        ingest,
+        controller,
+        listen,
+        data,
+        dir: dir.to_path_buf(),
+    }
+}
+
+impl Shadowed {
+    fn metrics(&self) -> String {
+        http_exchange(&self.listen, "GET", "/metrics", "")
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// Reconciles ingest recorded in `mode` (counters print as integers).
+    fn reconciles(&self, mode: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .filter(|l| {
+                l.starts_with("shadow_reconciler_reconciles_total")
+                    && l.contains(&format!("mode=\"{mode}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn log(&self, name: &str) -> String {
+        tail(&self.dir.join(name), 30)
+    }
+
+    /// SIGTERM the controller (it flushes its spans), then the sidecar (the Parquet drains).
+    fn stop(mut self) -> PathBuf {
+        for (process, log) in [
+            (&mut self.controller, "controller.log"),
+            (&mut self.ingest, "ingest.log"),
+        ] {
+            let pid = process.0.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let code = process.0.wait().expect("wait").code();
+            assert_eq!(
+                code,
+                Some(0),
+                "{log} after SIGTERM:\n{}",
+                tail(&self.dir.join(log), 30)
+            );
+        }
+        self.data.clone()
+    }
+}
+
+/// Waits until every HostedCluster carries the `ReconciliationSucceeded` condition: each was
+/// reconciled at least once (the engine writes it after the control).
+fn wait_reconciled(kubeconfig: &Path, shadowed: &Shadowed) {
+    let rt = runtime();
+    rt.block_on(async {
+        let api: Api<HostedCluster> = Api::all(client(kubeconfig).await);
+        let started = Instant::now();
+        loop {
+            let list = api
+                .list(&kube::api::ListParams::default())
+                .await
+                .expect("list HostedClusters");
+            let done = list
+                .items
+                .iter()
+                .filter(|hc| {
+                    hc.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|c| c["type"] == "ReconciliationSucceeded")
+                    })
+                })
+                .count();
+            if list.items.len() == HOSTED_CLUSTERS && done == HOSTED_CLUSTERS {
+                return;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{done} of {} HostedClusters reconciled after {PATIENCE:?}:\n{}",
+                list.items.len(),
+                shadowed.log("controller.log")
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+}
+
+/// `analyze`'s hostedcluster dependencies as (failed, later), and its JSON.
+fn analysis(data: &Path) -> (BTreeSet<(String, String)>, serde_json::Value) {
+    let doc = common::analyze_json(data);
+    let plan = doc["plans"]
+        .as_array()
+        .expect("plans")
+        .iter()
+        .find(|p| p["plan"] == "hostedcluster")
+        .cloned()
+        .expect("the hostedcluster plan in the analysis");
+    let found = plan["dependencies"]
+        .as_array()
+        .expect("dependencies")
+        .iter()
+        .map(|d| {
+            (
+                d["failed"].as_str().unwrap_or_default().to_owned(),
+                d["later"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    (found, plan)
+}
+
+/// What the Rust reference reconciler finds on the same population (`simulate`, seed 1).
+fn rust_reference() -> &'static BTreeSet<(String, String)> {
+    static FOUND: OnceLock<BTreeSet<(String, String)>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = binary()
+            .args(["simulate", "--scenario", "missing-secrets", "--seed", "1"])
+            .args([
+                "--hosted-clusters",
+                &HOSTED_CLUSTERS.to_string(),
+                "--addons",
+                "0",
+            ])
+            .args(["--duration", "900", "--parquet-dir"])
+            .arg(dir.path())
+            .output()
+            .expect("run simulate");
+        assert!(
+            out.status.success(),
+            "simulate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        analysis(dir.path()).0
+    })
+}
+
+/// The checks both servers share: the namespace dependencies, found with real dry-run outcomes.
+fn check_analysis(data: &Path) {
+    let (found, plan) = analysis(data);
+    assert!(
+        found
+            .iter()
+            .any(|(failed, _)| failed == "CPOImageAndNamespace"),
+        "no dependency on the control-plane namespace found: {found:?}"
+    );
+    assert_eq!(
+        &found,
+        rust_reference(),
+        "the Go controller's data gives other dependencies than the Rust reference's"
+    );
+    assert_eq!(plan["guard_refusals"], 0, "{plan}");
+    // Unblocked operations carry dry-run outcomes: some would have succeeded, some failed.
+    let unblocked = plan["unblocked"].as_array().expect("unblocked");
+    let after_namespace = |op: &str| {
+        unblocked
+            .iter()
+            .find(|u| u["first_failure"] == "CPOImageAndNamespace" && u["operation"] == op)
+            .unwrap_or_else(|| panic!("{op} never unblocked after CPOImageAndNamespace"))
+            .clone()
+    };
+    let (secret, recovery) = (
+        after_namespace("PlatformCredentials"),
+        after_namespace("ETCDMemberRecovery"),
+    );
+    assert!(
+        secret["unblocked"].as_u64() > Some(0) && secret["succeeded"] == 0,
+        "a Secret in the missing namespace cannot be written: {secret}"
+    );
+    assert_eq!(
+        recovery["succeeded"], recovery["unblocked"],
+        "an operation with nothing to write would have succeeded: {recovery}"
+    );
+    let dry_runs: u64 = plan["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .filter_map(|o| o["executions_dry_run"].as_u64())
+        .sum();
+    assert!(dry_runs > 0, "no dry-run execution in the data");
+}
+
+#[test]
+fn the_go_controller_in_shadow_on_the_simulator() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut sim, kubeconfig, sim_out) = start_simulator(dir.path());
+    let planted = populate(&kubeconfig);
+    assert_eq!(planted["missing_pull_secret"], 34, "{planted}");
+    // The simulator reads JSON bodies only (docs/simulator.md).
+    let shadowed = start_shadowed(
+        dir.path(),
+        &kubeconfig,
+        &["--content-type", "json", "--flag-namespace", "shadow-flags"],
+    );
+    wait_reconciled(&kubeconfig, &shadowed);
+    assert_eq!(shadowed.reconciles("off"), 0, "no flag said off yet");
+    assert!(shadowed.reconciles("shadow") >= HOSTED_CLUSTERS as u64);
+
+    // The flag: a ConfigMap saying off, then a change to one object; its next reconcile (and
+    // every later one) runs in mode off.
+    runtime().block_on(async {
+        let client = client(&kubeconfig).await;
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        name: Some("shadow-flags".into()),
+                        ..ObjectMeta::default()
+                    },
+                    ..Namespace::default()
+                },
+            )
+            .await
+            .expect("create the flag namespace");
+        let flag = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("shadow-reconciler-flag".into()),
+                ..ObjectMeta::default()
+            },
+            data: Some([("mode".to_owned(), "off".to_owned())].into()),
+            ..ConfigMap::default()
+        };
+        Api::<ConfigMap>::namespaced(client.clone(), "shadow-flags")
+            .create(&PostParams::default(), &flag)
+            .await
+            .expect("create the flag ConfigMap");
+        // Let the controller's cache see the ConfigMap before the object changes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Api::<HostedCluster>::namespaced(client, "team-0")
+            .patch(
+                "hc-0000",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    serde_json::json!({"metadata": {"annotations": {"test/touched": "1"}}}),
+                ),
+            )
+            .await
+            .expect("touch hc-0000");
+    });
+    let started = Instant::now();
+    while shadowed.reconciles("off") < 1 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "no reconcile in mode off after the flag said so:\n{}",
+            shadowed.log("controller.log")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let data = shadowed.stop();
+
+    // The simulator's audit, by user agent: the candidate's writes were all dry runs.
+    let pid = sim.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let _ = sim.0.wait();
+    let audit = std::fs::read_to_string(&sim_out).expect("the simulator's audit");
+    let row = |agent: &str| -> Vec<u64> {
+        audit
+            .lines()
+            .find(|l| l.starts_with(agent))
+            .unwrap_or_else(|| panic!("no {agent} in the audit:\n{audit}"))
+            .split_whitespace()
+            .skip(1)
+            .map(|n| n.parse().expect("a count"))
+            .collect()
+    };
+    let (dry, control) = (row(GO_DRY_RUN), row(GO_CONTROL));
+    // requests, persisted, dry-run, errors, faulted
+    assert_eq!(dry[1], 0, "a dry-run write persisted:\n{audit}");
+    assert!(dry[2] > 0, "the candidate sent no dry run:\n{audit}");
+    assert!(
+        control[1] > 0,
+        "the controller's writes are missing:\n{audit}"
+    );
+    eprintln!("simulator audit:\n{audit}");
+
+    check_analysis(&data);
+}
+
+#[test]
+fn the_go_controller_in_shadow_on_kube_apiserver() {
+    let plane = ControlPlane::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    populate(plane.kubeconfig());
+    // client-go's default encoding (protobuf for built-in types), as in production.
+    let shadowed = start_shadowed(dir.path(), plane.kubeconfig(), &[]);
+    wait_reconciled(plane.kubeconfig(), &shadowed);
+    let data = shadowed.stop();
+
+    common::apiserver::assert_shadow_persisted_nothing(&plane.audit(), GO_DRY_RUN, GO_CONTROL);
+
+    check_analysis(&data);
+}
