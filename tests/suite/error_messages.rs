@@ -468,3 +468,60 @@ fn a_full_disk_is_a_write_error_naming_the_file() {
         "{line}"
     );
 }
+
+/// A dataset directory another writer holds: the refusal names it, whatever the command. The
+/// other writer here is this test process, holding the lock as a writer does.
+#[test]
+fn a_directory_another_writer_holds_is_refused_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let held = shadow_reconciler::dataset::DatasetLock::acquire(
+        &data,
+        "shadow-reconciler ingest --parquet-dir data",
+    )
+    .expect("take the lock");
+    let since = std::fs::read_to_string(held.path()).expect("the lock file");
+    let since = since
+        .lines()
+        .find_map(|l| l.strip_prefix("since: "))
+        .expect("since")
+        .to_owned();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .expect("the host name");
+    let expected = format!(
+        "error: --parquet-dir data: data is being written by `shadow-reconciler ingest --parquet-dir data` (pid {} on {host}, since {since}): one writer per dataset directory. Stop it, or give this one another directory",
+        std::process::id()
+    );
+    for args in [
+        &["simulate", "--parquet-dir", "data"][..],
+        &["simulate", "--parquet-dir", "data", "--replace"][..],
+        &[
+            "ingest",
+            "--plan",
+            "hostedcluster",
+            "--parquet-dir",
+            "data",
+            "--listen",
+            "127.0.0.1:0",
+            "--otlp-grpc",
+            "127.0.0.1:0",
+            "--otlp-http",
+            "127.0.0.1:0",
+        ][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "off")
+            .output()
+            .expect("run the command");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.lines().any(|l| l == expected),
+            "{args:?}: expected the line\n    {expected}\ngot\n    {stderr}"
+        );
+    }
+    drop(held);
+}
