@@ -279,7 +279,7 @@ fn spooled(
     parts
 }
 
-/// The bytes of the files under `spool`.
+/// The bytes of the files under `spool`, but its lock file (the writer's, not data).
 pub fn spool_bytes(spool: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![spool.to_owned()];
@@ -288,6 +288,9 @@ pub fn spool_bytes(spool: &Path) -> u64 {
             continue;
         };
         for entry in entries.flatten() {
+            if entry.file_name() == super::lock::FILE_NAME {
+                continue;
+            }
             match entry.metadata() {
                 Ok(m) if m.is_dir() => stack.push(entry.path()),
                 Ok(m) => total += m.len(),
