@@ -247,6 +247,9 @@ fn sim_serve_rejects_a_bad_fault_file() {
 
 #[test]
 fn simulate_runs_the_controllers_against_the_simulator() {
+    // Its data in a directory of its own, not in the repository's working directory.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
     let out = cli(&[
         "simulate",
         "--hosted-clusters",
@@ -257,6 +260,8 @@ fn simulate_runs_the_controllers_against_the_simulator() {
         "600",
         "--seed",
         "3",
+        "--parquet-dir",
+        data.to_str().expect("utf-8 path"),
     ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
@@ -594,8 +599,13 @@ fn simulate_rejects_unknown_rollout_groups_whatever_the_mode() {
 
 #[test]
 fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
+    // Its data in a directory of its own, not in the repository's working directory.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
     let out = cli(&[
         "simulate",
+        "--parquet-dir",
+        data.to_str().expect("utf-8 path"),
         "--hosted-clusters",
         "10",
         "--addons",
