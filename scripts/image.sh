@@ -6,6 +6,9 @@
 #   scripts/image.sh shadow-reconciler     # only the tool's image
 #   scripts/image.sh example-controller    # only the Go example controller's image
 #   SHADOW_RECONCILER_IMAGE_DIR=DIR ...    # where the archives go (default target/image)
+#   SHADOW_RECONCILER_IMAGE_TARGET_DIR=DIR # cargo's target directory of the static build
+#                                          # (default target/image-build; scripts/test.sh keeps
+#                                          # one per machine, so the dependencies build once)
 #
 # For each IMAGE it writes IMAGE.oci.tar (load it with `docker load -i`, `podman load -i`,
 # `ctr -n k8s.io images import`, or push it with `skopeo copy oci-archive:IMAGE.oci.tar
@@ -64,17 +67,47 @@ labels=(
 
 build_tool() {
   local target=x86_64-unknown-linux-gnu
-  local bin="$root/target/image-build/$target/release/shadow-reconciler"
-  echo "building the static shadow-reconciler binary (release, $target, glibc linked statically)" >&2
-  # Paths of this checkout and of the cargo home are remapped, in Rust and in the C of the
-  # dependencies (aws-lc, ring), so that two checkouts build the same bytes. A separate target
-  # directory keeps these flags from invalidating the tests' builds.
-  local remap="--remap-path-prefix=$root=/build --remap-path-prefix=$cargo_home=/cargo"
-  local cremap="-ffile-prefix-map=$root=/build -ffile-prefix-map=$cargo_home=/cargo"
-  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static $remap" \
-    CFLAGS_x86_64_unknown_linux_gnu="$cremap" CXXFLAGS_x86_64_unknown_linux_gnu="$cremap" \
-    cargo build --release --locked --target "$target" --target-dir "$root/target/image-build" --bin shadow-reconciler >&2 ||
-    die "cargo build of the static binary failed (command above)"
+  # A separate target directory keeps the static build's flags from invalidating the tests'
+  # builds. It may be outside the checkout (SHADOW_RECONCILER_IMAGE_TARGET_DIR), shared by
+  # checkouts: their dependencies are the same artifacts, each checkout's crate its own.
+  local target_dir=${SHADOW_RECONCILER_IMAGE_TARGET_DIR:-$root/target/image-build}
+  mkdir -p "$target_dir" || die "cannot create the target directory $target_dir"
+  target_dir=$(cd "$target_dir" && pwd -P)
+  local bin="$work/shadow-reconciler"
+  echo "building the static shadow-reconciler binary (release, $target, glibc linked statically, in $target_dir)" >&2
+  # Paths of this checkout, of the target directory and of the cargo home are remapped, in Rust
+  # and in the C of the dependencies (aws-lc, ring), so that two checkouts build the same bytes,
+  # wherever their target directory is: it reads as the default, /build/target/image-build.
+  # The checkout's own remap goes through a rustc wrapper, not RUSTFLAGS: cargo rebuilds every
+  # crate when RUSTFLAGS change, and the flags must stay the same for checkouts at other paths
+  # to reuse a shared target directory's dependencies.
+  local remap="--remap-path-prefix=$cargo_home=/cargo"
+  local cremap="-ffile-prefix-map=$cargo_home=/cargo"
+  case $target_dir/ in
+    "$root"/*) ;;
+    *)
+      remap="$remap --remap-path-prefix=$target_dir=/build/target/image-build"
+      cremap="$cremap -ffile-prefix-map=$target_dir=/build/target/image-build"
+      ;;
+  esac
+  local wrapper="$target_dir/.rustc-remap"
+  # shellcheck disable=SC2016 # expanded by the wrapper, at each call
+  printf '%s\n' '#!/bin/sh' '# Written by scripts/image.sh: remaps the checkout being built to /build.' \
+    'exec ${SHADOW_RECONCILER_INNER_RUSTC_WRAPPER:+"$SHADOW_RECONCILER_INNER_RUSTC_WRAPPER"} "$@" "--remap-path-prefix=$SHADOW_RECONCILER_IMAGE_SOURCE=/build"' \
+    >"$wrapper.new" && chmod 755 "$wrapper.new" && mv "$wrapper.new" "$wrapper" ||
+    die "cannot write $wrapper"
+  # The build and the copy of its binary under one lock: another checkout sharing the target
+  # directory writes its binary to the same path.
+  (
+    flock 9
+    SHADOW_RECONCILER_IMAGE_SOURCE=$root SHADOW_RECONCILER_INNER_RUSTC_WRAPPER=${RUSTC_WRAPPER:-} \
+      RUSTC_WRAPPER=$wrapper \
+      CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static $remap" \
+      CFLAGS_x86_64_unknown_linux_gnu="$cremap" CXXFLAGS_x86_64_unknown_linux_gnu="$cremap" \
+      cargo build --release --locked --target "$target" --target-dir "$target_dir" --bin shadow-reconciler >&2 ||
+      die "cargo build of the static binary failed (command above)"
+    cp "$target_dir/$target/release/shadow-reconciler" "$bin"
+  ) 9>"$target_dir/.scripts-image.lock" || exit 1
   # A static binary has no interpreter: it runs FROM scratch.
   if readelf -l "$bin" | grep -q 'Requesting program interpreter'; then
     die "$bin is dynamically linked; the image needs a static binary"

@@ -64,6 +64,24 @@ export SHADOW_RECONCILER_HELM
 # exporters/sql/trino, fetched once per machine.
 SHADOW_RECONCILER_TRINO=$(bash scripts/trino.sh)
 export SHADOW_RECONCILER_TRINO
+# The images' static release build (scripts/image.sh, for tests/system/image.rs and node_deploy.rs)
+# in one target directory per machine and toolchain: its dependencies (about 8 minutes of both
+# cores) build once per machine, each checkout's own crate every run. Directories of other
+# toolchains are removed, and this one is emptied when it passes 8 GiB (each checkout path
+# leaves its crate's artifacts there).
+cache=${SHADOW_RECONCILER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shadow-reconciler}
+image_key=$(rustc -vV | sha256sum | cut -c1-16)
+if [ -z "${SHADOW_RECONCILER_IMAGE_TARGET_DIR:-}" ]; then
+  SHADOW_RECONCILER_IMAGE_TARGET_DIR=$cache/image-build-$image_key
+  for old in "$cache"/image-build-*; do
+    [ -e "$old" ] && [ "$old" != "$SHADOW_RECONCILER_IMAGE_TARGET_DIR" ] && rm -rf "$old"
+  done
+  if [ -d "$SHADOW_RECONCILER_IMAGE_TARGET_DIR" ] &&
+    [ "$(du -sm "$SHADOW_RECONCILER_IMAGE_TARGET_DIR" | cut -f1)" -gt 8192 ]; then
+    rm -rf "$SHADOW_RECONCILER_IMAGE_TARGET_DIR"
+  fi
+fi
+export SHADOW_RECONCILER_IMAGE_TARGET_DIR
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
 # pinned versions of scripts/requirements.txt, rebuilt only when that file changes.
