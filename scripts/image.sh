@@ -100,12 +100,19 @@ build_tool() {
   # directory writes its binary to the same path.
   (
     flock 9
+    # Cargo judges a workspace crate fresh by its files' times, not their path: sources of another
+    # checkout older than the artifacts would be taken as built. So a build from another checkout
+    # than the last one makes this crate's roots newer first (only their times change).
+    if [ "$(cat "$target_dir/.built-from" 2>/dev/null)" != "$root" ]; then
+      touch "$root/src/lib.rs" "$root/src/main.rs"
+    fi
     SHADOW_RECONCILER_IMAGE_SOURCE=$root SHADOW_RECONCILER_INNER_RUSTC_WRAPPER=${RUSTC_WRAPPER:-} \
       RUSTC_WRAPPER=$wrapper \
       CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static $remap" \
       CFLAGS_x86_64_unknown_linux_gnu="$cremap" CXXFLAGS_x86_64_unknown_linux_gnu="$cremap" \
       cargo build --release --locked --target "$target" --target-dir "$target_dir" --bin shadow-reconciler >&2 ||
       die "cargo build of the static binary failed (command above)"
+    printf '%s\n' "$root" >"$target_dir/.built-from"
     cp "$target_dir/$target/release/shadow-reconciler" "$bin"
   ) 9>"$target_dir/.scripts-image.lock" || exit 1
   # A static binary has no interpreter: it runs FROM scratch.

@@ -84,15 +84,25 @@ fi
 export SHADOW_RECONCILER_IMAGE_TARGET_DIR
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
-# pinned versions of scripts/requirements.txt, rebuilt only when that file changes.
-venv=.venv
-if ! cmp -s scripts/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
-  command -v python3 >/dev/null || install_debian python3-venv python3
-  python3 -m venv "$venv" 2>/dev/null || { install_debian python3-venv python3 && rm -rf "$venv" && python3 -m venv "$venv"; }
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r scripts/requirements.txt
-  cp scripts/requirements.txt "$venv/requirements.txt"
+# pinned versions of scripts/requirements.txt, built once per machine and version of that file
+# (under the cache root; .venv links to it, for the commands the docs show).
+command -v python3 >/dev/null || install_debian python3-venv python3
+venv=$cache/venv-$(cat scripts/requirements.txt | sha256sum | cut -c1-16)-py$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+mkdir -p "$cache"
+(
+  flock 9 # another checkout may be building the same venv
+  if ! cmp -s scripts/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" 2>/dev/null || { install_debian python3-venv python3 && rm -rf "$venv" && python3 -m venv "$venv"; }
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
+    cp scripts/requirements.txt "$venv/requirements.txt"
+  fi
+) 9>"$cache/.venv.lock"
+if [ ! -L .venv ] || [ "$(readlink .venv)" != "$venv" ]; then
+  rm -rf .venv
+  ln -s "$venv" .venv
 fi
-export SHADOW_RECONCILER_PYTHON="$PWD/$venv/bin/python"
+export SHADOW_RECONCILER_PYTHON="$venv/bin/python"
 
 # Every test target, the system harness included (tests/system: the real node, kube-apiserver,
 # Spark, Trino, the Collector, the Go controllers, crash loops, the image build), which only this
@@ -106,5 +116,7 @@ for mod in sdk/go sdk/go/examples/ocm; do
   (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done
 (cd tools/otelcol && go vet ./...)  # the Collector's main: no tests of its own, run by tests/system/collector.rs
-cargo test --locked --doc
-cargo run --locked --quiet -- plan check deploy/plans/*.yaml
+# With the features of the build above, so that cargo reuses it instead of compiling the crate
+# again (a feature is part of every artifact's fingerprint).
+cargo test --locked --doc --features system-tests
+cargo run --locked --quiet --features system-tests -- plan check deploy/plans/*.yaml
