@@ -106,7 +106,9 @@ build_tool() {
     if [ "$(cat "$target_dir/.built-from" 2>/dev/null)" != "$root" ]; then
       touch "$root/src/lib.rs" "$root/src/main.rs"
     fi
-    SHADOW_RECONCILER_IMAGE_SOURCE=$root SHADOW_RECONCILER_INNER_RUSTC_WRAPPER=${RUSTC_WRAPPER:-} \
+    # The C compilers of the dependencies see a fixed SOURCE_DATE_EPOCH (their __DATE__), not the
+    # commit's: their build scripts rerun when it changes, and the binary must not depend on it.
+    SOURCE_DATE_EPOCH=315532800 SHADOW_RECONCILER_IMAGE_SOURCE=$root SHADOW_RECONCILER_INNER_RUSTC_WRAPPER=${RUSTC_WRAPPER:-} \
       RUSTC_WRAPPER=$wrapper \
       CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static $remap" \
       CFLAGS_x86_64_unknown_linux_gnu="$cremap" CXXFLAGS_x86_64_unknown_linux_gnu="$cremap" \
