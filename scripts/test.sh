@@ -6,6 +6,17 @@ cd "$(dirname "$0")/.."
 
 command -v cargo >/dev/null || { echo "scripts/test.sh: cargo is not installed" >&2; exit 1; }
 
+# Space: a run writes about 6 GiB (target/, the image build, the test node's images and pods,
+# Parquet, SeaweedFS, Prometheus), and the test node's kubelet and SeaweedFS refuse work on a
+# nearly full disk (DiskPressure below 2% free, no new volumes below 1%): said first, not guessed
+# from the failures it causes later.
+for dir in . "${TMPDIR:-/tmp}"; do
+  free_gib=$(df -P -BG "$dir" | awk 'NR == 2 { sub("G", "", $4); print $4 }')
+  if [ "${free_gib:-0}" -lt 15 ]; then
+    echo "scripts/test.sh: warning: only ${free_gib} GiB free on the filesystem of $dir; the suite needs about 6 GiB and the test node and SeaweedFS refuse work on a nearly full disk: tests may fail for want of space" >&2
+  fi
+done
+
 # What the tests need beyond the Rust toolchain, installed idempotently from Debian's packages.
 install_debian() { # package command
   command -v "$2" >/dev/null && return 0
