@@ -130,4 +130,6 @@ done
 # With the features of the build above, so that cargo reuses it instead of compiling the crate
 # again (a feature is part of every artifact's fingerprint).
 cargo test --locked --doc --features system-tests
-cargo run --locked --quiet --features system-tests -- plan check deploy/plans/*.yaml
+# The binary the tests ran (`cargo run` would compile the dependencies again: without the
+# dev-dependencies, some of their features differ).
+"${CARGO_TARGET_DIR:-target}/debug/shadow-reconciler" plan check deploy/plans/*.yaml

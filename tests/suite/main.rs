@@ -27,6 +27,7 @@ mod plan_hash;
 mod plan_mutations;
 mod plan_validation;
 mod properties;
+mod readme_paths;
 mod report;
 mod shared_vectors;
 mod shipped_plans;
