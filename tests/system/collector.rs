@@ -191,8 +191,9 @@ fn start_collector(dir: &Path, backend_port: &str, ingest_http: u16) -> (Process
 }
 
 /// A controller on the Python SDK over both OTLP transports (20 reconciles), then the engine's
-/// own traces (`simulate`, OTLP/HTTP, the SDK's default protocol).
-fn send_spans(otlp_grpc: u16, otlp_http: u16) {
+/// own traces (`simulate`, OTLP/HTTP, the SDK's default protocol); returns how many
+/// `hostedcluster` reconciles `simulate` says it ran (each one trace).
+fn send_spans(otlp_grpc: u16, otlp_http: u16) -> usize {
     for (protocol, endpoint) in [
         ("grpc", format!("http://127.0.0.1:{otlp_grpc}")),
         ("http", format!("http://127.0.0.1:{otlp_http}/v1/traces")),
@@ -225,6 +226,21 @@ fn send_spans(otlp_grpc: u16, otlp_http: u16) {
         "{}",
         String::from_utf8_lossy(&simulate.stderr)
     );
+    // The summary's line "  hostedcluster: N reconciles of M objects, ...".
+    let summary = String::from_utf8_lossy(&simulate.stdout);
+    summary
+        .lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix("hostedcluster: ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| {
+            panic!("no hostedcluster reconcile count in simulate's summary:\n{summary}")
+        })
 }
 
 /// The trace ids of the reconciles in `ingest`'s Parquet (read with DuckDB).
@@ -253,20 +269,33 @@ fn the_shipped_collector_configuration_carries_engine_and_sdk_spans_to_ingest_an
     let (_backend, backend_port) = start_backend(dir);
     let (mut ingest, listen, ingest_http) = start_ingest(dir);
     let (_collector, otlp_grpc, otlp_http) = start_collector(dir, &backend_port, ingest_http);
-    send_spans(otlp_grpc, otlp_http);
+    let simulated = send_spans(otlp_grpc, otlp_http);
 
-    // Every reconcile reaches the backend (the SDK's 20, and the engine's), each span with the
-    // cluster's name from the backend pipeline's resource processor ...
+    // Every reconcile reaches the backend (the SDK's 20, and every one `simulate` ran; the
+    // Collector may deliver them in several batches, so the test waits for all of them), each
+    // span with the cluster's name from the backend pipeline's resource processor ...
     let spans_path = dir.join("backend.jsonl");
     wait_for(
-        "the backend receives the SDK's 20 reconciles",
+        &format!("the backend receives the SDK's 20 reconciles and the engine's {simulated}"),
         DELIVERY,
-        || reconcile_traces(&backend_spans(&spans_path), "hypershift-operator").len() == 20,
-        || log(&dir.join("collector.log")),
+        || {
+            let spans = backend_spans(&spans_path);
+            reconcile_traces(&spans, "hypershift-operator").len() == 20
+                && reconcile_traces(&spans, "shadow-reconciler").len() == simulated
+        },
+        || {
+            let spans = backend_spans(&spans_path);
+            format!(
+                "at the backend: {} SDK and {} engine reconciles\n{}",
+                reconcile_traces(&spans, "hypershift-operator").len(),
+                reconcile_traces(&spans, "shadow-reconciler").len(),
+                log(&dir.join("collector.log"))
+            )
+        },
     );
     let spans = backend_spans(&spans_path);
     let engine = reconcile_traces(&spans, "shadow-reconciler");
-    assert!(!engine.is_empty(), "no engine reconcile at the backend");
+    assert!(simulated > 0, "simulate ran no hostedcluster reconcile");
     assert!(
         spans
             .iter()
