@@ -33,7 +33,8 @@ use http::{Request, Response};
 use kube::api::Api;
 use kube::client::Body;
 use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
-use shadow_reconciler::engine::{Engine, EngineSettings, OpContext, OpResult, Reconciler};
+use shadow_reconciler::engine::{Engine, OpContext, OpResult, Reconciler};
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, State,
@@ -42,6 +43,7 @@ use shadow_reconciler::scenario::population;
 use shadow_reconciler::sim::{SimConfig, Simulator};
 use shadow_reconciler::telemetry::http::Telemetry;
 use shadow_reconciler::vocab::Mode;
+use shadow_reconciler::wiring::Wiring;
 
 type Key = (String, String, Bytes);
 
@@ -174,17 +176,17 @@ fn engine<R: Measured>(
     telemetry: &Telemetry,
     parquet: &Arc<ParquetSink>,
 ) -> Engine<R> {
-    let settings = EngineSettings {
-        mode,
-        ..EngineSettings::default()
-    };
     let (reconciler, plan) = R::make();
-    let engine = Engine::new(Arc::new(reconciler), plan, client.clone(), &settings)
+    let flag = FlagSpec {
+        mode,
+        ..FlagSpec::default()
+    };
+    let flag = Arc::new(LiveFlag::new(flag, vec![plan.clone()]).expect("flag"));
+    Wiring::new(client.clone(), flag)
+        .with_metrics(telemetry.metrics().clone())
+        .with_parquet(Some(parquet.clone()))
+        .engine(reconciler, plan)
         .expect("engine")
-        .with_sink(parquet.clone());
-    let metrics = telemetry.metrics().clone();
-    metrics.engine(engine.plan(), engine.guard().clone());
-    engine.with_sink(Arc::new(metrics))
 }
 
 struct Setup<R: Reconciler> {

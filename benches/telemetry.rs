@@ -88,7 +88,7 @@ fn record() -> ReconcileRecord {
             uid: None,
         },
         plan: plan.name().to_owned(),
-        plan_hash: plan.hash().to_hex(),
+        plan_hash: *plan.hash(),
         mode: Mode::Shadow,
         flag: None,
         started_at: SystemTime::now(),

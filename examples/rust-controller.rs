@@ -20,11 +20,11 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use shadow_reconciler::engine::{
-    Engine, EngineSettings, LogSink, OpContext, OpError, OpOutput, OpResult, Reconciler,
-};
+use shadow_reconciler::engine::{Engine, OpContext, OpError, OpOutput, OpResult, Reconciler};
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::vocab::{ErrorClass, Mode};
+use shadow_reconciler::wiring::Wiring;
 
 /// A widget: a config map it renders, and a secret it needs.
 #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -123,17 +123,24 @@ impl Reconciler for WidgetReconciler {
 /// The engine for widgets, in shadow: the legacy order runs for real, the phased one is evaluated
 /// beside it. (`tests/system/rust_example.rs` runs it on a real kube-apiserver.)
 pub fn engine(client: kube::Client) -> anyhow::Result<Engine<WidgetReconciler>> {
-    let plan = Arc::new(ReconcilePlan::from_yaml("widget plan", PLAN)?);
-    let settings = EngineSettings {
+    let plan = plan()?;
+    Ok(wiring(client, &plan)?.engine(WidgetReconciler, plan)?)
+}
+
+/// The widgets' plan.
+pub fn plan() -> anyhow::Result<Arc<ReconcilePlan>> {
+    Ok(Arc::new(ReconcilePlan::from_yaml("widget plan", PLAN)?))
+}
+
+/// What the widget engine shares with any other engine of the process: the client, and the flag
+/// (shadow for every object here; a `flag::watch::run` task would let a ConfigMap change it).
+pub fn wiring(client: kube::Client, plan: &Arc<ReconcilePlan>) -> anyhow::Result<Wiring> {
+    let flag = FlagSpec {
         mode: Mode::Shadow,
-        ..EngineSettings::default()
+        ..FlagSpec::default()
     };
-    Ok(Engine::new(
-        Arc::new(WidgetReconciler),
-        plan,
-        client,
-        &settings,
-    )?)
+    let flag = LiveFlag::new(flag, vec![plan.clone()])?;
+    Ok(Wiring::new(client, Arc::new(flag)))
 }
 
 #[tokio::main]
@@ -146,7 +153,10 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let client = kube::Client::try_default().await?;
-    let engine = engine(client.clone())?.with_sink(Arc::new(LogSink));
+    let plan = plan()?;
+    let engine = wiring(client.clone(), &plan)?
+        .with_log_records(true)
+        .engine(WidgetReconciler, plan)?;
     shadow_reconciler::engine::controller::run(
         Arc::new(engine),
         Api::<Widget>::all(client),

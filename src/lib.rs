@@ -7,7 +7,8 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 6 | [`scenario`]: what `simulate` runs (population, faults, both controllers, settling) |
+//! | 7 | [`scenario`]: what `simulate` runs (population, faults, both controllers, settling) |
+//! | 6 | [`wiring`]: engines assembled with the process's flag and sinks (`run`, `simulate`, embedding controllers) |
 //! | 5 | [`telemetry`]: metrics, traces, logs, endpoints; [`analyze`]: verdicts and readiness from the Parquet data; [`manifests`]: the generated parts of `deploy/` |
 //! | 4 | [`reconcilers`]: the reference reconcilers; [`dataset`]: the Parquet dataset; [`ingest`]: records rebuilt from a Go controller's spans |
 //! | 3 | [`engine`]: the control for real, the candidate in shadow, the record and its sinks, the controller |
@@ -56,3 +57,4 @@ pub mod sim;
 pub mod telemetry;
 pub mod util;
 pub mod vocab;
+pub mod wiring;

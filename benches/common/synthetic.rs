@@ -77,7 +77,7 @@ pub fn record(plan: &ReconcilePlan, i: usize, population: usize, rng: &mut Rng) 
             uid: Some(format!("00000000-0000-0000-0000-{i:012}")),
         },
         plan: plan.name().to_owned(),
-        plan_hash: plan.hash().to_hex(),
+        plan_hash: *plan.hash(),
         mode: Mode::Shadow,
         flag: None,
         started_at: SystemTime::now(),

@@ -95,7 +95,7 @@ SPARK = Dialect(
 -- Runtime 16.3 or later): the fixpoint is a SQL script (BEGIN ... END) that stops at convergence.
 -- Reads the view `shadow_steps` declared by exporters/sql/spark/tables.sql. Run it statement by
 -- statement (the BEGIN ... END block is one statement), e.g. with spark.sql() in pyspark; see
--- exporters/sql/spark/README.md.""",
+-- exporters/sql/README.md.""",
 )
 
 TRINO = Dialect(

@@ -429,7 +429,7 @@ pub(super) fn judge(
     let conflicts = super::conflicts::reports(plan, c);
     PlanReport {
         plan: plan.name().to_owned(),
-        plan_hash: plan.hash().to_hex(),
+        plan_hash: *plan.hash(),
         reconciles: c.reconciles.max(c.step_reconciles),
         objects,
         rounds: found.rounds,

@@ -374,7 +374,7 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
             out,
             "\nplan {} ({}): {}; {} guard refusals",
             plan.plan,
-            &plan.plan_hash[..12.min(plan.plan_hash.len())],
+            plan.plan_hash.short(),
             plan_line(plan),
             plan.guard_refusals
         );

@@ -41,7 +41,7 @@ pub struct IngestArgs {
     #[arg(long, default_value = "reconcile")]
     pub reconcile_span_name: String,
     /// Attribute naming an operation span's operation.
-    #[arg(long, default_value = "shadow_reconciler.operation")]
+    #[arg(long, default_value = shadow_reconciler::vocab::span::OPERATION)]
     pub operation_attribute: String,
     /// Operation spans buffered while waiting for their reconcile span, at most.
     #[arg(long, default_value_t = 100_000)]

@@ -49,7 +49,7 @@ impl FlagArgs {
 /// `--enforce-group` matters only to objects in mode enforce: an error when nothing can put one
 /// there (not `--mode`, no flag ConfigMap watched, no annotation allowed), else the note to give
 /// when `--mode` does not.
-pub(super) fn enforce_groups_apply(
+fn enforce_groups_apply(
     mode: shadow_reconciler::vocab::Mode,
     given: bool,
     flag: &FlagArgs,
@@ -307,15 +307,36 @@ pub(super) fn resolve_groups(
     Ok(out)
 }
 
-/// (plan, group) pairs grouped by plan.
-pub(super) fn by_plan(
-    pairs: &[(String, String)],
-) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut map = std::collections::BTreeMap::<String, Vec<String>>::new();
-    for (plan, group) in pairs {
-        map.entry(plan.clone()).or_default().push(group.clone());
-    }
-    map
+/// The command line's flag: `--mode`, `--enforce-group`, `--candidate-group` (each group resolved
+/// against `plans`, as the plan's own), `--ramp-percent` and `--allow-object-override`. The one
+/// conversion from the command line to the [`FlagSpec`](shadow_reconciler::flag::FlagSpec) the
+/// engines follow (`run` and `simulate`); with the note to give when `--enforce-group` only
+/// applies through the ConfigMap or the annotation.
+pub(super) fn flag_spec(
+    mode: shadow_reconciler::vocab::Mode,
+    enforce_groups: &[String],
+    candidate_groups: &[String],
+    flag: &FlagArgs,
+    plans: &[&ReconcilePlan],
+) -> anyhow::Result<(shadow_reconciler::flag::FlagSpec, Option<String>)> {
+    use shadow_reconciler::flag::GroupRef;
+    let note = enforce_groups_apply(mode, !enforce_groups.is_empty(), flag)?;
+    let groups = |option: &str, values: &[String]| -> anyhow::Result<Vec<GroupRef>> {
+        Ok(resolve_groups(option, values, plans)?
+            .iter()
+            .map(|(plan, group)| GroupRef::qualified(plan, group))
+            .collect())
+    };
+    let enforced = groups("enforce-group", enforce_groups)?;
+    let candidate = groups("candidate-group", candidate_groups)?;
+    let spec = shadow_reconciler::flag::FlagSpec {
+        mode,
+        enforced_groups: enforced,
+        candidate_groups: (!candidate.is_empty()).then_some(candidate),
+        ramp: flag.ramp_percent,
+        allow_object_override: flag.allow_object_override,
+    };
+    Ok((spec, note))
 }
 
 pub(super) fn parse_probability(s: &str) -> Result<f64, String> {

@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag};
+use shadow_reconciler::flag::LiveFlag;
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario;
+use shadow_reconciler::wiring::Wiring;
 
-use super::options::{
-    FlagArgs, ParquetArgs, cluster_config, enforce_groups_apply, finish, parse_probability,
-};
+use super::options::{FlagArgs, ParquetArgs, cluster_config, finish, flag_spec, parse_probability};
 use super::shutdown_signal;
 
 /// How long `run` waits for its controllers to stop after SIGTERM.
@@ -74,7 +73,6 @@ pub(super) struct RunArgs {
 }
 
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    use shadow_reconciler::engine::EngineSettings;
     use shadow_reconciler::reconcilers::addon::AddOnReconciler;
     use shadow_reconciler::reconcilers::hostedcluster::HostedClusterReconciler;
 
@@ -95,14 +93,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         plans.push(AddOnReconciler::plan());
     }
     let flag = Arc::new(flag_defaults(args, plans)?);
-    // The groups come from the shared flag (checked against every plan that runs).
-    let settings = EngineSettings {
-        mode: args.mode,
-        reexecute_sample_rate: args.sample_rate,
-        ..EngineSettings::default()
-    };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(controllers(args, (hostedcluster, addon), &flag, &settings))
+    runtime.block_on(controllers(args, (hostedcluster, addon), &flag))
 }
 
 /// Runs the chosen controllers until SIGTERM or Ctrl-C, with the endpoints and sinks around them.
@@ -110,7 +102,6 @@ async fn controllers(
     args: &RunArgs,
     (hostedcluster, addon): (bool, bool),
     flag: &Arc<LiveFlag>,
-    settings: &shadow_reconciler::engine::EngineSettings,
 ) -> anyhow::Result<ExitCode> {
     use shadow_reconciler::engine::controller::crd_name;
     use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
@@ -172,14 +163,12 @@ async fn controllers(
     .flatten()
     .collect();
     let mut synced = telemetry.ready_when_listed(&kinds);
-    let wiring = Wiring {
-        client: &client,
-        settings,
-        flag,
-        telemetry: &telemetry,
-        traces: traces.as_ref(),
-        parquet: parquet.as_ref(),
-    };
+    let wiring = Wiring::new(client.clone(), flag.clone())
+        .with_reexecute_sample_rate(args.sample_rate)
+        .with_log_records(true)
+        .with_metrics(telemetry.metrics().clone())
+        .with_traces(traces.clone())
+        .with_parquet(parquet.clone());
     if hostedcluster {
         let plan = HostedClusterReconciler::plan();
         let on_synced = synced.remove(0);
@@ -187,24 +176,22 @@ async fn controllers(
             Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
             None => kube::Api::all(client.clone()),
         };
-        tasks.push(wiring.spawn(
-            HostedClusterReconciler,
-            plan,
+        tasks.push(spawn(
+            wiring.engine(HostedClusterReconciler, plan)?,
             api,
             until_stopped(stopped.clone()),
             on_synced,
-        )?);
+        ));
     }
     if addon {
         let plan = AddOnReconciler::plan();
         let on_synced = synced.remove(0);
-        tasks.push(wiring.spawn(
-            AddOnReconciler,
-            plan,
+        tasks.push(spawn(
+            wiring.engine(AddOnReconciler, plan)?,
             kube::Api::all(client.clone()),
             until_stopped(stopped.clone()),
             on_synced,
-        )?);
+        ));
     }
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
     terminated.await;
@@ -256,53 +243,19 @@ async fn stop_all(
     Ok(())
 }
 
-/// What every controller of `run` shares: the client, the engine settings, the flag and the sinks.
-struct Wiring<'a> {
-    client: &'a kube::Client,
-    settings: &'a shadow_reconciler::engine::EngineSettings,
-    flag: &'a Arc<LiveFlag>,
-    telemetry: &'a shadow_reconciler::telemetry::http::Telemetry,
-    traces: Option<&'a Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
-    parquet: Option<&'a Arc<shadow_reconciler::dataset::ParquetSink>>,
-}
-
-impl Wiring<'_> {
-    /// Spawns `reconciler`'s controller: its engine on `plan`, following the flag, with the log,
-    /// metrics and (when on) trace and Parquet sinks, declared in the metrics.
-    fn spawn<R: shadow_reconciler::engine::Reconciler>(
-        &self,
-        reconciler: R,
-        plan: Arc<ReconcilePlan>,
-        api: kube::Api<R::Object>,
-        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-        on_synced: impl FnOnce() + Send + 'static,
-    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        use shadow_reconciler::engine::{Engine, LogSink};
-        let engine = Engine::new(
-            Arc::new(reconciler),
-            plan,
-            self.client.clone(),
-            self.settings,
-        )?
-        .with_flag(self.flag.clone());
-        let metrics = self.telemetry.metrics().clone();
-        metrics.engine(engine.plan(), engine.guard().clone());
-        let mut engine = engine
-            .with_sink(Arc::new(LogSink))
-            .with_sink(Arc::new(metrics));
-        if let Some(traces) = self.traces {
-            engine = engine.with_sink(traces.clone());
-        }
-        if let Some(parquet) = self.parquet {
-            engine = engine.with_sink(parquet.clone());
-        }
-        Ok(tokio::spawn(shadow_reconciler::engine::controller::run(
-            Arc::new(engine),
-            api,
-            shutdown,
-            on_synced,
-        )))
-    }
+/// Spawns `engine`'s controller on `api`.
+fn spawn<R: shadow_reconciler::engine::Reconciler>(
+    engine: shadow_reconciler::engine::Engine<R>,
+    api: kube::Api<R::Object>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    on_synced: impl FnOnce() + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(shadow_reconciler::engine::controller::run(
+        Arc::new(engine),
+        api,
+        shutdown,
+        on_synced,
+    ))
 }
 
 /// The command line's flag for `run`: --mode, --enforce-group, --candidate-group, --ramp-percent and
@@ -311,28 +264,17 @@ pub fn flag_defaults(
     args: &RunArgs,
     plans: Vec<std::sync::Arc<ReconcilePlan>>,
 ) -> anyhow::Result<LiveFlag> {
-    if let Some(note) =
-        enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?
-    {
+    let loaded: Vec<&ReconcilePlan> = plans.iter().map(AsRef::as_ref).collect();
+    let (spec, note) = flag_spec(
+        args.mode,
+        &args.enforce_groups,
+        &args.candidate_groups,
+        &args.flag,
+        &loaded,
+    )?;
+    if let Some(note) = note {
         tracing::warn!("{note}");
     }
-    // Checked, and worded, as in every command that takes a group; each as the plan's own.
-    let loaded: Vec<&ReconcilePlan> = plans.iter().map(AsRef::as_ref).collect();
-    let groups = |option: &str, values: &[String]| -> anyhow::Result<Vec<GroupRef>> {
-        Ok(super::options::resolve_groups(option, values, &loaded)?
-            .iter()
-            .map(|(plan, group)| GroupRef::qualified(plan, group))
-            .collect())
-    };
-    let candidate = groups("candidate-group", &args.candidate_groups)?;
-    let enforced = groups("enforce-group", &args.enforce_groups)?;
-    let spec = FlagSpec {
-        mode: args.mode,
-        enforced_groups: enforced,
-        candidate_groups: (!candidate.is_empty()).then_some(candidate),
-        ramp: args.flag.ramp_percent,
-        allow_object_override: args.flag.allow_object_override,
-    };
     LiveFlag::new(spec, plans).map_err(|error| {
         let option = match error.field() {
             shadow_reconciler::flag::Field::CandidateGroups => "--candidate-group",

@@ -12,8 +12,8 @@ use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario;
 
 use super::options::{
-    FlagArgs, LoadedPlan, ParquetArgs, by_plan, cluster_config, enforce_groups_apply, finish,
-    load_plans, parse_probability, resolve_groups, shipped_or_file,
+    FlagArgs, LoadedPlan, ParquetArgs, cluster_config, finish, flag_spec, load_plans,
+    parse_probability, resolve_groups, shipped_or_file,
 };
 use super::{EXIT_INTERRUPTED, shutdown_signal};
 
@@ -168,7 +168,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     // Every option that can be refused is checked before the dataset directory is touched.
     let files: Vec<PathBuf> = args.plans.iter().map(PathBuf::from).collect();
     let plans = load_plans(&files)?;
-    let (enforced_groups, candidate_groups) = scenario_groups(args, &plans)?;
+    let flag = command_line_flag(args, &plans)?;
     if !args.no_parquet {
         local_dataset(&args.parquet_dir)?;
         args.parquet.local_only(&args.parquet_dir)?;
@@ -196,19 +196,15 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         telemetry: Some(telemetry.clone()),
         parquet: parquet.clone(),
         plans: plans.iter().map(|p| Arc::new(p.plan.clone())).collect(),
-        enforced_groups: by_plan(&enforced_groups),
-        candidate_groups: by_plan(&candidate_groups),
+        flag,
         hosted_clusters: args.hosted_clusters,
         addons: args.addons,
         scenario: args.scenario,
         seed: args.seed,
-        mode: args.mode,
         duration: std::time::Duration::from_secs(args.duration),
         started: Some(started),
-        ramp: args.flag.ramp_percent,
-        allow_object_override: args.flag.allow_object_override,
         same_code: args.same_code,
-        flag: args.flag.target(),
+        flag_configmap: args.flag.target(),
         progress: !args.quiet,
         traces,
         cluster,
@@ -321,19 +317,23 @@ fn conclude(
     })
 }
 
-/// The scenario's enforced and candidate groups (plan, group), once `--enforce-group` is known to
-/// apply.
-type Groups = Vec<(String, String)>;
-fn scenario_groups(args: &SimulateArgs, plans: &[LoadedPlan]) -> anyhow::Result<(Groups, Groups)> {
-    let note = enforce_groups_apply(args.mode, !args.enforce_groups.is_empty(), &args.flag)?;
+/// The flag the engines follow until the simulated cluster's ConfigMap says otherwise.
+fn command_line_flag(
+    args: &SimulateArgs,
+    plans: &[LoadedPlan],
+) -> anyhow::Result<shadow_reconciler::flag::FlagSpec> {
+    let plans: Vec<&ReconcilePlan> = plans.iter().map(|p| &p.plan).collect();
+    let (spec, note) = flag_spec(
+        args.mode,
+        &args.enforce_groups,
+        &args.candidate_groups,
+        &args.flag,
+        &plans,
+    )?;
     if let Some(note) = note.filter(|_| !args.quiet) {
         eprintln!("note: {note}");
     }
-    let plans: Vec<&ReconcilePlan> = plans.iter().map(|p| &p.plan).collect();
-    Ok((
-        resolve_groups("enforce-group", &args.enforce_groups, &plans)?,
-        resolve_groups("candidate-group", &args.candidate_groups, &plans)?,
-    ))
+    Ok(spec)
 }
 
 /// `simulate --kubeconfig`: the cluster to run on instead of the simulator.

@@ -164,7 +164,8 @@ impl ReconcileStrings {
     pub(super) fn append(&mut self, r: &ReconcileRecord, id: &str) {
         self.reconcile_id.append_value(id);
         self.plan.append_value(&r.plan);
-        self.plan_hash.append_value(&r.plan_hash);
+        self.plan_hash
+            .append_value(std::str::from_utf8(&r.plan_hash.hex_digits()).unwrap_or_default());
         self.mode.append_value(r.mode.as_str());
         self.kind.append_value(&r.object.kind);
         self.namespace.append_option(r.object.namespace.as_deref());

@@ -9,7 +9,7 @@ use super::schema::Table;
 use super::writer::{commit_file, temporary_name};
 
 /// Completes or removes the parts of rotations a writer that died left (see
-/// [`DatasetWriter::rotate`], which renames writes, then steps, then reconciles): a writes or
+/// [`DatasetWriter::rotate`](super::DatasetWriter::rotate), which renames writes, then steps, then reconciles): a writes or
 /// steps file without its reconciles file gets the missing later files from their prepared
 /// temporary files when those are whole Parquet files; else, once older than `age` (a live
 /// writer may be between its renames, or retrying), the orphan is removed. Returns how many

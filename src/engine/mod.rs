@@ -37,41 +37,10 @@ pub use record::{
 pub(crate) use record::{Trace, assemble};
 pub use writes::WriteDifference;
 
-use crate::flag::{Evaluation, FlagSpec, FlagState, GroupRef, LiveFlag, PlanFlag};
+use crate::flag::{Evaluation, FlagSpec, FlagState, LiveFlag};
 use crate::model::Policy;
 use crate::plan::{LookupError, ReconcilePlan};
 use crate::vocab::{CodePath, Mode};
-
-/// How the engine runs.
-#[derive(Clone, Debug)]
-pub struct EngineSettings {
-    /// off, shadow or enforce.
-    pub mode: Mode,
-    /// Rollout groups the control enforces (mode `enforce`).
-    pub enforced_groups: Vec<String>,
-    /// Rollout groups the candidate enforces; `None`: every group.
-    pub candidate_groups: Option<Vec<String>>,
-    /// Fraction of the steps the candidate would reuse that it re-executes through the dry-run
-    /// client instead, to measure whether the phased order changes their outcome (0 to 1).
-    pub reexecute_sample_rate: f64,
-    /// The share of objects that get `mode`; the others get the mode below it.
-    pub ramp: crate::flag::Ramp,
-    /// Whether an object's `shadow-reconciler.io/mode` annotation chooses its mode.
-    pub allow_object_override: bool,
-}
-
-impl Default for EngineSettings {
-    fn default() -> Self {
-        Self {
-            mode: Mode::Shadow,
-            enforced_groups: Vec::new(),
-            candidate_groups: None,
-            reexecute_sample_rate: 0.0,
-            ramp: crate::flag::Ramp::ALL,
-            allow_object_override: false,
-        }
-    }
-}
 
 /// Errors building an engine.
 #[derive(Debug, thiserror::Error)]
@@ -102,12 +71,20 @@ pub enum EngineError {
         /// What is wrong.
         problem: &'static str,
     },
-    /// A rollout group named in the settings does not exist.
+    /// The flag was built for other plans than the engine's: it cannot place this plan's
+    /// groups.
+    #[error(
+        "plan {plan}: the flag given to the engine was built for the plans {known}, not this one (build the LiveFlag with every plan its engines run)"
+    )]
+    FlagPlan {
+        /// The engine's plan.
+        plan: String,
+        /// The plans the flag knows.
+        known: String,
+    },
+    /// A rollout group of the flag does not exist in the engine's plan.
     #[error(transparent)]
     Group(#[from] LookupError),
-    /// The settings do not make a valid flag.
-    #[error(transparent)]
-    Flag(#[from] crate::flag::FieldError),
 }
 
 /// What the controller gets back from one reconcile: the control's verdict.
@@ -121,7 +98,34 @@ pub struct ReconcileOutcome {
     pub condition_written: bool,
 }
 
-/// The engine for one reconciler and plan.
+/// The engine for one reconciler and plan: [`reconcile`](Engine::reconcile) runs the control for
+/// real and the candidate in shadow, records both to the sinks, and answers with the control's
+/// verdict ([`Reconciler`] shows a whole reconcile; `wiring::Wiring` adds the process's sinks).
+///
+/// It starts only when the plan and the code name the same operations:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use shadow_reconciler::engine::Engine;
+/// use shadow_reconciler::flag::{FlagSpec, LiveFlag};
+/// use shadow_reconciler::reconcilers::addon::AddOnReconciler;
+/// use shadow_reconciler::reconcilers::hostedcluster::HostedClusterReconciler;
+///
+/// // No request is made until a reconcile: any address will do here.
+/// let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse()?))?;
+/// let plan = HostedClusterReconciler::plan();
+/// let flag = Arc::new(LiveFlag::new(FlagSpec::default(), vec![plan.clone()])?);
+/// let engine = Engine::new(Arc::new(HostedClusterReconciler), plan.clone(), client.clone(), flag.clone())?;
+/// assert_eq!(engine.plan().name(), "hostedcluster");
+///
+/// // The add-on reconciler's code against the HostedCluster plan: refused, the differences named.
+/// let refused = Engine::new(Arc::new(AddOnReconciler), plan, client, flag).unwrap_err();
+/// assert!(refused.to_string().starts_with("plan hostedcluster and reconciler disagree"));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Engine<R: Reconciler> {
     reconciler: Arc<R>,
     plan: Arc<ReconcilePlan>,
@@ -150,12 +154,15 @@ impl<R: Reconciler> fmt::Debug for Engine<R> {
 }
 
 impl<R: Reconciler> Engine<R> {
-    /// Matches the plan with the reconciler's operations and builds the policies of `settings`.
+    /// Matches the plan with the reconciler's operations; every reconcile's mode, rollout groups,
+    /// ramp and annotation override then come from `flag` (the one carrier of those settings,
+    /// built from the command line and updated by the ConfigMap watcher; engines of several
+    /// plans share one).
     pub fn new(
         reconciler: Arc<R>,
         plan: Arc<ReconcilePlan>,
         client: kube::Client,
-        settings: &EngineSettings,
+        flag: Arc<LiveFlag>,
     ) -> Result<Self, EngineError> {
         let code = reconciler.operations();
         let missing_in_code: Vec<String> = plan
@@ -211,25 +218,19 @@ impl<R: Reconciler> Engine<R> {
                 );
             }
         }
-        // Every named group must exist, whatever the mode: a typo is an error, not a no-op.
-        plan.group_members(&settings.enforced_groups)?;
-        if let Some(groups) = &settings.candidate_groups {
-            plan.group_members(groups)?;
+        // The flag checked its groups against its plans (a typo is an error, not a no-op); it
+        // must know this one.
+        if !flag.plans().iter().any(|p| p.name() == plan.name()) {
+            return Err(EngineError::FlagPlan {
+                plan: plan.name().to_owned(),
+                known: flag
+                    .plans()
+                    .iter()
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
         }
-        let qualified = |groups: &[String]| -> Vec<GroupRef> {
-            groups
-                .iter()
-                .map(|g| GroupRef::qualified(plan.name(), g))
-                .collect()
-        };
-        let spec = FlagSpec {
-            mode: settings.mode,
-            enforced_groups: qualified(&settings.enforced_groups),
-            candidate_groups: settings.candidate_groups.as_deref().map(qualified),
-            ramp: settings.ramp,
-            allow_object_override: settings.allow_object_override,
-        };
-        let flag = Arc::new(LiveFlag::new(spec, vec![plan.clone()])?);
         let policies = Policies::build(&plan, &flag.current())?;
         Ok(Self {
             reconciler,
@@ -241,7 +242,7 @@ impl<R: Reconciler> Engine<R> {
             dry: dryrun::DryRunClient::new(client.clone()),
             real: client,
             sinks: Vec::new(),
-            sample_rate: settings.reexecute_sample_rate.clamp(0.0, 1.0),
+            sample_rate: 0.0,
             samples: std::sync::atomic::AtomicU64::new(0),
             trace_seed: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -265,11 +266,12 @@ impl<R: Reconciler> Engine<R> {
         &self.plan
     }
 
-    /// Decides every reconcile's mode from `flag` (shared with a watcher and other engines)
-    /// instead of the settings given to [`Engine::new`].
+    /// Re-executes this fraction (0 to 1, clamped) of the steps the candidate would reuse through
+    /// the dry-run client instead, to measure whether the phased order changes their outcome
+    /// (default 0: every reusable step reused).
     #[must_use]
-    pub fn with_flag(mut self, flag: Arc<LiveFlag>) -> Self {
-        self.flag = flag;
+    pub fn with_reexecute_sample_rate(mut self, rate: f64) -> Self {
+        self.sample_rate = rate.clamp(0.0, 1.0);
         self
     }
 
@@ -314,7 +316,7 @@ impl<R: Reconciler> Engine<R> {
         let started = Instant::now();
         let flag = self.flag.current();
         let policies = self.policies(&flag);
-        let evaluation = evaluate(&flag, &policies.flag, object.as_ref());
+        let evaluation = evaluate(&flag, object.as_ref());
         let (control_policy, candidate_policy) = policies.for_mode(evaluation.mode);
         let mut shadow = runs::Shadow::new(self.plan.len(), started);
         let (control_report, control, state) = self
@@ -411,7 +413,6 @@ impl<R: Reconciler> Engine<R> {
 struct Policies {
     spec: Arc<FlagSpec>,
     generation: u64,
-    flag: PlanFlag,
     sequential: Policy,
     enforce: Policy,
     candidate: Policy,
@@ -430,7 +431,6 @@ impl Policies {
             sequential: Policy::sequential(plan.clone()),
             enforce: Policy::phased(plan.clone(), &flag.enforced_groups)?,
             candidate,
-            flag,
         })
     }
 
@@ -445,7 +445,7 @@ impl Policies {
 }
 
 /// The object's mode under the flag: by its UID's bucket, or its annotation when allowed.
-fn evaluate<K: Resource>(state: &FlagState, flag: &PlanFlag, object: &K) -> Evaluation {
+fn evaluate<K: Resource>(state: &FlagState, object: &K) -> Evaluation {
     let meta = object.meta();
     let fallback;
     let uid = if let Some(uid) = &meta.uid {
@@ -463,7 +463,7 @@ fn evaluate<K: Resource>(state: &FlagState, flag: &PlanFlag, object: &K) -> Eval
         .as_ref()
         .and_then(|a| a.get(crate::flag::ANNOTATION))
         .map(String::as_str);
-    state.evaluate(flag, uid, annotation)
+    state.evaluate(uid, annotation)
 }
 
 fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> ObjectKey {

@@ -203,6 +203,94 @@ impl<K, S> OpContext<K, S> {
 /// `run`'s, and the engine runs the candidate's code in dry-run on the same world just before
 /// the control's and records what it would have written differently. An operation the plan
 /// marks `only: legacy` is implemented by `run_legacy` alone.
+///
+/// A reconciler of two operations on the embedded simulator: the legacy loop stops at the
+/// missing secret, the phased reconcile (in shadow, through the dry-run client) renders the
+/// config map anyway, and the record says so:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+/// use kube::api::{Api, PostParams};
+/// use shadow_reconciler::engine::{Engine, MemorySink, OpContext, OpError, OpOutput, OpResult, Reconciler};
+/// use shadow_reconciler::flag::{FlagSpec, LiveFlag};
+/// use shadow_reconciler::plan::ReconcilePlan;
+/// use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
+/// use shadow_reconciler::vocab::{ErrorClass, Execution};
+///
+/// struct Renderer;
+///
+/// impl Reconciler for Renderer {
+///     type Object = HostedCluster;
+///     type State = ();
+///
+///     fn operations(&self) -> &'static [&'static str] {
+///         &["FetchSecret", "RenderConfig"]
+///     }
+///
+///     // The client is real in the control and dry-run in the candidate.
+///     async fn run(&self, op: &str, ctx: &mut OpContext<HostedCluster, ()>) -> OpResult {
+///         let ns = "clusters";
+///         let fail = |e: kube::Error| OpError::new(ErrorClass::Server, e.to_string());
+///         match op {
+///             "FetchSecret" => match Api::<Secret>::namespaced(ctx.client(), ns).get_opt("ssh-key").await {
+///                 Ok(Some(_)) => Ok(OpOutput::done()),
+///                 Ok(None) => Err(OpError::new(ErrorClass::NotFound, "secret ssh-key not found")),
+///                 Err(e) => Err(fail(e)),
+///             },
+///             "RenderConfig" => {
+///                 let mut map = ConfigMap::default();
+///                 map.metadata.name = Some("rendered".into());
+///                 Api::<ConfigMap>::namespaced(ctx.client(), ns)
+///                     .create(&PostParams::default(), &map)
+///                     .await
+///                     .map(|_| OpOutput::done())
+///                     .map_err(fail)
+///             }
+///             other => Err(OpError::internal(format!("no operation {other}"))),
+///         }
+///     }
+/// }
+///
+/// // The legacy loop's order, and the phases the phased reconcile runs them in.
+/// let plan = Arc::new(ReconcilePlan::from_yaml("renderer.yaml", "
+/// apiVersion: shadow-reconciler.io/v1alpha1
+/// kind: ReconcilePlan
+/// metadata: {name: renderer}
+/// spec:
+///   operations:
+///     - {name: FetchSecret, phase: 1, category: critical, shadow: dry-run}
+///     - {name: RenderConfig, phase: 1, category: non-critical, shadow: dry-run}
+///   legacy: {order: [FetchSecret, RenderConfig]}
+/// ")?);
+/// let sim = shadow_reconciler::sim::Simulator::start(Default::default()).await?;
+/// let client = kube::Client::try_from(kube::Config::new(sim.url().parse()?))?;
+/// shadow_reconciler::scenario::population::create_crds(&client).await?;
+/// let mut ns = Namespace::default();
+/// ns.metadata.name = Some("clusters".into());
+/// Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+/// let hc = Api::<HostedCluster>::namespaced(client.clone(), "clusters")
+///     .create(&PostParams::default(), &HostedCluster::new("alpha", Default::default()))
+///     .await?;
+///
+/// let flag = Arc::new(LiveFlag::new(FlagSpec::default(), vec![plan.clone()])?); // shadow
+/// let sink = MemorySink::new();
+/// let engine = Engine::new(Arc::new(Renderer), plan, client.clone(), flag)?
+///     .with_sink(Arc::new(sink.clone()));
+/// let outcome = engine.reconcile(Arc::new(hc)).await;
+///
+/// assert!(outcome.error.unwrap().contains("secret ssh-key not found"));
+/// let record = sink.records().pop().unwrap();
+/// assert_eq!(record.unblocked, ["RenderConfig"]);
+/// let render = record.candidate.iter().find(|s| s.operation == "RenderConfig").unwrap();
+/// assert_eq!(render.execution, Execution::DryRun);
+/// // Shadow persisted nothing: the config map exists only in the dry run's answer.
+/// assert!(Api::<ConfigMap>::namespaced(client, "clusters").get_opt("rendered").await?.is_none());
+/// # Ok(())
+/// # }
+/// ```
 pub trait Reconciler: Send + Sync + 'static {
     /// The kind reconciled.
     type Object: kube::Resource<DynamicType = ()>

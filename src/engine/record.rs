@@ -137,8 +137,8 @@ pub struct ReconcileRecord {
     pub object: ObjectKey,
     /// Plan name.
     pub plan: String,
-    /// Plan content hash (full hex).
-    pub plan_hash: String,
+    /// Plan content hash.
+    pub plan_hash: crate::plan::PlanHash,
     /// The mode the reconcile ran in.
     pub mode: Mode,
     /// How the flag decided that mode (`None` when no flag decided, e.g. a record rebuilt from
@@ -347,7 +347,7 @@ pub(crate) fn assemble(
     let mut record = ReconcileRecord {
         object,
         plan: plan.name().to_owned(),
-        plan_hash: plan.hash().to_hex(),
+        plan_hash: *plan.hash(),
         mode,
         flag,
         started_at,

@@ -132,33 +132,9 @@ impl WriteLog {
     }
 }
 
-/// The span event that carries a write difference (on the candidate's span of the operation, or
-/// the control's for an operation of the legacy path only), and its attributes: the same in the
-/// Rust engine's traces, the Go package's spans and what `ingest` reads.
-pub mod event {
-    /// The event's name.
-    pub const NAME: &str = "shadow_reconciler.write_difference";
-    /// The written object's API group (empty for the core group).
-    pub const GROUP: &str = "shadow_reconciler.write.group";
-    /// Its kind.
-    pub const KIND: &str = "shadow_reconciler.write.kind";
-    /// Its namespace (absent when cluster-scoped).
-    pub const NAMESPACE: &str = "shadow_reconciler.write.namespace";
-    /// Its name.
-    pub const NAME_ATTRIBUTE: &str = "shadow_reconciler.write.name";
-    /// The subresource written (absent for the object itself).
-    pub const SUBRESOURCE: &str = "shadow_reconciler.write.subresource";
-    /// The control's last accepted verb (absent: it wrote nothing).
-    pub const CONTROL: &str = "shadow_reconciler.write.control";
-    /// The candidate's last accepted (dry-run) verb (absent: it wrote nothing).
-    pub const CANDIDATE: &str = "shadow_reconciler.write.candidate";
-    /// The differing fields (a string array).
-    pub const FIELDS: &str = "shadow_reconciler.write.fields";
-    /// How many fields differ in all.
-    pub const FIELDS_TOTAL: &str = "shadow_reconciler.write.fields_total";
-    /// Whether the plan declares it.
-    pub const INTENDED: &str = "shadow_reconciler.write.intended";
-}
+/// The span event that carries a write difference and its attributes: the same in the Rust
+/// engine's traces, the Go package's spans and what `ingest` reads.
+pub use crate::vocab::span::event;
 
 /// The kinds of resources, learned from the answers that named them (a DELETE is answered with
 /// a `Status`, which does not), over a table of the built-in ones.
@@ -250,7 +226,7 @@ pub struct WriteDifference {
     /// The candidate's last accepted (dry-run) verb on it, `None` when it wrote nothing.
     pub candidate: Option<WriteVerb>,
     /// Where both wrote it: the fields whose values differ (at most
-    /// [`MAX_FIELDS`](super::fielddiff::MAX_FIELDS)).
+    /// [`MAX_FIELDS`]).
     pub fields: Vec<String>,
     /// How many fields differ in all (more than `fields` lists when it was cut).
     pub fields_total: u32,

@@ -212,7 +212,6 @@ impl FlagSpec {
                 .collect()
         };
         PlanFlag {
-            mode: self.mode,
             enforced_groups: names(&self.enforced_groups),
             // A plan the list does not name evaluates every group.
             candidate_groups: self
@@ -220,8 +219,6 @@ impl FlagSpec {
                 .as_deref()
                 .map(names)
                 .filter(|named| !named.is_empty()),
-            ramp: self.ramp,
-            allow_object_override: self.allow_object_override,
         }
     }
 
@@ -260,19 +257,14 @@ fn known(plans: &[Arc<ReconcilePlan>]) -> String {
         .join(", ")
 }
 
-/// The flag for one plan: group names resolved.
-#[derive(Clone, Debug, PartialEq)]
+/// The flag's rollout groups as one plan sees them: its own groups' names (the mode, ramp and
+/// override are the [`FlagSpec`]'s, read from it).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanFlag {
-    /// The mode inside the ramp.
-    pub mode: Mode,
     /// Groups of this plan the control enforces in mode `enforce`.
     pub enforced_groups: Vec<String>,
     /// Groups of this plan the candidate evaluates; `None`: every group.
     pub candidate_groups: Option<Vec<String>>,
-    /// The share of objects that get `mode`.
-    pub ramp: Ramp,
-    /// Whether the annotation chooses.
-    pub allow_object_override: bool,
 }
 
 /// Where the flag in force came from.
@@ -385,7 +377,8 @@ pub struct Evaluation {
 impl FlagState {
     /// The mode of an object: its annotation when allowed, else the ramp.
     #[must_use]
-    pub fn evaluate(&self, flag: &PlanFlag, uid: &str, annotation: Option<&str>) -> Evaluation {
+    pub fn evaluate(&self, uid: &str, annotation: Option<&str>) -> Evaluation {
+        let flag = &self.spec;
         let version = match &self.source {
             Source::ConfigMap {
                 resource_version, ..

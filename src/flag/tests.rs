@@ -210,16 +210,11 @@ fn golden_bucket(uid: &str) -> u16 {
 
 #[test]
 fn the_annotation_wins_only_when_allowed() {
-    let hc = plans()
-        .into_iter()
-        .find(|p| p.name() == "hostedcluster")
-        .unwrap();
     let flag = live();
     flag.apply(Some(&config_map("1", &[("mode", "shadow")])))
         .unwrap();
     let state = flag.current();
-    let plan_flag = state.spec.for_plan(&hc);
-    let e = state.evaluate(&plan_flag, "u", Some("enforce"));
+    let e = state.evaluate("u", Some("enforce"));
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
     assert_eq!(e.version.as_deref(), Some("1"));
     flag.apply(Some(&config_map(
@@ -228,14 +223,13 @@ fn the_annotation_wins_only_when_allowed() {
     )))
     .unwrap();
     let state = flag.current();
-    let plan_flag = state.spec.for_plan(&hc);
-    let e = state.evaluate(&plan_flag, "u", Some("enforce"));
+    let e = state.evaluate("u", Some("enforce"));
     assert_eq!((e.mode, e.reason), (Mode::Enforce, Reason::TargetingMatch));
-    let e = state.evaluate(&plan_flag, "u", Some("off"));
+    let e = state.evaluate("u", Some("off"));
     assert_eq!((e.mode, e.reason), (Mode::Off, Reason::TargetingMatch));
-    let e = state.evaluate(&plan_flag, "u", Some("bogus"));
+    let e = state.evaluate("u", Some("bogus"));
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Error));
-    let e = state.evaluate(&plan_flag, "u", None);
+    let e = state.evaluate("u", None);
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
 }
 
@@ -244,10 +238,6 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
     assert_eq!(below(Mode::Enforce), Mode::Shadow);
     assert_eq!(below(Mode::Shadow), Mode::Off);
     assert_eq!(below(Mode::Off), Mode::Off);
-    let hc = plans()
-        .into_iter()
-        .find(|p| p.name() == "hostedcluster")
-        .unwrap();
     let flag = live();
     flag.apply(Some(&config_map(
         "1",
@@ -255,17 +245,12 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
     )))
     .unwrap();
     let state = flag.current();
-    let plan_flag = state.spec.for_plan(&hc);
     let (mut enforce, mut shadow) = (0, 0);
     for i in 0..1000 {
         let uid = format!("uid-{i}");
-        let e = state.evaluate(&plan_flag, &uid, None);
+        let e = state.evaluate(&uid, None);
         assert_eq!(e.reason, Reason::Split);
-        assert_eq!(
-            e,
-            state.evaluate(&plan_flag, &uid, None),
-            "same object, same side"
-        );
+        assert_eq!(e, state.evaluate(&uid, None), "same object, same side");
         match e.mode {
             Mode::Enforce => enforce += 1,
             Mode::Shadow => shadow += 1,

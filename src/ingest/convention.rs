@@ -7,26 +7,12 @@ use opentelemetry_proto::tonic::trace::v1::{Span, status};
 
 use crate::engine::WriteDifference;
 use crate::engine::classify::class_of_status;
-use crate::vocab::{ErrorClass, WriteVerb};
-
-/// Attribute naming a reconcile span's plan (on the span or its resource).
-pub const PLAN_ATTRIBUTE: &str = "shadow_reconciler.plan";
-/// Attribute marking a span as a reconcile span, whatever its name.
-pub const RECONCILE_ATTRIBUTE: &str = "shadow_reconciler.reconcile";
-/// Attribute of an operation span: which run it belongs to, `control` (the default) or
-/// `candidate`.
-pub const POLICY_ATTRIBUTE: &str = "shadow_reconciler.policy";
-/// Attribute of a candidate operation span: how it executed (`dry-run`, `reused`,
-/// `not-simulated`).
-pub const EXECUTION_ATTRIBUTE: &str = "shadow_reconciler.execution";
-/// On a candidate's dry-run operation span: whether it re-evaluates a step the control failed on
-/// a 409 Conflict (only those count in the conflict resolutions; a sampled re-execution does not).
-pub const REEVALUATED_ATTRIBUTE: &str = "shadow_reconciler.reevaluated";
+use crate::vocab::{ErrorClass, WriteVerb, span};
 
 /// How spans are read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Convention {
-    /// The name of reconcile spans (also recognised: [`RECONCILE_ATTRIBUTE`] = true).
+    /// The name of reconcile spans (also recognised: [`span::RECONCILE`] = true).
     pub reconcile_span_name: String,
     /// The attribute carrying an operation span's operation name (default
     /// `shadow_reconciler.operation`); a span without it whose name is an operation of the plan
@@ -38,7 +24,7 @@ impl Default for Convention {
     fn default() -> Self {
         Self {
             reconcile_span_name: "reconcile".into(),
-            operation_attribute: "shadow_reconciler.operation".into(),
+            operation_attribute: span::OPERATION.into(),
         }
     }
 }
@@ -86,7 +72,7 @@ pub const MAX_WRITE_EVENTS: usize = 256;
 /// The write difference events of a span; an event without a kind or name, or with a verb that
 /// is not one, is left out.
 fn write_events(span: &Span) -> Vec<WriteDifference> {
-    use crate::engine::writes::event;
+    use crate::vocab::span::event;
     span.events
         .iter()
         .filter(|e| e.name == event::NAME)
@@ -257,10 +243,10 @@ fn integer(attributes: &[KeyValue], key: &str) -> Option<i64> {
 #[must_use]
 pub fn class_of(attributes: &[KeyValue]) -> ErrorClass {
     let code = integer(attributes, "http.response.status_code")
-        .or_else(|| integer(attributes, "k8s.status.code"))
+        .or_else(|| integer(attributes, span::semconv::K8S_STATUS_CODE))
         .and_then(|c| u16::try_from(c).ok());
-    let reason = text(attributes, "k8s.status.reason").unwrap_or_default();
-    if let Some(kind) = text(attributes, "error.type") {
+    let reason = text(attributes, span::semconv::K8S_STATUS_REASON).unwrap_or_default();
+    if let Some(kind) = text(attributes, span::semconv::ERROR_TYPE) {
         if let Some(class) = ErrorClass::ALL.into_iter().find(|c| c.as_str() == kind) {
             return class;
         }
@@ -315,32 +301,34 @@ impl Convention {
         let a = span.attributes.as_slice();
         let reconcile = span.name == self.reconcile_span_name
             || matches!(
-                attribute(a, RECONCILE_ATTRIBUTE).and_then(|v| v.value.as_ref()),
+                attribute(a, span::RECONCILE).and_then(|v| v.value.as_ref()),
                 Some(any_value::Value::BoolValue(true))
             );
         let role = if reconcile {
             Role::Reconcile {
-                plan: text(a, PLAN_ATTRIBUTE)
-                    .or_else(|| text(resource, PLAN_ATTRIBUTE))
+                plan: text(a, span::PLAN)
+                    .or_else(|| text(resource, span::PLAN))
                     .map(str::to_owned),
                 object: Object {
-                    kind: text(a, "k8s.object.kind")
-                        .or_else(|| text(a, "k8s.resource.kind"))
+                    kind: text(a, span::semconv::K8S_OBJECT_KIND)
+                        .or_else(|| text(a, span::semconv::K8S_RESOURCE_KIND))
                         .unwrap_or_default()
                         .to_owned(),
-                    namespace: text(a, "k8s.namespace.name").map(str::to_owned),
-                    name: text(a, "k8s.object.name").unwrap_or_default().to_owned(),
-                    uid: text(a, "k8s.object.uid").map(str::to_owned),
+                    namespace: text(a, span::semconv::K8S_NAMESPACE_NAME).map(str::to_owned),
+                    name: text(a, span::semconv::K8S_OBJECT_NAME)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    uid: text(a, span::semconv::K8S_OBJECT_UID).map(str::to_owned),
                 },
                 run: RunFacts {
-                    mode: text(a, "shadow_reconciler.mode").map(str::to_owned),
-                    enforced_groups: names(a, "shadow_reconciler.enforced_groups"),
-                    candidate_groups: names(a, "shadow_reconciler.candidate_groups"),
-                    plan_hash: text(a, "shadow_reconciler.plan.hash").map(str::to_owned),
-                    dry_run_requests: count(a, "shadow_reconciler.dry_run_requests"),
-                    guard_refusals: count(a, "shadow_reconciler.guard_refusals"),
-                    flag_reason: text(a, "feature_flag.result.reason").map(str::to_owned),
-                    flag_version: text(a, "feature_flag.version").map(str::to_owned),
+                    mode: text(a, span::MODE).map(str::to_owned),
+                    enforced_groups: names(a, span::ENFORCED_GROUPS),
+                    candidate_groups: names(a, span::CANDIDATE_GROUPS),
+                    plan_hash: text(a, span::PLAN_HASH).map(str::to_owned),
+                    dry_run_requests: count(a, span::DRY_RUN_REQUESTS),
+                    guard_refusals: count(a, span::GUARD_REFUSALS),
+                    flag_reason: text(a, span::feature_flag::RESULT_REASON).map(str::to_owned),
+                    flag_version: text(a, span::feature_flag::VERSION).map(str::to_owned),
                     error: span
                         .status
                         .as_ref()
@@ -365,16 +353,14 @@ impl Convention {
                         .unwrap_or_default();
                     (class_of(a), message)
                 }),
-                policy: text(a, POLICY_ATTRIBUTE).map(str::to_owned),
-                execution: text(a, EXECUTION_ATTRIBUTE).map(str::to_owned),
-                conflicts: count(a, "shadow_reconciler.conflicts").unwrap_or(0),
+                policy: text(a, span::POLICY).map(str::to_owned),
+                execution: text(a, span::EXECUTION).map(str::to_owned),
+                conflicts: count(a, span::CONFLICTS).unwrap_or(0),
                 retried: matches!(
-                    attribute(a, "shadow_reconciler.retried").and_then(|v| v.value.as_ref()),
+                    attribute(a, span::RETRIED).and_then(|v| v.value.as_ref()),
                     Some(any_value::Value::BoolValue(true))
                 ),
-                reevaluated: match attribute(a, REEVALUATED_ATTRIBUTE)
-                    .and_then(|v| v.value.as_ref())
-                {
+                reevaluated: match attribute(a, span::REEVALUATED).and_then(|v| v.value.as_ref()) {
                     Some(any_value::Value::BoolValue(b)) => Some(*b),
                     _ => None,
                 },
@@ -458,10 +444,10 @@ mod tests {
             trace_id: vec![1; 16],
             span_id: vec![2; 8],
             name: "Reconcile".into(),
-            attributes: vec![kv(RECONCILE_ATTRIBUTE, any_value::Value::BoolValue(true))],
+            attributes: vec![kv(span::RECONCILE, any_value::Value::BoolValue(true))],
             ..Span::default()
         };
-        let resource = [kv(PLAN_ATTRIBUTE, s("hostedcluster"))];
+        let resource = [kv(span::PLAN, s("hostedcluster"))];
         let facts = convention.read(&span, &resource).unwrap();
         assert!(matches!(
             facts.role,

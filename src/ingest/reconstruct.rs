@@ -17,7 +17,7 @@ use super::rebuild::{Child, Policies, Side, build};
 use crate::engine::ReconcileRecord;
 use crate::flag::{Evaluation, Reason};
 use crate::model::Policy;
-use crate::plan::ReconcilePlan;
+use crate::plan::{PlanHash, ReconcilePlan};
 use crate::vocab::{Mode, OpId};
 
 /// Bounds on what is buffered.
@@ -122,7 +122,7 @@ impl PlanPolicies {
     /// The control and candidate policies of a reconcile span's run facts.
     fn for_run(&mut self, run: &RunFacts) -> Result<(Mode, Policy, Option<Policy>), String> {
         if let Some(hash) = &run.plan_hash
-            && *hash != self.plan.hash().to_hex()
+            && PlanHash::from_hex(hash).as_ref() != Some(self.plan.hash())
         {
             return Err(format!(
                 "a reconcile span carries plan hash {hash} but plan {:?} loaded here has {}: the controller and the sidecar load different versions of the plan",

@@ -63,9 +63,9 @@ pub struct Condition {
     pub type_: &'static str,
     /// `True` on success.
     pub status: ConditionStatus,
-    /// [`REASON_SUCCEEDED`] or [`REASON_ERROR`].
+    /// `REASON_SUCCEEDED` or `REASON_ERROR`.
     pub reason: &'static str,
-    /// [`MESSAGE_SUCCEEDED`] or the aggregate error text.
+    /// `MESSAGE_SUCCEEDED` or the aggregate error text.
     pub message: String,
 }
 

@@ -15,25 +15,55 @@ use sha2::{Digest, Sha256};
 
 use super::ReconcilePlan;
 
-/// A SHA-256 over the plan's canonical encoding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A SHA-256 over the plan's canonical encoding. It stays this type from the plan to every
+/// record, report and renderer; it becomes text only where it is written (a Parquet column, a
+/// span attribute, JSON, a label), as the full hex ([`to_hex`](Self::to_hex), `Display`) or the
+/// short form of summaries and labels ([`short`](Self::short), the one place it is cut).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PlanHash(pub(super) [u8; 32]);
+
+/// The digits of the short form.
+const SHORT: usize = 12;
 
 impl PlanHash {
     /// The full hash, 64 lowercase hex digits.
     #[must_use]
     pub fn to_hex(&self) -> String {
-        use fmt::Write;
-        self.0.iter().fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+        String::from_utf8(self.hex_digits().to_vec()).unwrap_or_default()
     }
 
     /// The first 12 hex digits, for labels and summaries.
     #[must_use]
     pub fn short(&self) -> String {
-        self.to_hex()[..12].to_owned()
+        String::from_utf8(self.hex_digits()[..SHORT].to_vec()).unwrap_or_default()
+    }
+
+    /// A hash written as 64 hex digits (either case), as [`to_hex`](Self::to_hex) writes it:
+    /// `None` for anything else.
+    #[must_use]
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let digits = text.as_bytes();
+        if digits.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+            let value = |d: u8| char::from(d).to_digit(16);
+            *byte = u8::try_from(value(pair[0])? * 16 + value(pair[1])?).ok()?;
+        }
+        Some(Self(bytes))
+    }
+
+    /// The 64 lowercase hex digits, without allocating (the Parquet writer's path).
+    #[must_use]
+    pub fn hex_digits(&self) -> [u8; 64] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = DIGITS[usize::from(b >> 4)];
+            out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+        }
+        out
     }
 
     pub(super) fn of(plan: &ReconcilePlan) -> Self {
@@ -122,7 +152,14 @@ fn canonical_intended(i: &super::IntendedDifference) -> Vec<String> {
 
 impl fmt::Display for PlanHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_hex())
+        f.write_str(std::str::from_utf8(&self.hex_digits()).map_err(|_| fmt::Error)?)
+    }
+}
+
+/// As its 64 hex digits (the verdict JSON's `plan_hash`).
+impl serde::Serialize for PlanHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 

@@ -23,14 +23,15 @@ pub use summary::Summary;
 use tally::wait_until_settled;
 pub use tally::{Progress, Tally};
 
+use crate::engine::Engine;
 use crate::engine::dryrun::USER_AGENT as SHADOW_USER_AGENT;
-use crate::engine::{Engine, EngineSettings, LogSink};
 use crate::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
 use crate::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, SameCodeReconciler,
 };
 use crate::sim::{Action, Match, Rule, SimConfig, Simulator};
 use crate::util::Rng;
+use crate::wiring::Wiring;
 
 /// The `User-Agent` of the controllers' real client.
 pub const CONTROLLER_USER_AGENT: &str = concat!("shadow-reconciler/", env!("CARGO_PKG_VERSION"));
@@ -43,15 +44,6 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let begun = settings.started.unwrap_or_else(Instant::now);
     let reserve = stop_reserve(settings.duration);
     let deadline = begun + settings.duration.saturating_sub(reserve);
-    let plans = ["hostedcluster", "addon-install-progression"];
-    if let Some(unknown) = settings
-        .enforced_groups
-        .keys()
-        .chain(settings.candidate_groups.keys())
-        .find(|p| !plans.contains(&p.as_str()))
-    {
-        return Err(ScenarioError::UnknownPlan(unknown.clone()));
-    }
     if settings.progress && std::io::stderr().is_terminal() {
         eprintln!(
             "creating the population: {} HostedClusters, {} add-ons",
@@ -231,7 +223,8 @@ impl World {
     }
 }
 
-/// Both engines, sharing one flag built from the settings.
+/// Both engines, sharing the one flag built from the settings (checked against the plans run:
+/// a group no plan has is an error).
 #[allow(clippy::type_complexity)] // a one-off tuple, unpacked at the only call
 fn engines(
     settings: &Settings,
@@ -249,34 +242,25 @@ fn engines(
         plan_or(settings, HostedClusterReconciler::plan()),
         plan_or(settings, AddOnReconciler::plan()),
     );
-    // The engines check the groups against their plans first (the clearer error).
-    let hc = if settings.same_code {
-        HostedClusterEngine::SameCode(Arc::new(engine(
-            SameCodeReconciler,
-            hc_plan.clone(),
-            client,
-            settings,
-            sink,
-        )?))
-    } else {
-        HostedClusterEngine::Shipped(Arc::new(engine(
-            HostedClusterReconciler,
-            hc_plan.clone(),
-            client,
-            settings,
-            sink,
-        )?))
-    };
-    let addon = engine(AddOnReconciler, addon_plan.clone(), client, settings, sink)?;
     let flag = Arc::new(crate::flag::LiveFlag::new(
-        flag_defaults(settings),
-        vec![hc_plan, addon_plan],
+        settings.flag.clone(),
+        vec![hc_plan.clone(), addon_plan.clone()],
     )?);
-    Ok((
-        hc.with_flag(&flag),
-        Arc::new(addon.with_flag(flag.clone())),
-        flag,
-    ))
+    let mut wiring = Wiring::new(client.clone(), flag.clone())
+        .with_sink(sink.clone())
+        .with_log_records(settings.log_records)
+        .with_traces(settings.traces.clone())
+        .with_parquet(settings.parquet.clone());
+    if let Some(telemetry) = &settings.telemetry {
+        wiring = wiring.with_metrics(telemetry.metrics().clone());
+    }
+    let hc = if settings.same_code {
+        HostedClusterEngine::SameCode(Arc::new(wiring.engine(SameCodeReconciler, hc_plan)?))
+    } else {
+        HostedClusterEngine::Shipped(Arc::new(wiring.engine(HostedClusterReconciler, hc_plan)?))
+    };
+    let addon = wiring.engine(AddOnReconciler, addon_plan)?;
+    Ok((hc, Arc::new(addon), flag))
 }
 
 /// The HostedCluster engine: the shipped reconciler, or its same-code variant (`--same-code`).
@@ -286,23 +270,6 @@ enum HostedClusterEngine {
 }
 
 impl HostedClusterEngine {
-    /// The engine deciding modes from `flag`.
-    fn with_flag(self, flag: &Arc<crate::flag::LiveFlag>) -> Self {
-        fn share<R: crate::engine::Reconciler>(
-            engine: Arc<Engine<R>>,
-            flag: &Arc<crate::flag::LiveFlag>,
-        ) -> Arc<Engine<R>> {
-            let engine = Arc::try_unwrap(engine).unwrap_or_else(|_| {
-                unreachable!("the engine is not shared before its flag is set")
-            });
-            Arc::new(engine.with_flag(flag.clone()))
-        }
-        match self {
-            Self::Shipped(e) => Self::Shipped(share(e, flag)),
-            Self::SameCode(e) => Self::SameCode(share(e, flag)),
-        }
-    }
-
     fn guard(&self) -> &Arc<crate::engine::dryrun::GuardStats> {
         match self {
             Self::Shipped(e) => e.guard(),
@@ -409,7 +376,7 @@ async fn watch_flag(
     flag: Arc<crate::flag::LiveFlag>,
     stopped: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    let target = settings.flag.clone()?;
+    let target = settings.flag_configmap.clone()?;
     let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
     let watch = tokio::spawn(crate::flag::watch::run(
         client.clone(),
@@ -462,64 +429,6 @@ fn plan_or(
         .find(|p| p.name() == shipped.name())
         .cloned()
         .unwrap_or(shipped)
-}
-
-/// The command line's flag: the settings' mode, ramp and groups (as `plan/group`).
-fn flag_defaults(settings: &Settings) -> crate::flag::FlagSpec {
-    let qualified = |by_plan: &std::collections::BTreeMap<String, Vec<String>>| {
-        by_plan
-            .iter()
-            .flat_map(|(plan, groups)| {
-                groups
-                    .iter()
-                    .map(|g| crate::flag::GroupRef::qualified(plan, g))
-            })
-            .collect::<Vec<_>>()
-    };
-    let candidate = qualified(&settings.candidate_groups);
-    crate::flag::FlagSpec {
-        mode: settings.mode,
-        enforced_groups: qualified(&settings.enforced_groups),
-        candidate_groups: (!candidate.is_empty()).then_some(candidate),
-        ramp: settings.ramp,
-        allow_object_override: settings.allow_object_override,
-    }
-}
-
-fn engine<R: crate::engine::Reconciler>(
-    reconciler: R,
-    plan: Arc<crate::plan::ReconcilePlan>,
-    client: &kube::Client,
-    settings: &Settings,
-    sink: &Arc<Tally>,
-) -> Result<Engine<R>, ScenarioError> {
-    let groups = |by_plan: &std::collections::BTreeMap<String, Vec<String>>| {
-        by_plan.get(plan.name()).cloned()
-    };
-    let engine_settings = EngineSettings {
-        mode: settings.mode,
-        enforced_groups: groups(&settings.enforced_groups).unwrap_or_default(),
-        candidate_groups: groups(&settings.candidate_groups),
-        ..EngineSettings::default()
-    };
-    let mut engine = Engine::new(Arc::new(reconciler), plan, client.clone(), &engine_settings)?
-        .with_sink(sink.clone());
-    if settings.log_records {
-        engine = engine.with_sink(Arc::new(LogSink));
-    }
-    if let Some(traces) = &settings.traces {
-        engine = engine.with_sink(traces.clone());
-    }
-    if let Some(parquet) = &settings.parquet {
-        engine = engine.with_sink(parquet.clone());
-    }
-    if let Some(telemetry) = &settings.telemetry {
-        let metrics = telemetry.metrics().clone();
-        let plan = engine.plan().clone();
-        metrics.engine(&plan, engine.guard().clone());
-        engine = engine.with_sink(Arc::new(metrics));
-    }
-    Ok(engine)
 }
 
 /// The scenario's faults, from the restart on.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::population;
-use crate::vocab::Mode;
 
 /// A named set of faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,8 +82,6 @@ pub struct Settings {
     pub scenario: Scenario,
     /// Seed of every random choice.
     pub seed: u64,
-    /// The engines' mode.
-    pub mode: Mode,
     /// The longest the run lasts, from `started`: creating the population, the controllers'
     /// run and stopping them (a share of it is kept for the caller to write the data).
     pub duration: Duration,
@@ -103,23 +100,19 @@ pub struct Settings {
     pub telemetry: Option<Arc<crate::telemetry::http::Telemetry>>,
     /// Where the engines' spans go, when traces are on.
     pub traces: Option<Arc<crate::telemetry::traces::TraceSink>>,
-    /// Per plan: the rollout groups the control enforces in mode `enforce`.
-    pub enforced_groups: std::collections::BTreeMap<String, Vec<String>>,
-    /// Per plan: the rollout groups the candidate enforces (default: every group).
-    pub candidate_groups: std::collections::BTreeMap<String, Vec<String>>,
+    /// The engines' mode, rollout groups, ramp and annotation override: the flag both engines
+    /// follow until the ConfigMap (`flag_configmap`) says otherwise. Its groups must exist in
+    /// the plans run (`hostedcluster`, `addon-install-progression`, or `plans`' versions).
+    pub flag: crate::flag::FlagSpec,
     /// Where the records go as Parquet, when on.
     pub parquet: Option<Arc<crate::dataset::ParquetSink>>,
     /// Plans to run instead of the shipped ones (matched by name), e.g. a hypothesis under test.
     pub plans: Vec<Arc<crate::plan::ReconcilePlan>>,
-    /// The share of objects that get `mode` (the others get the mode below it).
-    pub ramp: crate::flag::Ramp,
-    /// Whether an object's `shadow-reconciler.io/mode` annotation chooses its mode.
-    pub allow_object_override: bool,
     /// Run the HostedCluster reconciler with the phased code in both paths, every operation
     /// compared ([`SameCodeReconciler`](crate::reconcilers::hostedcluster::SameCodeReconciler)).
     pub same_code: bool,
-    /// The flag ConfigMap watched in the simulated cluster; `None`: the settings decide alone.
-    pub flag: Option<crate::flag::watch::Target>,
+    /// The flag ConfigMap watched in the simulated cluster; `None`: `flag` decides alone.
+    pub flag_configmap: Option<crate::flag::watch::Target>,
     /// The HostedClusters' faults instead of the scenario's (the scenario still decides the
     /// conflict storm and the 503s).
     pub faults: Option<population::Faults>,
@@ -145,7 +138,6 @@ impl Default for Settings {
             addons: 60,
             scenario: Scenario::Mixed,
             seed: 1,
-            mode: Mode::Shadow,
             duration: Duration::from_mins(1),
             started: None,
             workers: (10, 2),
@@ -154,14 +146,11 @@ impl Default for Settings {
             log_records: false,
             telemetry: None,
             traces: None,
-            enforced_groups: std::collections::BTreeMap::new(),
-            candidate_groups: std::collections::BTreeMap::new(),
+            flag: crate::flag::FlagSpec::default(),
             parquet: None,
             plans: Vec::new(),
-            ramp: crate::flag::Ramp::ALL,
-            allow_object_override: false,
             same_code: false,
-            flag: Some(default_flag_target()),
+            flag_configmap: Some(default_flag_target()),
             faults: None,
             cluster: None,
         }
@@ -185,11 +174,6 @@ pub enum ScenarioError {
         "the cluster already holds a population ({0} exists): run on a fresh cluster, or delete the namespaces team-0..team-9 and every ClusterManagementAddOn first"
     )]
     PopulationExists(String),
-    /// Rollout groups were given for a plan that does not run here.
-    #[error(
-        "rollout groups given for plan {0:?}, which is not one of hostedcluster, addon-install-progression"
-    )]
-    UnknownPlan(String),
     /// The kube client could not be built.
     #[error("cannot build the kube client")]
     Client(#[source] kube::Error),

@@ -204,7 +204,7 @@ mod tests {
                 uid: None,
             },
             plan: plan.into(),
-            plan_hash: String::new(),
+            plan_hash: crate::plan::PlanHash::default(),
             mode: Mode::Shadow,
             flag: None,
             started_at: std::time::SystemTime::UNIX_EPOCH,

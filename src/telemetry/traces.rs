@@ -18,8 +18,8 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracerProvider};
 
-use crate::engine::writes::event;
 use crate::engine::{ReconcileRecord, Sink, StepRecord};
+use crate::vocab::span::{self, event};
 
 thread_local! {
     /// The trace id the next root span takes (set by the sink just before building it).
@@ -138,20 +138,17 @@ impl TraceSink {
     ) -> SpanContext {
         let start = r.started_at + s.offset;
         let mut attributes = vec![
-            KeyValue::new("shadow_reconciler.operation", s.operation.clone()),
-            KeyValue::new("shadow_reconciler.phase", i64::from(s.phase)),
-            KeyValue::new("shadow_reconciler.category", s.category.as_str()),
-            KeyValue::new("shadow_reconciler.execution", s.execution.as_str()),
-            KeyValue::new("shadow_reconciler.outcome", s.outcome),
+            KeyValue::new(span::OPERATION, s.operation.clone()),
+            KeyValue::new(span::PHASE, i64::from(s.phase)),
+            KeyValue::new(span::CATEGORY, s.category.as_str()),
+            KeyValue::new(span::EXECUTION, s.execution.as_str()),
+            KeyValue::new(span::OUTCOME, s.outcome),
         ];
         if let Some(class) = s.error_class {
-            attributes.push(KeyValue::new("error.type", class.as_str()));
+            attributes.push(KeyValue::new(span::semconv::ERROR_TYPE, class.as_str()));
         }
         if !s.blocked_by.is_empty() {
-            attributes.push(KeyValue::new(
-                "shadow_reconciler.blocked_by",
-                s.blocked_by.join(","),
-            ));
+            attributes.push(KeyValue::new(span::BLOCKED_BY, s.blocked_by.join(",")));
         }
         let mut builder = self
             .tracer
@@ -257,16 +254,16 @@ fn difference_attributes(d: &crate::engine::WriteDifference) -> Vec<KeyValue> {
 /// The OpenTelemetry feature-flag attributes of the flag's evaluation for this reconcile.
 fn flag_attributes(r: &ReconcileRecord, flag: &crate::flag::Evaluation) -> Vec<KeyValue> {
     let mut attributes = vec![
-        KeyValue::new("feature_flag.key", crate::flag::FLAG_KEY),
-        KeyValue::new("feature_flag.provider.name", "shadow-reconciler"),
-        KeyValue::new("feature_flag.result.variant", flag.mode.as_str()),
-        KeyValue::new("feature_flag.result.reason", flag.reason.as_str()),
+        KeyValue::new(span::feature_flag::KEY, crate::flag::FLAG_KEY),
+        KeyValue::new(span::feature_flag::PROVIDER_NAME, "shadow-reconciler"),
+        KeyValue::new(span::feature_flag::RESULT_VARIANT, flag.mode.as_str()),
+        KeyValue::new(span::feature_flag::RESULT_REASON, flag.reason.as_str()),
     ];
     if let Some(uid) = &r.object.uid {
-        attributes.push(KeyValue::new("feature_flag.context.id", uid.clone()));
+        attributes.push(KeyValue::new(span::feature_flag::CONTEXT_ID, uid.clone()));
     }
     if let Some(version) = &flag.version {
-        attributes.push(KeyValue::new("feature_flag.version", version.clone()));
+        attributes.push(KeyValue::new(span::feature_flag::VERSION, version.clone()));
     }
     attributes
 }
@@ -281,18 +278,18 @@ impl Sink for TraceSink {
             NEXT_TRACE_ID.with(|next| next.set(Some(id)));
         }
         let mut attributes = vec![
-            KeyValue::new("k8s.object.kind", r.object.kind.clone()),
-            KeyValue::new("k8s.object.name", r.object.name.clone()),
-            KeyValue::new("shadow_reconciler.plan", r.plan.clone()),
-            KeyValue::new("shadow_reconciler.plan.hash", r.plan_hash.clone()),
-            KeyValue::new("shadow_reconciler.mode", r.mode.as_str()),
+            KeyValue::new(span::semconv::K8S_OBJECT_KIND, r.object.kind.clone()),
+            KeyValue::new(span::semconv::K8S_OBJECT_NAME, r.object.name.clone()),
+            KeyValue::new(span::PLAN, r.plan.clone()),
+            KeyValue::new(span::PLAN_HASH, r.plan_hash.to_hex()),
+            KeyValue::new(span::MODE, r.mode.as_str()),
             KeyValue::new(
-                "shadow_reconciler.unblocked",
+                span::UNBLOCKED,
                 i64::try_from(r.unblocked.len()).unwrap_or(i64::MAX),
             ),
         ];
         if let Some(ns) = &r.object.namespace {
-            attributes.push(KeyValue::new("k8s.namespace.name", ns.clone()));
+            attributes.push(KeyValue::new(span::semconv::K8S_NAMESPACE_NAME, ns.clone()));
         }
         if let Some(flag) = &r.flag {
             attributes.extend(flag_attributes(r, flag));

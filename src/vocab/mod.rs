@@ -10,6 +10,7 @@ mod mode;
 mod op;
 mod outcome;
 mod path;
+pub mod span;
 mod write;
 
 pub use mode::Mode;

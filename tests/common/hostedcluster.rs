@@ -10,8 +10,9 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use std::sync::Arc;
 
 use shadow_reconciler::engine::{
-    Engine, EngineSettings, MemorySink, OpContext, OpResult, ReconcileRecord, Reconciler,
+    Engine, MemorySink, OpContext, OpResult, ReconcileRecord, Reconciler,
 };
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::reconcilers::hostedcluster::{
     self, HostedCluster, HostedClusterReconciler, HostedClusterSpec, HostedControlPlane, LocalRef,
     Release, State,
@@ -43,14 +44,21 @@ pub async fn reconcile<R: Reconciler<Object = HostedCluster>>(
     mode: Mode,
 ) -> ReconcileRecord {
     let sink = MemorySink::new();
+    let plan = HostedClusterReconciler::plan();
     let engine = Engine::new(
         Arc::new(reconciler),
-        HostedClusterReconciler::plan(),
+        plan.clone(),
         client.clone(),
-        &EngineSettings {
-            mode,
-            ..EngineSettings::default()
-        },
+        Arc::new(
+            LiveFlag::new(
+                FlagSpec {
+                    mode,
+                    ..FlagSpec::default()
+                },
+                vec![plan],
+            )
+            .unwrap(),
+        ),
     )
     .unwrap()
     .with_sink(Arc::new(sink.clone()));

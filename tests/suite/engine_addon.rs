@@ -10,9 +10,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use shadow_reconciler::engine::dryrun::USER_AGENT;
-use shadow_reconciler::engine::{
-    ConflictResolution, Engine, EngineSettings, MemorySink, ReconcileRecord,
-};
+use shadow_reconciler::engine::{ConflictResolution, Engine, MemorySink, ReconcileRecord};
+use shadow_reconciler::flag::{FlagSpec, GroupRef, LiveFlag};
 use shadow_reconciler::reconcilers::addon::{
     AddOnReconciler, ClusterManagementAddOn, ClusterManagementAddOnSpec, ConfigRef,
     InstallStrategy, PlacementRef,
@@ -98,19 +97,23 @@ async fn reconcile_sampled(
     reexecute_sample_rate: f64,
 ) -> ReconcileRecord {
     let sink = MemorySink::new();
-    let settings = EngineSettings {
+    let flag = FlagSpec {
         mode,
-        enforced_groups: vec!["status-patches".into(), "config-references".into()],
-        reexecute_sample_rate,
-        ..EngineSettings::default()
+        enforced_groups: vec![
+            GroupRef::any_plan("status-patches"),
+            GroupRef::any_plan("config-references"),
+        ],
+        ..FlagSpec::default()
     };
+    let plan = AddOnReconciler::plan();
     let engine = Engine::new(
         Arc::new(AddOnReconciler),
-        AddOnReconciler::plan(),
+        plan.clone(),
         client.clone(),
-        &settings,
+        Arc::new(LiveFlag::new(flag, vec![plan]).unwrap()),
     )
     .unwrap()
+    .with_reexecute_sample_rate(reexecute_sample_rate)
     .with_sink(Arc::new(sink.clone()));
     engine.reconcile(Arc::new(object)).await;
     sink.records().pop().unwrap()

@@ -12,9 +12,8 @@ use common::start_sim;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use shadow_reconciler::engine::dryrun::USER_AGENT;
-use shadow_reconciler::engine::{
-    Engine, EngineSettings, ReconcileRecord, Reconciler, WriteDifference,
-};
+use shadow_reconciler::engine::{Engine, ReconcileRecord, Reconciler, WriteDifference};
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, SameCodeReconciler,
 };
@@ -215,11 +214,12 @@ async fn legacy_code_for_a_phased_only_operation_is_refused() {
         }
     }
     let (_sim, client) = start_sim(SimConfig::default()).await;
+    let plan = HostedClusterReconciler::plan();
     let error = Engine::new(
         Arc::new(Wrong),
-        HostedClusterReconciler::plan(),
+        plan.clone(),
         client,
-        &EngineSettings::default(),
+        Arc::new(LiveFlag::new(FlagSpec::default(), vec![plan]).unwrap()),
     )
     .unwrap_err()
     .to_string();

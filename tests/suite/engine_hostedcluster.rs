@@ -16,7 +16,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 use shadow_reconciler::engine::dryrun::USER_AGENT;
-use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, ReconcileRecord};
+use shadow_reconciler::engine::{Engine, MemorySink, ReconcileRecord};
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, HostedClusterSpec, HostedControlPlane, LocalRef,
     Release,
@@ -105,22 +106,24 @@ async fn fixture(adjust: impl FnOnce(&mut HostedClusterSpec)) -> Fixture {
 
 impl Fixture {
     async fn reconcile(&self, mode: Mode) -> ReconcileRecord {
-        self.reconcile_with(&EngineSettings {
-            mode,
-            ..EngineSettings::default()
-        })
-        .await
+        self.reconcile_with(mode, 0.0).await
     }
 
-    async fn reconcile_with(&self, settings: &EngineSettings) -> ReconcileRecord {
+    async fn reconcile_with(&self, mode: Mode, reexecute_sample_rate: f64) -> ReconcileRecord {
         let sink = MemorySink::new();
+        let plan = HostedClusterReconciler::plan();
+        let flag = FlagSpec {
+            mode,
+            ..FlagSpec::default()
+        };
         let engine = Engine::new(
             Arc::new(SharedCodeReconciler),
-            HostedClusterReconciler::plan(),
+            plan.clone(),
             self.client.clone(),
-            settings,
+            Arc::new(LiveFlag::new(flag, vec![plan]).unwrap()),
         )
         .unwrap()
+        .with_reexecute_sample_rate(reexecute_sample_rate)
         .with_sink(Arc::new(sink.clone()));
         let hc = Api::<HostedCluster>::namespaced(self.client.clone(), NS)
             .get("alpha")
@@ -346,9 +349,9 @@ async fn engine_refuses_a_plan_that_does_not_match_the_code() {
         Arc::new(shadow_reconciler::plan::embedded::load("addon-install-progression").unwrap());
     let err = Engine::new(
         Arc::new(HostedClusterReconciler),
-        plan,
+        plan.clone(),
         client,
-        &EngineSettings::default(),
+        Arc::new(LiveFlag::new(FlagSpec::default(), vec![plan]).unwrap()),
     )
     .unwrap_err()
     .to_string();
@@ -363,12 +366,7 @@ async fn engine_refuses_a_plan_that_does_not_match_the_code() {
 async fn a_sample_rate_re_executes_reused_steps_in_dry_run() {
     let f = fixture(|_| {}).await;
     f.reconcile(Mode::Shadow).await; // create everything
-    let settings = EngineSettings {
-        mode: Mode::Shadow,
-        reexecute_sample_rate: 1.0,
-        ..EngineSettings::default()
-    };
-    let record = f.reconcile_with(&settings).await;
+    let record = f.reconcile_with(Mode::Shadow, 1.0).await;
     let dry_run = record
         .candidate
         .iter()

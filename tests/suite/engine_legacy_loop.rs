@@ -12,9 +12,10 @@ use common::start_sim;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use shadow_reconciler::engine::{
-    Engine, EngineSettings, LegacyLoop, MemorySink, OpContext, OpError, OpOutput, OpResult,
-    ReconcileRecord, Reconciler,
+    Engine, LegacyLoop, MemorySink, OpContext, OpError, OpOutput, OpResult, ReconcileRecord,
+    Reconciler,
 };
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
 use shadow_reconciler::sim::{SimConfig, Simulator};
@@ -143,12 +144,18 @@ async fn reconcile(sim_client: &kube::Client, behaviour: Loop, mode: Mode) -> Re
     let sink = MemorySink::new();
     let engine = Engine::new(
         Arc::new(LoopReconciler(behaviour)),
-        plan,
+        plan.clone(),
         sim_client.clone(),
-        &EngineSettings {
-            mode,
-            ..EngineSettings::default()
-        },
+        Arc::new(
+            LiveFlag::new(
+                FlagSpec {
+                    mode,
+                    ..FlagSpec::default()
+                },
+                vec![plan],
+            )
+            .unwrap(),
+        ),
     )
     .unwrap()
     .with_sink(Arc::new(sink.clone()));

@@ -12,7 +12,7 @@ use common::start_sim;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink, ReconcileRecord};
+use shadow_reconciler::engine::{Engine, MemorySink, ReconcileRecord};
 use shadow_reconciler::flag::watch::{self, Target};
 use shadow_reconciler::flag::{FlagSpec, LiveFlag, Ramp, Reason, bucket};
 use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
@@ -80,10 +80,9 @@ impl Process {
             Arc::new(AddOnReconciler),
             plan,
             client.clone(),
-            &EngineSettings::default(),
+            flag.clone(),
         )
         .unwrap()
-        .with_flag(flag.clone())
         .with_sink(Arc::new(sink.clone()))
         .with_sink(Arc::new(telemetry.metrics().clone()));
         let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use shadow_reconciler::dataset::{ParquetSink, ShutdownError, SinkConfig, Table, reader};
 use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
+use shadow_reconciler::plan::PlanHash;
 use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
 const SECRET: &str = "c2VjcmV0LXB1bGwtc2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA=";
@@ -53,7 +54,7 @@ fn record(i: usize) -> ReconcileRecord {
             uid: Some(format!("uid-{i}")),
         },
         plan: "hostedcluster".into(),
-        plan_hash: "ab".repeat(32),
+        plan_hash: PlanHash::from_hex(&"ab".repeat(32)).unwrap(),
         mode: Mode::Shadow,
         flag: None,
         started_at: SystemTime::now(),

@@ -1,6 +1,6 @@
 //! The plan hash: same plan, same hash, whatever the YAML formatting; any semantic change, a new hash.
 
-use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::plan::{PlanHash, ReconcilePlan};
 
 const BLOCK: &str = "\
 apiVersion: shadow-reconciler.io/v1alpha1
@@ -124,4 +124,32 @@ fn the_shipped_plans_have_distinct_stable_hashes() {
     ))
     .unwrap();
     assert_ne!(hc.hash(), addon.hash());
+}
+
+#[test]
+fn the_hash_is_written_as_hex_and_read_back() {
+    let plan = ReconcilePlan::from_yaml("hash.yaml", BLOCK).unwrap();
+    let hash = *plan.hash();
+    let hex = hash.to_hex();
+    assert_eq!(hex.len(), 64);
+    assert!(
+        hex.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    );
+    assert_eq!(hash.to_string(), hex);
+    assert_eq!(
+        serde_json::to_value(hash).unwrap(),
+        serde_json::Value::String(hex.clone())
+    );
+    assert_eq!(PlanHash::from_hex(&hex), Some(hash));
+    assert_eq!(PlanHash::from_hex(&hex.to_uppercase()), Some(hash));
+    assert_eq!(hash.short(), hex[..12]);
+    for bad in [
+        &hex[..63],
+        &format!("{hex}0"),
+        &format!("g{}", &hex[1..]),
+        "",
+    ] {
+        assert_eq!(PlanHash::from_hex(bad), None, "{bad:?}");
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use shadow_reconciler::flag::FlagSpec;
 use shadow_reconciler::scenario::{Scenario, Settings, run};
 use shadow_reconciler::vocab::Mode;
 
@@ -10,7 +11,10 @@ fn small(scenario: Scenario, mode: Mode) -> Settings {
         hosted_clusters: 40,
         addons: 10,
         scenario,
-        mode,
+        flag: FlagSpec {
+            mode,
+            ..FlagSpec::default()
+        },
         seed: 11,
         // A bound for a broken run, not a speed target: the tests assert that the run settled.
         duration: Duration::from_mins(10),

@@ -15,7 +15,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use shadow_reconciler::engine::{Engine, EngineSettings, MemorySink};
+use shadow_reconciler::engine::{Engine, MemorySink};
+use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::reconcilers::hostedcluster::{
     HostedCluster, HostedClusterReconciler, HostedClusterSpec, HostedControlPlane, LocalRef,
     Release,
@@ -116,14 +117,16 @@ async fn one_reconcile_exports_its_span_tree_with_links_and_error_status() {
 
     let traces = Arc::new(TraceSink::http(&endpoint).unwrap());
     let sink = MemorySink::new();
+    let plan = HostedClusterReconciler::plan();
+    let flag = FlagSpec {
+        mode: Mode::Shadow,
+        ..FlagSpec::default()
+    };
     let engine = Engine::new(
         Arc::new(HostedClusterReconciler),
-        HostedClusterReconciler::plan(),
+        plan.clone(),
         client,
-        &EngineSettings {
-            mode: Mode::Shadow,
-            ..EngineSettings::default()
-        },
+        Arc::new(LiveFlag::new(flag, vec![plan]).unwrap()),
     )
     .unwrap()
     .with_sink(Arc::new(sink.clone()))

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use shadow_reconciler::analyze::{self, FindingCode, Readiness, Reason, Verdict};
 use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
+use shadow_reconciler::flag::FlagSpec;
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario::population::Faults;
 use shadow_reconciler::scenario::{self, Scenario};
@@ -99,7 +100,10 @@ async fn record(dir: &Path, plans: &[&ReconcilePlan], run: &Run) -> scenario::Su
         addons: run.addons,
         scenario: run.scenario,
         faults: run.faults,
-        mode: Mode::Shadow,
+        flag: FlagSpec {
+            mode: Mode::Shadow,
+            ..FlagSpec::default()
+        },
         seed: run.seed,
         // A bound for a broken run, not a speed target (the machine may be loaded).
         duration: Duration::from_mins(10),

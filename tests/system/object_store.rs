@@ -15,6 +15,7 @@ use serde_json::Value;
 use shadow_reconciler::dataset::upload::UploadConfig;
 use shadow_reconciler::dataset::{Location, ParquetSink, ShutdownError, SinkConfig, reader};
 use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
+use shadow_reconciler::plan::PlanHash;
 use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
 const ACCESS_KEY: &str = "shadowtest";
@@ -310,7 +311,7 @@ fn record(i: usize) -> ReconcileRecord {
             uid: Some(noise(1)),
         },
         plan: "hostedcluster".into(),
-        plan_hash: "cd".repeat(32),
+        plan_hash: PlanHash::from_hex(&"cd".repeat(32)).unwrap(),
         mode: Mode::Shadow,
         flag: None,
         started_at: SystemTime::now(),

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shadow_reconciler::flag::FlagSpec;
 use shadow_reconciler::scenario::{Scenario, Settings, run};
 use shadow_reconciler::telemetry::http::{Server, Telemetry};
 use shadow_reconciler::vocab::Mode;
@@ -64,7 +65,10 @@ async fn metrics_agree_with_the_records_and_are_served_over_http() {
         hosted_clusters: 30,
         addons: 8,
         scenario: Scenario::Mixed,
-        mode: Mode::Shadow,
+        flag: FlagSpec {
+            mode: Mode::Shadow,
+            ..FlagSpec::default()
+        },
         seed: 5,
         duration: Duration::from_mins(10),
         progress: false,

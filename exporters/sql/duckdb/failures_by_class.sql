@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/failures_by_class.sql by exporters/sql/generate.py: edit the source, then run it.
 -- Failures per operation and error class of one plan version: `plans[].operations[].failures_by_class`
 -- of `analyze --format json` (only classes that occurred are listed there, and here), for the
 -- operations of the phased path (those without `only: legacy`), which analyze lists.

@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/operations.sql by exporters/sql/generate.py: edit the source, then run it.
 -- Per operation of one plan version: the numbers of `analyze --format json` under
 -- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`), for the operations of the
 -- phased path (those without `only: legacy`).

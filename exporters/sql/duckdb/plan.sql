@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/plan.sql by exporters/sql/generate.py: edit the source, then run it.
 -- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
 -- `analyze --format json`.
 -- Tested: tests/python/check_sql.py runs it and compares every number with `analyze --format json`.

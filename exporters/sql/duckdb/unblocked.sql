@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/unblocked.sql by exporters/sql/generate.py: edit the source, then run it.
 -- The unblocked matrix of one plan version: `plans[].unblocked[]` of `analyze --format json`.
 -- In reconciles where the control failed (first at `first_failure`), each candidate step executed
 -- in dry-run of an operation the control had in that reconcile (it has a step of it: its code

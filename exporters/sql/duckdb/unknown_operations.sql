@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/unknown_operations.sql by exporters/sql/generate.py: edit the source, then run it.
 -- Step rows of one plan version naming an operation the plan does not have:
 -- `plans[].unknown_operations` of `analyze --format json` (such rows count nowhere else).
 -- Tested: tests/python/check_sql.py runs it and compares every number with `analyze --format json`.

@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/writes.sql by exporters/sql/generate.py: edit the source, then run it.
 -- The write differences of one plan version: `plans[].writes[]` of `analyze --format json`
 -- (src/analyze/writes.rs `count_writes`), from the `writes` table (docs/parquet.md): per
 -- operation and kind of difference (operation, kind, subresource, control, candidate, intended),

@@ -56,7 +56,7 @@
 -- Runtime 16.3 or later): the fixpoint is a SQL script (BEGIN ... END) that stops at convergence.
 -- Reads the view `shadow_steps` declared by exporters/sql/spark/tables.sql. Run it statement by
 -- statement (the BEGIN ... END block is one statement), e.g. with spark.sql() in pyspark; see
--- exporters/sql/spark/README.md.
+-- exporters/sql/README.md.
 -- The intermediate results (sr_*) are temporary views of the session, cached but for the few rows
 -- of the plan's operations, dependencies and constants.
 -- The plan's operations and declared dependencies (src -> dst: dst depends on src).

@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/unblocked.sql by exporters/sql/generate.py: edit the source, then run it.
 -- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode (Spark 4.3) on
 -- simulate's data and compares every number with `analyze --format json`; the Spark SQL of
 -- exporters/sql/duckdb/unblocked.sql, for Spark 3.4 or later. Reads the views shadow_steps and

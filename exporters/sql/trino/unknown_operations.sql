@@ -1,3 +1,4 @@
+-- Generated from exporters/sql/source/unknown_operations.sql by exporters/sql/generate.py: edit the source, then run it.
 -- Tested: tests/python/check_sql.py --engine trino runs it in a real Trino (476) on simulate's
 -- data and compares every number with `analyze --format json`; the Trino SQL of
 -- exporters/sql/duckdb/unknown_operations.sql. Reads the views shadow_steps and shadow_reconciles (whole

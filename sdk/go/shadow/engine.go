@@ -277,25 +277,25 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 
 	kind := e.kindOf(obj)
 	attrs := []attribute.KeyValue{
-		attribute.String("shadow_reconciler.plan", e.plan.Name),
-		attribute.String("shadow_reconciler.plan.hash", e.planHash),
-		attribute.String("shadow_reconciler.mode", string(out.Mode)),
-		attribute.String("k8s.object.kind", kind),
-		attribute.String("k8s.object.name", obj.GetName()),
-		attribute.String("k8s.object.uid", string(obj.GetUID())),
-		attribute.String("feature_flag.key", flag.Key),
-		attribute.String("feature_flag.provider.name", "shadow-reconciler"),
-		attribute.String("feature_flag.result.variant", string(eval.Mode)),
-		attribute.String("feature_flag.result.reason", string(eval.Reason)),
+		attribute.String(attrPlan, e.plan.Name),
+		attribute.String(attrPlanHash, e.planHash),
+		attribute.String(attrMode, string(out.Mode)),
+		attribute.String(attrK8sObjectKind, kind),
+		attribute.String(attrK8sObjectName, obj.GetName()),
+		attribute.String(attrK8sObjectUID, string(obj.GetUID())),
+		attribute.String(attrFlagKey, flag.Key),
+		attribute.String(attrFlagProviderName, "shadow-reconciler"),
+		attribute.String(attrFlagResultVariant, string(eval.Mode)),
+		attribute.String(attrFlagResultReason, string(eval.Reason)),
 	}
 	if ns := obj.GetNamespace(); ns != "" {
-		attrs = append(attrs, attribute.String("k8s.namespace.name", ns))
+		attrs = append(attrs, attribute.String(attrK8sNamespaceName, ns))
 	}
 	if eval.Version != "" {
-		attrs = append(attrs, attribute.String("feature_flag.version", eval.Version))
+		attrs = append(attrs, attribute.String(attrFlagVersion, eval.Version))
 	}
 	if out.Mode == flag.Enforce {
-		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.enforced_groups", pol.flag.EnforcedGroups))
+		attrs = append(attrs, attribute.StringSlice(attrEnforcedGroups, pol.flag.EnforcedGroups))
 	}
 	if out.Mode != flag.Off {
 		// Always sent, so the sidecar evaluates the candidate this engine ran; empty: every
@@ -304,7 +304,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		if groups == nil {
 			groups = []string{}
 		}
-		attrs = append(attrs, attribute.StringSlice("shadow_reconciler.candidate_groups", groups))
+		attrs = append(attrs, attribute.StringSlice(attrCandidateGroups, groups))
 	}
 	ctx, span := e.tracer.Start(ctx, "reconcile", trace.WithAttributes(attrs...))
 	defer span.End()
@@ -364,9 +364,9 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		out.DryRunRequests, out.GuardRefusals = sh.local.DryRunRequests(), sh.local.Refused()
 		out.WriteDifferences = sh.differences
 		span.SetAttributes(
-			attribute.Int64("shadow_reconciler.dry_run_requests", int64(out.DryRunRequests)),
-			attribute.Int64("shadow_reconciler.guard_refusals", int64(out.GuardRefusals)),
-			attribute.StringSlice("shadow_reconciler.unblocked", e.plan.SortedNames(out.Diff.Unblocked)),
+			attribute.Int64(attrDryRunRequests, int64(out.DryRunRequests)),
+			attribute.Int64(attrGuardRefusals, int64(out.GuardRefusals)),
+			attribute.StringSlice(attrUnblocked, e.plan.SortedNames(out.Diff.Unblocked)),
 		)
 	}
 	if e.opts.WriteCondition && e.real != nil && !e.conditionOff.Load() {
@@ -484,7 +484,7 @@ type stepSpan struct {
 // the candidate would have succeeded where the control met a 409, whatever their own attempts
 // met; the sidecar counts no other run (a sampled re-execution, an unblocked step) in the
 // conflict resolutions.
-const ReevaluatedAttribute = "shadow_reconciler.reevaluated"
+const ReevaluatedAttribute = attrReevaluated
 
 // reevaluates says on a candidate's dry-run span whether it re-evaluates a control 409.
 func (s stepSpan) reevaluates(yes bool) {
@@ -509,9 +509,9 @@ func (s stepSpan) close(differences []writes.WriteDifference) {
 func (e *Engine[T, S]) startSpan(ctx context.Context, op int, policy string, execution Execution, options ...trace.SpanStartOption) (context.Context, trace.Span) {
 	name := e.plan.Operations[op].Name
 	return e.tracer.Start(ctx, name, append([]trace.SpanStartOption{trace.WithAttributes(
-		attribute.String("shadow_reconciler.operation", name),
-		attribute.String("shadow_reconciler.policy", policy),
-		attribute.String("shadow_reconciler.execution", string(execution)),
+		attribute.String(attrOperation, name),
+		attribute.String(attrPolicy, policy),
+		attribute.String(attrExecution, string(execution)),
 	)}, options...)...)
 }
 
@@ -523,21 +523,21 @@ func reportOutcome(span trace.Span, err error, conflicts int, retried bool) {
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
 	if err != nil {
-		attrs = append(attrs, attribute.String("shadow_reconciler.outcome", "failed"), attribute.String("error.type", Classify(err)))
+		attrs = append(attrs, attribute.String(attrOutcome, "failed"), attribute.String(attrErrorType, Classify(err)))
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
-			attrs = append(attrs, attribute.Int("k8s.status.code", int(status.Status().Code)),
-				attribute.String("k8s.status.reason", string(status.Status().Reason)))
+			attrs = append(attrs, attribute.Int(attrK8sStatusCode, int(status.Status().Code)),
+				attribute.String(attrK8sStatusReason, string(status.Status().Reason)))
 		}
 		span.SetStatus(codes.Error, err.Error())
 	} else {
-		attrs = append(attrs, attribute.String("shadow_reconciler.outcome", "succeeded"))
+		attrs = append(attrs, attribute.String(attrOutcome, "succeeded"))
 	}
 	if conflicts > 0 {
-		attrs = append(attrs, attribute.Int("shadow_reconciler.conflicts", conflicts))
+		attrs = append(attrs, attribute.Int(attrConflicts, conflicts))
 	}
 	if retried {
-		attrs = append(attrs, attribute.Bool("shadow_reconciler.retried", true))
+		attrs = append(attrs, attribute.Bool(attrRetried, true))
 	}
 	span.SetAttributes(attrs...)
 }

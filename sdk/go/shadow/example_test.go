@@ -133,7 +133,12 @@ func ExampleStep() {
 // setUp is the plan, a fake API holding the object and a stale copy as the controller's client,
 // and a dry-run client whose server answers every write with what it was sent.
 func setUp() (*plan.Plan, client.Client, *shadow.DryRun, func()) {
-	p, err := plan.Parse("example.yaml", []byte(examplePlan))
+	return setUpPlan(examplePlan)
+}
+
+// setUpPlan is setUp with another plan.
+func setUpPlan(text string) (*plan.Plan, client.Client, *shadow.DryRun, func()) {
+	p, err := plan.Parse("example.yaml", []byte(text))
 	if err != nil {
 		panic(err)
 	}

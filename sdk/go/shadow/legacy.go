@@ -317,7 +317,7 @@ func (e *Engine[T, S]) runLegacyFunc(ctx context.Context, policy, pairing *model
 // instant, succeeded, so the sidecar replays the control as the engine did.
 func (e *Engine[T, S]) inferredSpan(ctx context.Context, op int, at time.Time) {
 	_, span := e.startSpan(ctx, op, "control", ExecReal, trace.WithTimestamp(at),
-		trace.WithAttributes(attribute.Bool("shadow_reconciler.inferred", true)))
+		trace.WithAttributes(attribute.Bool(attrInferred, true)))
 	reportOutcome(span, nil, 0, false)
 	span.End(trace.WithTimestamp(at))
 }

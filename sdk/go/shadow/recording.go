@@ -253,22 +253,6 @@ func (s *recordingSubResource) Apply(ctx context.Context, ac runtime.ApplyConfig
 	return nil
 }
 
-// The span event carrying a write difference and its attributes: the same as the Rust engine's
-// (src/engine/writes.rs, mod event) and what the sidecar reads back.
-const (
-	eventWriteDifference = "shadow_reconciler.write_difference"
-	eventGroup           = "shadow_reconciler.write.group"
-	eventKind            = "shadow_reconciler.write.kind"
-	eventNamespace       = "shadow_reconciler.write.namespace"
-	eventName            = "shadow_reconciler.write.name"
-	eventSubresource     = "shadow_reconciler.write.subresource"
-	eventControl         = "shadow_reconciler.write.control"
-	eventCandidate       = "shadow_reconciler.write.candidate"
-	eventFields          = "shadow_reconciler.write.fields"
-	eventFieldsTotal     = "shadow_reconciler.write.fields_total"
-	eventIntended        = "shadow_reconciler.write.intended"
-)
-
 // differenceEvent is the attributes of d's span event; the namespace, subresource and verbs
 // are left out when empty.
 func differenceEvent(d *writes.WriteDifference) []attribute.KeyValue {

@@ -553,13 +553,13 @@ fn plan_details(out: &mut String, plan: &PlanReport) {
 }
 
 fn plan_section(out: &mut String, plan: &PlanReport, confidence: f64, index: usize) {
-    let hash = &plan.plan_hash[..12.min(plan.plan_hash.len())];
+    let hash = plan.plan_hash.short();
     let _ = writeln!(
         out,
         "<section class=\"plan\"><h2>Plan {}: the data</h2><p>{}.</p><p class=\"note\">Plan hash <code title=\"{}\">{hash}</code>; {} shadow guard refusals.</p>",
         escape(&plan.plan),
         escape(&super::plan_line(plan)),
-        escape(&plan.plan_hash),
+        plan.plan_hash,
         plan.guard_refusals
     );
     failure_chart(out, plan, confidence, &format!("failures-{index}"));

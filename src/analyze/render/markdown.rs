@@ -222,7 +222,7 @@ fn details(out: &mut String, a: &Analysis) {
             "### Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals.\n",
             plan.plan,
             plan_line(plan),
-            &plan.plan_hash[..12.min(plan.plan_hash.len())],
+            plan.plan_hash.short(),
             plan.guard_refusals
         );
         md_row(out, &OPERATION_HEADER.map(str::to_owned));

@@ -111,7 +111,7 @@ func start() error {
 	defaults.Ramp = r
 
 	ctx := ctrl.SetupSignalHandler()
-	tp, err := shadow.Tracing(ctx, "hostedcluster-controller", attribute.String("shadow_reconciler.plan", "hostedcluster"))
+	tp, err := shadow.Tracing(ctx, "hostedcluster-controller", attribute.String(shadow.PlanAttribute, "hostedcluster"))
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	tp, err := shadow.Tracing(ctx, "ocm-addon-manager", attribute.String("shadow_reconciler.plan", p.Name))
+	tp, err := shadow.Tracing(ctx, "ocm-addon-manager", attribute.String(shadow.PlanAttribute, p.Name))
 	if err != nil {
 		return err
 	}

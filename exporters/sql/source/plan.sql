@@ -1,0 +1,65 @@
+@@ The source of duckdb/plan.sql, spark/plan.sql and trino/plan.sql (exporters/sql/generate.py explains the
+@@ @-lines and the three dialect spellings): edit it here, then run python3 exporters/sql/generate.py.
+@spark -- Tested: tests/python/check_sql.py --engine spark runs it in pyspark's local mode (Spark 4.3) on
+@spark -- simulate's data and compares every number with `analyze --format json`; the Spark SQL of
+@spark -- exporters/sql/duckdb/plan.sql, for Spark 3.4 or later. Reads the views shadow_steps and
+@spark -- shadow_reconciles (whole parts only) declared by exporters/sql/spark/tables.sql, whose `file` is
+@spark -- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
+@trino -- Tested: tests/python/check_sql.py --engine trino runs it in a real Trino (476) on simulate's
+@trino -- data and compares every number with `analyze --format json`; the Trino SQL of
+@trino -- exporters/sql/duckdb/plan.sql. Reads the views shadow_steps and shadow_reconciles (whole
+@trino -- parts only) declared by exporters/sql/trino/tables.sql, whose `file` is a row's file.
+@trino -- Placeholders as there, except {dir} and {schema}, which only tables.sql uses.
+@spark,trino --
+-- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
+-- `analyze --format json`.
+@duckdb -- Tested: tests/python/check_sql.py runs it and compares every number with `analyze --format json`.
+--
+-- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
+--
+--   reconciles          the larger of the `reconciles` rows of this version and the reconciles
+--                       seen in `steps` (distinct reconcile_id per file, among step rows of
+--                       operations the plan has), as in the analyzer
+--   objects             distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) among those step rows
+--   guard_refusals      sum of `reconciles.guard_refusals` of this version
+--   other_version_rows  rows of both tables with this plan name and another plan_hash
+WITH plan_operations AS (
+    SELECT * FROM PLAN_VALUES AS t(operation, depends_on)
+),
+reconciles AS (
+    SELECT plan, plan_hash, guard_refusals
+@duckdb     FROM (SELECT * EXCLUDE (filename) FROM read_parquet('{dir}/table=reconciles/**/*.parquet', hive_partitioning = true, filename = true)
+@duckdb           -- whole parts only (docs/parquet.md)
+@duckdb           WHERE replace(filename, '/table=reconciles/', '/table=steps/')
+@duckdb                 IN (SELECT file FROM glob('{dir}/table=steps/**/*.parquet')))
+@spark,trino     FROM shadow_reconciles
+    WHERE plan = '{plan}'
+),
+steps AS (
+@duckdb     SELECT filename AS file, reconcile_id, plan_hash, operation,
+@spark,trino     SELECT file, reconcile_id, plan_hash, operation,
+           cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object
+@duckdb     FROM (SELECT * FROM read_parquet('{dir}/table=steps/**/*.parquet', hive_partitioning = true, filename = true)
+@duckdb           -- whole parts only (docs/parquet.md): a steps file whose reconciles file is missing is half a rotation
+@duckdb           WHERE replace(filename, '/table=steps/', '/table=reconciles/')
+@duckdb                 IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
+@spark,trino     FROM shadow_steps
+    WHERE plan = '{plan}'
+),
+counts AS (
+    SELECT
+        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}') AS reconcile_rows,
+        (SELECT count(*) FROM (SELECT DISTINCT file, reconcile_id FROM steps
+                               WHERE plan_hash = '{plan_hash}'
+                                 AND operation IN (SELECT operation FROM plan_operations)) AS r) AS step_reconciles,
+        (SELECT count(DISTINCT object) FROM steps
+         WHERE plan_hash = '{plan_hash}'
+           AND operation IN (SELECT operation FROM plan_operations)) AS objects,
+        (SELECT coalesce(sum(guard_refusals), 0) FROM reconciles WHERE plan_hash = '{plan_hash}') AS guard_refusals,
+        (SELECT count(*) FROM reconciles WHERE plan_hash <> '{plan_hash}')
+          + (SELECT count(*) FROM steps WHERE plan_hash <> '{plan_hash}') AS other_version_rows
+)
+SELECT '{plan}' AS plan, '{plan_hash}' AS plan_hash,
+       greatest(reconcile_rows, step_reconciles) AS reconciles,
+       reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
+FROM counts;
