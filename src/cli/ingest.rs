@@ -52,12 +52,6 @@ pub struct IngestArgs {
     /// Largest request accepted, in bytes (after gzip inflation for HTTP).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
-    #[allow(clippy::doc_markdown)] // clap help text: the URLs are shown as written
-    /// Write every record as Parquet to this dataset: a directory, or an object store's prefix
-    /// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX; credentials from the
-    /// cloud's standard environment), written through a local spool (--parquet-spool).
-    #[arg(long, value_name = "DIR|URL")]
-    pub parquet_dir: Option<String>,
     #[command(flatten)]
     pub parquet: super::options::ParquetArgs,
     /// Log lines: auto, human or json.
@@ -103,7 +97,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(metrics)];
         let parquet = args
             .parquet
-            .start_if(args.parquet_dir.as_deref(), &telemetry)?;
+            .start(&telemetry)?;
         if let Some(parquet) = &parquet {
             sinks.push(parquet.clone());
         }

@@ -162,7 +162,7 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
     Ok(plans)
 }
 
-pub use super::parquet::{ParquetArgs, command_line, finish, lock_dataset, writable_dir};
+pub use super::parquet::{ParquetArgs, command_line, finish, lock_dataset};
 
 /// The cluster to talk to: `kubeconfig` (with `context`, else its current one) when given, else
 /// kube's inference (`KUBECONFIG`, `~/.kube/config`, or the pod's service account).

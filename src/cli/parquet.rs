@@ -6,13 +6,26 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use shadow_reconciler::dataset::{HealthCounters, ParquetSink, SinkConfig};
+use shadow_reconciler::dataset::open::Role;
+use shadow_reconciler::dataset::{
+    HealthCounters, Location, OpenError, ParquetSink, SinkHealth, SinkOptions,
+};
 
-/// Parquet options of `simulate` and `run`.
+/// Parquet options of `simulate`, `run` and `ingest`: `--parquet-dir` and how the sink writes.
 // The field names are the flag names (`--parquet-max-rows`), which share their prefix on purpose.
 #[allow(clippy::struct_field_names)]
 #[derive(Args, Clone)]
 pub struct ParquetArgs {
+    #[allow(clippy::doc_markdown)] // clap help text: the URLs are shown as written
+    /// The dataset the records are written to as Parquet: a directory, or for `run` and `ingest`
+    /// an object store's prefix (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX;
+    /// credentials from the cloud's standard environment) written through a local spool
+    /// (--parquet-spool). One writer per directory: another is refused. `simulate` writes a
+    /// directory (default: shadow-data) and analyses it; one that already holds data is left as
+    /// it is and the run writes DIR.2 (DIR.3, ...) beside it and says so, unless --replace.
+    /// `run` and `ingest` write no Parquet without it.
+    #[arg(long, value_name = "DIR|URL")]
+    pub parquet_dir: Option<String>,
     /// The cluster the records come from (the management cluster's name): a column of every row
     /// and the partition directory cluster=NAME, so one bucket can hold a fleet's data.
     #[arg(
@@ -76,24 +89,21 @@ impl ParquetArgs {
         Ok(())
     }
 
-    /// Starts a sink into `dir` with these options, once `dir` is known to take files (created
-    /// if missing) and this process holds its lock (one writer per dataset directory): a
-    /// directory that cannot be written, or that another writer writes, fails the command at
-    /// start-up, naming the path and the cause, instead of at its first write. `/readyz` then
-    /// follows the sink: not ready while its writes fail.
-    pub fn start(
-        &self,
-        dir: &Path,
-        health: Option<HealthCounters>,
-        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
-    ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
-        self.local_only(dir)?;
-        writable_dir(dir)?;
-        let lock = lock_dataset(dir, "--parquet-dir")?;
-        Ok(self.start_locked(dir, lock, health, telemetry))
+    /// The library's options of the sink these flags describe.
+    pub fn options(&self) -> SinkOptions {
+        SinkOptions {
+            cluster: self.cluster.clone(),
+            max_file_rows: self.parquet_max_rows,
+            max_file_bytes: self.parquet_max_mib << 20,
+            max_file_age: Duration::from_secs(self.parquet_max_age),
+            capacity: self.parquet_capacity,
+            spool: self.parquet_spool.clone(),
+            spool_max_bytes: self.parquet_spool_max_mib.map(|mib| (mib as u64) << 20),
+        }
     }
 
-    /// [`start`](Self::start) into `dir`, whose `lock` the caller took.
+    /// A sink into the local directory `dir`, whose `lock` the caller took; `/readyz` follows it
+    /// (not ready while its writes fail).
     pub fn start_locked(
         &self,
         dir: &Path,
@@ -101,87 +111,46 @@ impl ParquetArgs {
         health: Option<HealthCounters>,
         telemetry: &shadow_reconciler::telemetry::http::Telemetry,
     ) -> std::sync::Arc<ParquetSink> {
-        let mut config = self.config(dir);
-        config.lock = Some(lock);
-        let sink = std::sync::Arc::new(ParquetSink::start(config, health));
+        let sink = std::sync::Arc::new(self.options().start_locked(dir, lock, health));
         let watched = std::sync::Arc::downgrade(&sink);
         telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
         sink
     }
 
-    /// [`start_at`](Self::start_at) when `--parquet-dir` is given; without it, no sink, and the
-    /// options that only apply to one are errors rather than silently ignored.
-    pub fn start_if(
+    /// A sink at `--parquet-dir`'s location (`run`, `ingest`) when it is given (the library's
+    /// [`SinkOptions::open`]: a local directory, or an object store's prefix through the
+    /// spool); without it, no sink, and the options that only apply to one are errors rather
+    /// than silently ignored. `/readyz` is not ready while writes or uploads fail.
+    pub fn start(
         &self,
-        location: Option<&str>,
         telemetry: &shadow_reconciler::telemetry::http::Telemetry,
     ) -> anyhow::Result<Option<std::sync::Arc<ParquetSink>>> {
-        match location {
-            Some(location) => self.start_at(location, telemetry).map(Some),
-            None if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() => {
+        let Some(location) = self.parquet_dir.as_deref() else {
+            if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() {
                 anyhow::bail!(
                     "--parquet-spool and --parquet-spool-max-mib hold parts on their way to an object store, and no --parquet-dir was given: nothing is written, so they would do nothing. Add --parquet-dir s3://BUCKET/PREFIX (or gs://, az://), or drop them"
-                )
+                );
             }
-            None => Ok(None),
-        }
-    }
-
-    /// [`start`](Self::start) at `location`: a local directory, or an object store's prefix
-    /// (`s3://`, `gs://`, `az://`), written through the local spool (`--parquet-spool`, locked
-    /// like a dataset directory) and uploaded part by part. Several writers may share a prefix
-    /// (a fleet's clusters do): every part's key carries its writer's random instance id, and
-    /// nothing deletes what is in the store. `/readyz` is not ready while writes or uploads
-    /// fail.
-    pub fn start_at(
-        &self,
-        location: &str,
-        telemetry: &shadow_reconciler::telemetry::http::Telemetry,
-    ) -> anyhow::Result<std::sync::Arc<ParquetSink>> {
-        let health = telemetry.metrics().sink_health("parquet").into();
-        let remote = match shadow_reconciler::dataset::Location::parse(location)
-            .with_context(|| format!("--parquet-dir {location}"))?
-        {
-            shadow_reconciler::dataset::Location::Local(dir) => {
-                return self.start(&dir, Some(health), telemetry);
-            }
-            shadow_reconciler::dataset::Location::Remote(remote) => remote,
+            return Ok(None);
         };
-        let spool = self
-            .parquet_spool
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("shadow-spool"));
-        writable_dir(&spool).with_context(|| format!("--parquet-spool {}", spool.display()))?;
-        let mut config = self.config(&spool);
-        config.lock = Some(lock_dataset(&spool, "--parquet-spool")?);
-        config.upload = Some(shadow_reconciler::dataset::upload::UploadConfig {
-            remote,
-            max_spool_bytes: (self.parquet_spool_max_mib.unwrap_or(1024) as u64) << 20,
-            part_bytes: shadow_reconciler::dataset::store::UPLOAD_PART_BYTES,
-        });
-        let upload = telemetry.metrics().upload_health("parquet");
-        let sink = std::sync::Arc::new(ParquetSink::start_with_upload(
-            config,
-            Some(health),
-            Some(upload),
-        ));
+        let parsed =
+            Location::parse(location).with_context(|| format!("--parquet-dir {location}"))?;
+        if let Location::Local(dir) = &parsed {
+            self.local_only(dir)?;
+        }
+        let health = SinkHealth {
+            writes: Some(telemetry.metrics().sink_health("parquet").into()),
+            uploads: matches!(parsed, Location::Remote(_))
+                .then(|| telemetry.metrics().upload_health("parquet")),
+        };
+        let sink = std::sync::Arc::new(
+            self.options()
+                .open(&parsed, health, &command_line())
+                .map_err(open_error)?,
+        );
         let watched = std::sync::Arc::downgrade(&sink);
         telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
-        Ok(sink)
-    }
-
-    fn config(&self, dir: &Path) -> SinkConfig {
-        let mut config = SinkConfig::new(dir);
-        config.writer.cluster = self.cluster.as_str().into();
-        config.capacity = self.parquet_capacity;
-        config.writer.max_file_rows = self.parquet_max_rows;
-        config.writer.row_group_rows = config
-            .writer
-            .row_group_rows
-            .min(config.writer.max_file_rows);
-        config.writer.max_file_bytes = self.parquet_max_mib << 20;
-        config.writer.max_file_age = Duration::from_secs(self.parquet_max_age);
-        config
+        Ok(Some(sink))
     }
 
     /// The shutdown grace.
@@ -278,44 +247,19 @@ pub fn command_line() -> String {
     line
 }
 
-/// Takes the lock of the dataset directory `dir` (given as `option`) for this process, saying
-/// when it takes over from a writer that died holding it.
+/// Takes the lock of the dataset directory `dir` for this process (created if missing and
+/// checked writable first), worded as `--parquet-dir`'s.
 pub fn lock_dataset(
     dir: &Path,
-    option: &str,
 ) -> anyhow::Result<std::sync::Arc<shadow_reconciler::dataset::DatasetLock>> {
-    let lock = shadow_reconciler::dataset::DatasetLock::acquire(dir, &command_line())
-        .with_context(|| format!("{option} {}", dir.display()))?;
-    if let Some(dead) = lock.taken_over() {
-        tracing::warn!(
-            dir = %dir.display(),
-            previous = %dead,
-            "took over the dataset's lock from a writer that ended without releasing it (killed, or its node stopped); its unfinished files are repaired or removed"
-        );
-    }
-    Ok(std::sync::Arc::new(lock))
+    shadow_reconciler::dataset::open::lock(dir, Role::Dataset, &command_line()).map_err(open_error)
 }
 
-/// Creates `dir` if missing and checks that a file can be written there.
-pub fn writable_dir(dir: &Path) -> anyhow::Result<()> {
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(
-            "--parquet-dir {}: this is a file, not a directory; give a directory (it is created if missing)",
-            dir.display()
-        );
-    }
-    std::fs::create_dir_all(dir).with_context(|| {
-        format!(
-            "--parquet-dir {}: cannot create the directory",
-            dir.display()
-        )
-    })?;
-    if !dir.is_dir() {
-        anyhow::bail!("--parquet-dir {}: not a directory", dir.display());
-    }
-    let probe = dir.join(format!(".write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("--parquet-dir {}: cannot write a file there", dir.display()))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
+/// A sink's directory that cannot be used, after the option that named it.
+fn open_error(e: OpenError) -> anyhow::Error {
+    let option = match e.role {
+        Role::Dataset => "--parquet-dir",
+        Role::Spool => "--parquet-spool",
+    };
+    anyhow::Error::new(*e.cause).context(format!("{option} {}", e.dir.display()))
 }

@@ -48,12 +48,6 @@ pub(super) struct RunArgs {
     /// Log lines: auto (human on a terminal, JSON otherwise), human or json.
     #[arg(long, default_value = "auto")]
     log_format: shadow_reconciler::telemetry::logging::LogFormat,
-    #[allow(clippy::doc_markdown)] // clap help text: the URLs are shown as written
-    /// Write every record as Parquet to this dataset: a directory, or an object store's prefix
-    /// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX; credentials from the
-    /// cloud's standard environment), written through a local spool (--parquet-spool).
-    #[arg(long, value_name = "DIR|URL")]
-    parquet_dir: Option<String>,
     #[command(flatten)]
     parquet: ParquetArgs,
     #[command(flatten)]
@@ -119,9 +113,7 @@ async fn controllers(
     tokio::pin!(terminated);
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-    let parquet = args
-        .parquet
-        .start_if(args.parquet_dir.as_deref(), &telemetry)?;
+    let parquet = args.parquet.start(&telemetry)?;
     let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
         .await
         .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;

@@ -83,7 +83,7 @@ pub(super) struct SimulateArgs {
     // The flag's and the Parquet writer's options would do nothing here: errors, as the cluster's.
     #[arg(long, conflicts_with_all = [
         "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
-        "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
+        "parquet_dir", "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
         "parquet_grace",
     ])]
     model_only: bool,
@@ -105,16 +105,6 @@ pub(super) struct SimulateArgs {
     /// The kubeconfig's context to use (default: its current context).
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     context: Option<String>,
-    /// Where the records are written as Parquet, then analysed. A directory that already holds
-    /// data is left as it is: the run writes DIR.2 (DIR.3, ...) beside it and says so, unless
-    /// --replace. Refused while another writer (simulate, run, ingest) writes DIR.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "shadow-data",
-        conflicts_with = "model_only"
-    )]
-    parquet_dir: PathBuf,
     /// Where the HTML report of the analysis is written [default: next to the dataset directory,
     /// named after it: shadow-data-report.html]. Never inside the dataset directory, so that
     /// readers of the whole dataset (Spark reading its root) see Parquet files only.
@@ -169,9 +159,12 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let files: Vec<PathBuf> = args.plans.iter().map(PathBuf::from).collect();
     let plans = load_plans(&files)?;
     let flag = command_line_flag(args, &plans)?;
+    // `--parquet-dir` is declared with the other Parquet options, for every command; simulate's
+    // default is its own.
+    let parquet_dir = PathBuf::from(args.parquet.parquet_dir.as_deref().unwrap_or("shadow-data"));
     if !args.no_parquet {
-        local_dataset(&args.parquet_dir)?;
-        args.parquet.local_only(&args.parquet_dir)?;
+        local_dataset(&parquet_dir)?;
+        args.parquet.local_only(&parquet_dir)?;
     }
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -180,7 +173,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let run = if args.no_parquet {
         None
     } else {
-        Some(new_run(&args.parquet_dir, args.replace, args.quiet)?)
+        Some(new_run(&parquet_dir, args.replace, args.quiet)?)
     };
     let parquet = match &run {
         Some(run) => {
@@ -426,8 +419,7 @@ fn new_run(dir: &Path, replace: bool, quiet: bool) -> anyhow::Result<Run> {
             .iter()
             .any(|t| d.join(format!("table={}", t.as_str())).exists())
     };
-    super::options::writable_dir(dir)?;
-    let lock = super::options::lock_dataset(dir, "--parquet-dir")?;
+    let lock = super::options::lock_dataset(dir)?;
     if !holds_tables(dir) {
         return mark(dir, lock);
     }
@@ -470,7 +462,7 @@ fn new_run(dir: &Path, replace: bool, quiet: bool) -> anyhow::Result<Run> {
                 });
             }
         }
-        let lock = super::options::lock_dataset(&apart, "--parquet-dir")?;
+        let lock = super::options::lock_dataset(&apart)?;
         if !quiet {
             eprintln!(
                 "{} holds an earlier run's data, left as it is; this run writes {} (--replace replaces an earlier simulation instead)",

@@ -8,6 +8,7 @@
 
 pub mod encode;
 pub mod lock;
+pub mod open;
 pub mod reader;
 pub mod repair;
 mod rowgroup;
@@ -19,6 +20,7 @@ pub mod writer;
 pub mod writes;
 
 pub use lock::{DatasetLock, LockError};
+pub use open::{OpenCause, OpenError, SinkHealth, SinkOptions};
 pub use schema::Table;
 pub use sink::{HealthCounters, ParquetSink, ShutdownError, SinkConfig, SinkStats};
 pub use store::Location;
