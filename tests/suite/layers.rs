@@ -5,7 +5,8 @@
 //!   of a layer above it, or is missing from the table;
 //! - the submodules of one module refer to each other in a cycle (a parent and its children may
 //!   use each other: the parent is the module's face, the children its parts);
-//! - a file is over 600 lines without a comment saying why ("over 600 lines: ...").
+//! - a file is over 600 lines without a comment saying why ("over 600 lines: ..."), in `src/`
+//!   and in the Go module.
 //!
 //! The checker is a function of the files' text, so the tests at the bottom plant violations in
 //! small made-up trees and check that each is caught.
@@ -540,6 +541,16 @@ fn check_go(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for (package, name, text) in files {
+        let lines = text.lines().count();
+        let explained = text.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with("//") && l.to_lowercase().contains("over 600 lines")
+        });
+        if lines > MAX_LINES && !explained {
+            problems.push(format!(
+                "sdk/go/{package}/{name}: {lines} lines, over {MAX_LINES}, and no comment saying why (\"over 600 lines: ...\")"
+            ));
+        }
         let Some(&own) = layers.get(package) else {
             problems.push(format!(
                 "sdk/go/{package}: package not in the Go table of docs/design.md"
@@ -623,6 +634,18 @@ fn the_go_package_keeps_its_layers() {
     let problems = check_go(&planted, module, &layers);
     assert!(
         problems.len() == 1 && problems[0].contains("`plan` (layer 1) imports `shadow` (layer 3)"),
+        "{problems:#?}"
+    );
+    // And a file grown past the size rule.
+    let mut long = files.clone();
+    let plan = long
+        .iter_mut()
+        .find(|(p, _, _)| p == "plan")
+        .expect("a plan package");
+    plan.2.push_str(&"// .\n".repeat(MAX_LINES));
+    let problems = check_go(&long, module, &layers);
+    assert!(
+        problems.len() == 1 && problems[0].contains("over 600, and no comment saying why"),
         "{problems:#?}"
     );
 }

@@ -30,7 +30,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -468,78 +467,6 @@ func reuse(step model.Step) model.Result {
 	}
 	result.RequeueAfter = step.RequeueAfter
 	return result
-}
-
-// stepSpan is an operation's span, ended by close once what it carries is known: the write
-// differences of a paired run are known only after the control's code of the operation ran, so
-// the span keeps its own end time.
-type stepSpan struct {
-	span trace.Span
-	end  time.Time
-}
-
-// ReevaluatedAttribute is on every candidate dry-run operation span: whether the run
-// re-evaluates a step the control failed on a 409 Conflict (a dry run under the candidate's
-// retry, or the candidate's own code of the operation, paired). Only those runs answer whether
-// the candidate would have succeeded where the control met a 409, whatever their own attempts
-// met; the sidecar counts no other run (a sampled re-execution, an unblocked step) in the
-// conflict resolutions.
-const ReevaluatedAttribute = attrReevaluated
-
-// reevaluates says on a candidate's dry-run span whether it re-evaluates a control 409.
-func (s stepSpan) reevaluates(yes bool) {
-	if s.span != nil && s.span.IsRecording() {
-		s.span.SetAttributes(attribute.Bool(ReevaluatedAttribute, yes))
-	}
-}
-
-// close puts one event per write difference on the span and ends it, both at its end time.
-func (s stepSpan) close(differences []writes.WriteDifference) {
-	if s.span == nil {
-		return
-	}
-	if len(differences) > 0 && s.span.IsRecording() {
-		addDifferences(s.span, differences, trace.WithTimestamp(s.end))
-	}
-	s.span.End(trace.WithTimestamp(s.end))
-}
-
-// startSpan starts an operation's span: a direct child of the reconcile span, as the span
-// convention wants.
-func (e *Engine[T, S]) startSpan(ctx context.Context, op int, policy string, execution Execution, options ...trace.SpanStartOption) (context.Context, trace.Span) {
-	name := e.plan.Operations[op].Name
-	return e.tracer.Start(ctx, name, append([]trace.SpanStartOption{trace.WithAttributes(
-		attribute.String(attrOperation, name),
-		attribute.String(attrPolicy, policy),
-		attribute.String(attrExecution, string(execution)),
-	)}, options...)...)
-}
-
-// reportOutcome sets an operation span's outcome: its class, status code and error status
-// when it failed, its conflicts and whether it ran under retry-on-conflict.
-func reportOutcome(span trace.Span, err error, conflicts int, retried bool) {
-	if !span.IsRecording() {
-		return
-	}
-	attrs := make([]attribute.KeyValue, 0, 5)
-	if err != nil {
-		attrs = append(attrs, attribute.String(attrOutcome, "failed"), attribute.String(attrErrorType, Classify(err)))
-		var status apierrors.APIStatus
-		if errors.As(err, &status) {
-			attrs = append(attrs, attribute.Int(attrK8sStatusCode, int(status.Status().Code)),
-				attribute.String(attrK8sStatusReason, string(status.Status().Reason)))
-		}
-		span.SetStatus(codes.Error, err.Error())
-	} else {
-		attrs = append(attrs, attribute.String(attrOutcome, "succeeded"))
-	}
-	if conflicts > 0 {
-		attrs = append(attrs, attribute.Int(attrConflicts, conflicts))
-	}
-	if retried {
-		attrs = append(attrs, attribute.Bool(attrRetried, true))
-	}
-	span.SetAttributes(attrs...)
 }
 
 // execute runs one operation in its own span, with retry-on-conflict when the run asks for it,
