@@ -124,18 +124,6 @@ impl Wiring {
         self
     }
 
-    /// The flag every engine follows.
-    #[must_use]
-    pub const fn flag(&self) -> &Arc<LiveFlag> {
-        &self.flag
-    }
-
-    /// The client every engine uses.
-    #[must_use]
-    pub const fn client(&self) -> &kube::Client {
-        &self.client
-    }
-
     /// The engine of `reconciler` on `plan`, with every sink.
     pub fn engine<R: Reconciler>(
         &self,

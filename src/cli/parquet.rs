@@ -111,10 +111,7 @@ impl ParquetArgs {
         health: Option<HealthCounters>,
         telemetry: &shadow_reconciler::telemetry::http::Telemetry,
     ) -> std::sync::Arc<ParquetSink> {
-        let sink = std::sync::Arc::new(self.options().start_locked(dir, lock, health));
-        let watched = std::sync::Arc::downgrade(&sink);
-        telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
-        sink
+        followed(self.options().start_locked(dir, lock, health), telemetry)
     }
 
     /// A sink at `--parquet-dir`'s location (`run`, `ingest`) when it is given (the library's
@@ -143,14 +140,11 @@ impl ParquetArgs {
             uploads: matches!(parsed, Location::Remote(_))
                 .then(|| telemetry.metrics().upload_health("parquet")),
         };
-        let sink = std::sync::Arc::new(
-            self.options()
-                .open(&parsed, health, &command_line())
-                .map_err(open_error)?,
-        );
-        let watched = std::sync::Arc::downgrade(&sink);
-        telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
-        Ok(Some(sink))
+        let sink = self
+            .options()
+            .open(&parsed, health, &command_line())
+            .map_err(open_error)?;
+        Ok(Some(followed(sink, telemetry)))
     }
 
     /// The shutdown grace.
@@ -253,6 +247,17 @@ pub fn lock_dataset(
     dir: &Path,
 ) -> anyhow::Result<std::sync::Arc<shadow_reconciler::dataset::DatasetLock>> {
     shadow_reconciler::dataset::open::lock(dir, Role::Dataset, &command_line()).map_err(open_error)
+}
+
+/// `sink`, shared, with `/readyz` following it: not ready while its writes (or uploads) fail.
+fn followed(
+    sink: ParquetSink,
+    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+) -> std::sync::Arc<ParquetSink> {
+    let sink = std::sync::Arc::new(sink);
+    let watched = std::sync::Arc::downgrade(&sink);
+    telemetry.add_sink_check(move || watched.upgrade().and_then(|s| s.failing()));
+    sink
 }
 
 /// A sink's directory that cannot be used, after the option that named it.

@@ -34,13 +34,15 @@ pub struct SinkOptions {
 
 impl Default for SinkOptions {
     fn default() -> Self {
-        let writer = super::WriterConfig::new(PathBuf::new());
+        let SinkConfig {
+            writer, capacity, ..
+        } = SinkConfig::new(PathBuf::new());
         Self {
             cluster: super::encode::DEFAULT_CLUSTER.to_owned(),
             max_file_rows: writer.max_file_rows,
             max_file_bytes: writer.max_file_bytes,
             max_file_age: writer.max_file_age,
-            capacity: SinkConfig::new(PathBuf::new()).capacity,
+            capacity,
             spool: None,
             spool_max_bytes: None,
         }

@@ -29,13 +29,15 @@ impl PlanHash {
     /// The full hash, 64 lowercase hex digits.
     #[must_use]
     pub fn to_hex(&self) -> String {
-        String::from_utf8(self.hex_digits().to_vec()).unwrap_or_default()
+        self.to_string()
     }
 
     /// The first 12 hex digits, for labels and summaries.
     #[must_use]
     pub fn short(&self) -> String {
-        String::from_utf8(self.hex_digits()[..SHORT].to_vec()).unwrap_or_default()
+        let mut hex = self.to_string();
+        hex.truncate(SHORT);
+        hex
     }
 
     /// A hash written as 64 hex digits (either case), as [`to_hex`](Self::to_hex) writes it:
