@@ -310,9 +310,13 @@ impl tower::Service<Request<Body>> for DryRunService {
                     return Ok(entry.map_or_else(|| not_found(object_path(&path)), found));
                 }
             }
+            let mut sent = None;
             if mutating {
                 this.stats.dry_run_requests.fetch_add(1, Ordering::Relaxed);
                 this.local.dry_run_requests.fetch_add(1, Ordering::Relaxed);
+                let (kept, body) = super::allocated::keep_body(request).await?;
+                request = kept;
+                sent = Some(body);
             }
             let response = this.inner.send(request).await?;
             if !mutating || !response.status().is_success() {
@@ -332,7 +336,7 @@ impl tower::Service<Request<Body>> for DryRunService {
             } else {
                 Some(object_path(&path).to_owned())
             };
-            this.writes.accepted(&method, &path, &bytes);
+            this.writes.accepted(&method, &path, sent, &bytes);
             if let Some(key) = key {
                 let value = (method != Method::DELETE).then(|| bytes.clone());
                 this.overlay

@@ -3,13 +3,16 @@
 //!
 //! Ignored everywhere: `metadata.resourceVersion`, `uid`, `generation`, `creationTimestamp`,
 //! `managedFields` and `selfLink`; any field whose key ends in `Time` or `Timestamp`
-//! (`lastTransitionTime`, `lastHeartbeatTime`...); and the plan's volatile fields. A list of
-//! objects that all carry a distinct `name` (else `type`) is compared by that key, as
-//! Kubernetes merges it, so the same conditions in another order are no difference. A `null`
-//! equals a missing field.
+//! (`lastTransitionTime`, `lastHeartbeatTime`...); and the plan's volatile fields. With the
+//! requests at hand ([`Context`]), a field neither side's request sent is the server's (a
+//! default, an allocated address or port) and a value that is the server's allocation to each
+//! side is one value ([`super::allocated`]). A list of objects that all carry a distinct `name`
+//! (else `type`) is compared by that key, as Kubernetes merges it, so the same conditions in
+//! another order are no difference. A `null` equals a missing field.
 
 use serde_json::{Map, Value};
 
+use super::allocated::{Allocations, Sent};
 use crate::plan::FieldPath;
 use crate::plan::fields::Segment;
 
@@ -26,6 +29,34 @@ const SERVER_METADATA: [&str; 6] = [
     "selfLink",
 ];
 
+/// What decides whether a differing field counts: the plan's volatile fields, what each side's
+/// requests for the object sent (the control's, the candidate's), and the values the server
+/// allocated to each side.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// The plan's volatile fields.
+    pub volatile: &'a [FieldPath],
+    /// What the control's and the candidate's requests for the object sent.
+    pub sent: (&'a [&'a Sent], &'a [&'a Sent]),
+    /// The server's allocations to each side, paired.
+    pub allocations: &'a Allocations,
+}
+
+impl Context<'_> {
+    /// Whether a field that differs (`a` the control's value, `b` the candidate's; `None` where
+    /// a side has none) is a difference of the codes.
+    fn counts(&self, path: &FieldPath, a: Option<&Value>, b: Option<&Value>) -> bool {
+        let sent = |side: &[&Sent]| side.iter().any(|s| s.covers(path));
+        if !sent(self.sent.0) && !sent(self.sent.1) {
+            return false;
+        }
+        !matches!((a, b), (Some(a), Some(b)) if self.allocations.corresponds(a, b))
+    }
+}
+
+/// Everything sent by both sides and nothing allocated: every differing field counts.
+const EVERYTHING: [&Sent; 1] = [&Sent::Everything];
+
 /// The fields of `control` and `candidate` (two versions of one object) whose values differ, in
 /// path order, without the ignored ones (a record lists the first [`MAX_FIELDS`] of them).
 #[must_use]
@@ -34,8 +65,27 @@ pub fn differing_fields(
     candidate: &Value,
     volatile: &[FieldPath],
 ) -> Vec<FieldPath> {
+    let allocations = Allocations::default();
+    differing_fields_in(
+        control,
+        candidate,
+        &Context {
+            volatile,
+            sent: (&EVERYTHING, &EVERYTHING),
+            allocations: &allocations,
+        },
+    )
+}
+
+/// [`differing_fields`], counting only what the [`Context`] says is the codes' own.
+#[must_use]
+pub fn differing_fields_in(
+    control: &Value,
+    candidate: &Value,
+    ctx: &Context<'_>,
+) -> Vec<FieldPath> {
     let mut out = Vec::new();
-    walk(control, candidate, &FieldPath::root(), volatile, &mut out);
+    walk(control, candidate, &FieldPath::root(), ctx, &mut out);
     out.sort();
     out
 }
@@ -60,15 +110,31 @@ fn is_absent(value: Option<&Value>) -> bool {
     value.is_none_or(Value::is_null)
 }
 
-fn walk(a: &Value, b: &Value, path: &FieldPath, volatile: &[FieldPath], out: &mut Vec<FieldPath>) {
-    if ignored(path, volatile) {
+fn walk(a: &Value, b: &Value, path: &FieldPath, ctx: &Context<'_>, out: &mut Vec<FieldPath>) {
+    if ignored(path, ctx.volatile) {
         return;
     }
     match (a, b) {
-        (Value::Object(a), Value::Object(b)) => objects(a, b, path, volatile, out),
-        (Value::Array(a), Value::Array(b)) => arrays(a, b, path, volatile, out),
+        (Value::Object(a), Value::Object(b)) => objects(a, b, path, ctx, out),
+        (Value::Array(a), Value::Array(b)) => arrays(a, b, path, ctx, out),
         _ if a == b => {}
-        _ => out.push(path.clone()),
+        _ => {
+            if ctx.counts(path, Some(a), Some(b)) {
+                out.push(path.clone());
+            }
+        }
+    }
+}
+
+/// A field one side has and the other has not.
+fn one_side(
+    path: FieldPath,
+    (a, b): (Option<&Value>, Option<&Value>),
+    ctx: &Context<'_>,
+    out: &mut Vec<FieldPath>,
+) {
+    if !ignored(&path, ctx.volatile) && ctx.counts(&path, a, b) {
+        out.push(path);
     }
 }
 
@@ -76,7 +142,7 @@ fn objects(
     a: &Map<String, Value>,
     b: &Map<String, Value>,
     path: &FieldPath,
-    volatile: &[FieldPath],
+    ctx: &Context<'_>,
     out: &mut Vec<FieldPath>,
 ) {
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
@@ -91,14 +157,10 @@ fn objects(
                 x.unwrap_or(&Value::Null),
                 y.unwrap_or(&Value::Null),
                 &child,
-                volatile,
+                ctx,
                 out,
             ),
-            _ => {
-                if !ignored(&child, volatile) {
-                    out.push(child);
-                }
-            }
+            _ => one_side(child, (x, y), ctx, out),
         }
     }
 }
@@ -118,13 +180,7 @@ fn list_key(a: &[Value], b: &[Value]) -> Option<&'static str> {
     })
 }
 
-fn arrays(
-    a: &[Value],
-    b: &[Value],
-    path: &FieldPath,
-    volatile: &[FieldPath],
-    out: &mut Vec<FieldPath>,
-) {
+fn arrays(a: &[Value], b: &[Value], path: &FieldPath, ctx: &Context<'_>, out: &mut Vec<FieldPath>) {
     if let Some(field) = list_key(a, b) {
         let by_key = |list: &[Value]| -> Vec<(String, Value)> {
             list.iter()
@@ -147,12 +203,8 @@ fn arrays(
                 list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
             };
             match (find(&a), find(&b)) {
-                (Some(x), Some(y)) => walk(&x, &y, &child, volatile, out),
-                _ => {
-                    if !ignored(&child, volatile) {
-                        out.push(child);
-                    }
-                }
+                (Some(x), Some(y)) => walk(&x, &y, &child, ctx, out),
+                (x, y) => one_side(child, (x.as_ref(), y.as_ref()), ctx, out),
             }
         }
         return;
@@ -160,12 +212,8 @@ fn arrays(
     for i in 0..a.len().max(b.len()) {
         let child = path.child(Segment::Index(i));
         match (a.get(i), b.get(i)) {
-            (Some(x), Some(y)) => walk(x, y, &child, volatile, out),
-            _ => {
-                if !ignored(&child, volatile) {
-                    out.push(child);
-                }
-            }
+            (Some(x), Some(y)) => walk(x, y, &child, ctx, out),
+            (x, y) => one_side(child, (x, y), ctx, out),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! [`model`](crate::model), [`plan`](crate::plan), [`util`](crate::util), [`vocab`](crate::vocab);
 //! nothing here may use a module of its layer or above.
 
+pub mod allocated;
 pub mod classify;
 pub mod condition;
 pub mod conflict;

@@ -48,13 +48,19 @@ impl tower::Service<Request<Body>> for Recording {
                 Method::POST | Method::PUT | Method::PATCH | Method::DELETE
             );
             let path = request.uri().path().to_owned();
+            let (request, sent) = if mutating {
+                let (request, sent) = super::allocated::keep_body(request).await?;
+                (request, Some(sent))
+            } else {
+                (request, None)
+            };
             let response = this.inner.send(request).await?;
             if !mutating || !response.status().is_success() {
                 return Ok(response);
             }
             let (parts, body) = response.into_parts();
             let bytes = body.collect_bytes().await?.to_vec();
-            this.writes.accepted(&method, &path, &bytes);
+            this.writes.accepted(&method, &path, sent, &bytes);
             Ok(Response::from_parts(parts, Body::from(bytes)))
         })
     }

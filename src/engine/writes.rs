@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use http::Method;
 use serde_json::Value;
 
-use super::fielddiff::{MAX_FIELDS, differing_fields};
+use super::allocated::{Allocations, RequestBody, Sent};
+use super::fielddiff::{Context, MAX_FIELDS, differing_fields_in};
 use crate::plan::{FieldPath, Operation};
 use crate::vocab::{CodePath, WriteAction, WriteVerb};
 
@@ -77,6 +78,21 @@ pub struct Write {
     pub kind: Option<String>,
     /// The server's answer: the object as written (`None` for a delete).
     pub answer: Option<Value>,
+    /// Its request's body, to tell what the code sent from what the server set (`None`: not
+    /// kept, everything counts as sent; a delete sends nothing).
+    pub request: Option<RequestBody>,
+}
+
+impl Write {
+    /// What its request sent (a delete sends nothing; a request not kept, everything).
+    #[must_use]
+    pub fn sent(&self) -> Sent {
+        match &self.request {
+            _ if self.verb == WriteVerb::Delete => Sent::Nothing,
+            Some(body) => Sent::of(self.verb, body),
+            None => Sent::Everything,
+        }
+    }
 }
 
 /// The writes of one client, shared with the service that logs them.
@@ -90,8 +106,9 @@ impl WriteLog {
         Self::default()
     }
 
-    /// Logs an accepted mutating request: its method, path and the body the server answered.
-    pub fn accepted(&self, method: &Method, path: &str, body: &[u8]) {
+    /// Logs an accepted mutating request: its method, path, its own body (`None`: not kept) and
+    /// the body the server answered.
+    pub fn accepted(&self, method: &Method, path: &str, request: Option<RequestBody>, body: &[u8]) {
         let verb = match *method {
             Method::POST => WriteVerb::Create,
             Method::PUT => WriteVerb::Update,
@@ -122,6 +139,7 @@ impl WriteLog {
                 object,
                 kind,
                 answer,
+                request,
             });
     }
 
@@ -284,15 +302,68 @@ const fn verb_phrase(verb: WriteVerb) -> &'static str {
     }
 }
 
-/// Per object, the last accepted write of a log: what that side leaves behind.
-fn last_writes(writes: &[Write]) -> BTreeMap<&ObjectRef, &Write> {
-    writes.iter().map(|w| (&w.object, w)).collect()
+/// What one side did to one object: its last accepted write, and what all its requests for it
+/// sent.
+struct Side<'w> {
+    last: &'w Write,
+    sent: Vec<Sent>,
+}
+
+fn sent<'s>(side: &'s Side<'_>) -> Vec<&'s Sent> {
+    side.sent.iter().collect()
+}
+
+/// Per object, what a log did to it. An object created with `generateName` is named by the
+/// pattern `PREFIX*` (`PREFIX*#2` for the second of one prefix), here and in its later writes, so
+/// the two sides' creations of it pair up whatever names the server gave them.
+fn sides(writes: &[Write]) -> BTreeMap<ObjectRef, Side<'_>> {
+    let mut generated: HashMap<ObjectRef, String> = HashMap::new();
+    let mut prefixes: HashMap<String, usize> = HashMap::new();
+    let mut out: BTreeMap<ObjectRef, Side<'_>> = BTreeMap::new();
+    for write in writes {
+        let sent = write.sent();
+        let itself = ObjectRef {
+            subresource: None,
+            ..write.object.clone()
+        };
+        if write.verb == WriteVerb::Create
+            && let Some(prefix) = sent.generate_name()
+        {
+            let n = prefixes.entry(prefix.to_owned()).or_insert(0);
+            *n += 1;
+            let pattern = if *n == 1 {
+                format!("{prefix}*")
+            } else {
+                format!("{prefix}*#{n}")
+            };
+            generated.insert(itself.clone(), pattern);
+        }
+        let mut object = write.object.clone();
+        if let Some(pattern) = generated.get(&itself) {
+            object.name.clone_from(pattern);
+        }
+        match out.entry(object) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(Side {
+                    last: write,
+                    sent: vec![sent],
+                });
+            }
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                let side = entry.get_mut();
+                side.last = write;
+                side.sent.push(sent);
+            }
+        }
+    }
+    out
 }
 
 /// The differences between the control's and the candidate's writes of `op`, per object: one
 /// side wrote or deleted an object the other did not touch or treated otherwise, or both wrote
-/// it with different field values (`volatile` and the server's own fields ignored). Ordered by
-/// object.
+/// it with different field values (`volatile`, the server's own fields, what neither side's
+/// requests sent and the server's allocations to each side ignored: [`super::allocated`]).
+/// Ordered by object.
 #[must_use]
 pub fn compare(
     op: &Operation,
@@ -302,21 +373,39 @@ pub fn compare(
 ) -> Vec<WriteDifference> {
     kinds.learn(control);
     kinds.learn(candidate);
-    let (ours, theirs) = (last_writes(control), last_writes(candidate));
-    let mut objects: Vec<&ObjectRef> = ours.keys().chain(theirs.keys()).copied().collect();
+    let (ours, theirs) = (sides(control), sides(candidate));
+    // What the server allocated to each side, from every object both wrote.
+    let mut allocations = Allocations::default();
+    for (object, c) in &ours {
+        if let Some(k) = theirs.get(object)
+            && let (Some(a), Some(b)) = (&c.last.answer, &k.last.answer)
+        {
+            allocations.learn(a, b, (&sent(c), &sent(k)));
+        }
+    }
+    let mut objects: Vec<&ObjectRef> = ours.keys().chain(theirs.keys()).collect();
     objects.sort();
     objects.dedup();
     let mut out = Vec::new();
     for object in objects {
         let (c, k) = (ours.get(object), theirs.get(object));
-        let verbs = (c.map(|w| w.verb), k.map(|w| w.verb));
+        let verbs = (c.map(|s| s.last.verb), k.map(|s| s.last.verb));
         let (mut fields, mut total) = (Vec::new(), 0);
         if WriteAction::of(verbs.0) == WriteAction::of(verbs.1) {
-            let (Some(cw), Some(kw)) = (c, k) else {
+            let (Some(cs), Some(ks)) = (c, k) else {
                 continue;
             };
-            if let (Some(a), Some(b)) = (&cw.answer, &kw.answer) {
-                fields = differing_fields(a, b, volatile);
+            if let (Some(a), Some(b)) = (&cs.last.answer, &ks.last.answer) {
+                let (sent_c, sent_k) = (sent(cs), sent(ks));
+                fields = differing_fields_in(
+                    a,
+                    b,
+                    &Context {
+                        volatile,
+                        sent: (&sent_c, &sent_k),
+                        allocations: &allocations,
+                    },
+                );
                 total = fields.len();
             }
             if total == 0 {
@@ -345,12 +434,12 @@ pub fn one_sided(
     kinds: &Kinds,
 ) -> Vec<WriteDifference> {
     kinds.learn(writes);
-    last_writes(writes)
-        .into_iter()
-        .map(|(object, write)| {
+    sides(writes)
+        .iter()
+        .map(|(object, side)| {
             let verbs = match path {
-                CodePath::Legacy => (Some(write.verb), None),
-                CodePath::Phased => (None, Some(write.verb)),
+                CodePath::Legacy => (Some(side.last.verb), None),
+                CodePath::Phased => (None, Some(side.last.verb)),
             };
             difference(op, object, kinds.of(object), verbs, &[], 0)
         })

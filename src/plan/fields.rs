@@ -63,6 +63,12 @@ impl FieldPath {
         Self(segments)
     }
 
+    /// The path of these segments.
+    #[must_use]
+    pub const fn from_segments(segments: Vec<Segment>) -> Self {
+        Self(segments)
+    }
+
     /// The segments.
     #[must_use]
     pub fn segments(&self) -> &[Segment] {

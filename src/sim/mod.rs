@@ -6,6 +6,7 @@
 //! Layer 1 of the crate (docs/design.md, "Layers"): builds on [`util`](crate::util); nothing here
 //! may use a module of its layer or above.
 
+mod allocate;
 mod audit;
 mod discovery;
 mod faults;

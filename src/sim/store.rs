@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use super::allocate::{InUse, service_on_create, service_on_update};
 use super::object::{meta_mut, meta_str, normalize_secret, spec_part, uuid, valid_name};
 use super::registry::{Registry, ResourceType};
 use super::status::ApiError;
@@ -364,6 +365,10 @@ impl Store {
         if rt.group.is_empty() && rt.plural == "secrets" {
             normalize_secret(&mut body);
         }
+        if rt.group.is_empty() && rt.plural == "services" {
+            let in_use = InUse::of(self.objects.values().filter(|o| o["kind"] == "Service"));
+            service_on_create(&mut body, &mut self.rng, &in_use);
+        }
         drop_empty(rt, &mut body);
         if opts.dry_run {
             return Ok(Written {
@@ -436,6 +441,9 @@ impl Store {
             new
         };
         keep_server_fields(rt, &old, &mut new);
+        if rt.group.is_empty() && rt.plural == "services" {
+            service_on_update(&old, &mut new);
+        }
         if rt.group.is_empty() && rt.plural == "secrets" {
             normalize_secret(&mut new);
             if new["type"] != old["type"] {

@@ -7,6 +7,7 @@
 
 use http::Method;
 use serde_json::{Value, json};
+use shadow_reconciler::engine::allocated::RequestBody;
 use shadow_reconciler::engine::fielddiff::differing_fields;
 use shadow_reconciler::engine::writes::{self, Kinds, ObjectRef, WriteLog};
 use shadow_reconciler::plan::{FieldPath, ReconcilePlan};
@@ -197,10 +198,25 @@ spec:
 type Entry = (&'static str, &'static str, Value);
 
 fn log(entries: &[Entry]) -> Vec<writes::Write> {
+    let with: Vec<WithRequest> = entries
+        .iter()
+        .map(|(m, p, a)| ((*m, *p, a.clone()), None))
+        .collect();
+    log_sent(&with)
+}
+
+/// A write with the body of its request (its content type, the body), when the vectors give one.
+type WithRequest = (Entry, Option<(&'static str, Value)>);
+
+fn log_sent(entries: &[WithRequest]) -> Vec<writes::Write> {
     let log = WriteLog::new();
-    for (method, path, answer) in entries {
+    for ((method, path, answer), request) in entries {
         let method: Method = method.parse().expect("method");
-        log.accepted(&method, path, answer.to_string().as_bytes());
+        let request = request.as_ref().map(|(content_type, body)| RequestBody {
+            content_type: Some((*content_type).to_owned()),
+            bytes: body.to_string().into_bytes(),
+        });
+        log.accepted(&method, path, request, answer.to_string().as_bytes());
     }
     log.take()
 }
@@ -209,6 +225,17 @@ fn entries_json(entries: &[Entry]) -> Value {
     entries
         .iter()
         .map(|(m, p, a)| json!({"method": m, "path": p, "answer": a}))
+        .collect()
+}
+
+fn sent_json(entries: &[WithRequest]) -> Value {
+    entries
+        .iter()
+        .map(|((m, p, a), request)| match request {
+            Some((content_type, body)) => json!({"method": m, "path": p, "answer": a,
+                "request": body, "content_type": content_type}),
+            None => json!({"method": m, "path": p, "answer": a}),
+        })
         .collect()
 }
 
@@ -443,20 +470,20 @@ fn compare_cases() -> Vec<Value> {
             let operation = plan.operation(plan.lookup(op).expect("op"));
             let kinds = Kinds::default();
             let found = match operation.only() {
-                Some(path @ CodePath::Legacy) => writes::one_sided(operation, path, &log(&control), &kinds),
-                Some(path @ CodePath::Phased) => writes::one_sided(operation, path, &log(&candidate), &kinds),
-                None => writes::compare(operation, (&log(&control), &log(&candidate)), plan.volatile(), &kinds),
+                Some(path @ CodePath::Legacy) => {
+                    writes::one_sided(operation, path, &log(&control), &kinds)
+                }
+                Some(path @ CodePath::Phased) => {
+                    writes::one_sided(operation, path, &log(&candidate), &kinds)
+                }
+                None => writes::compare(
+                    operation,
+                    (&log(&control), &log(&candidate)),
+                    plan.volatile(),
+                    &kinds,
+                ),
             };
-            let differences: Vec<Value> = found
-                .iter()
-                .map(|d| json!({
-                    "operation": d.operation, "only": d.only.map(CodePath::as_str),
-                    "group": d.group, "kind": d.kind, "namespace": d.namespace, "name": d.name,
-                    "subresource": d.subresource,
-                    "control": d.control.map(WriteVerb::as_str), "candidate": d.candidate.map(WriteVerb::as_str),
-                    "fields": d.fields, "fields_total": d.fields_total, "intended": d.intended,
-                }))
-                .collect();
+            let differences = differences_json(&found);
             json!({
                 "name": name, "operation": op,
                 "control": entries_json(&control), "candidate": entries_json(&candidate),
@@ -466,14 +493,239 @@ fn compare_cases() -> Vec<Value> {
         .collect()
 }
 
+fn differences_json(found: &[writes::WriteDifference]) -> Vec<Value> {
+    found
+        .iter()
+        .map(|d| json!({
+            "operation": d.operation, "only": d.only.map(CodePath::as_str),
+            "group": d.group, "kind": d.kind, "namespace": d.namespace, "name": d.name,
+            "subresource": d.subresource,
+            "control": d.control.map(WriteVerb::as_str), "candidate": d.candidate.map(WriteVerb::as_str),
+            "fields": d.fields, "fields_total": d.fields_total, "intended": d.intended,
+        }))
+        .collect()
+}
+
+const JSON: &str = "application/json";
+
+fn service(name: &str, ip: &str, node_port: u16) -> Value {
+    json!({"kind": "Service", "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": "cp", "uid": format!("uid-{ip}"), "resourceVersion": "9"},
+        "spec": {"type": "NodePort", "clusterIP": ip, "clusterIPs": [ip], "sessionAffinity": "None",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443, "nodePort": node_port}],
+            "selector": {"app": "kube-apiserver"}}})
+}
+
+/// Writes with their requests: what the server set that no request sent (defaults,
+/// allocations, generated names) is no difference; a value it allocated, sent on by the same
+/// code, is one value.
+#[allow(clippy::too_many_lines)] // a table of cases
+fn allocated_cases() -> Vec<Value> {
+    let plan = ReconcilePlan::from_yaml("writes.yaml", PLAN).expect("the cases' plan");
+    let svc = "/api/v1/namespaces/cp/services";
+    let cm = "/api/v1/namespaces/cp/configmaps";
+    let service_request = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kas"},
+        "spec": {"type": "NodePort", "ports": [{"name": "https", "port": 443, "targetPort": 6443}],
+            "selector": {"app": "kube-apiserver"}}});
+    let with_affinity = {
+        let mut request = service_request.clone();
+        request["spec"]["sessionAffinity"] = json!("ClientIP");
+        request
+    };
+    let affinity_answer = {
+        let mut answer = service("kas", "10.0.0.99", 30002);
+        answer["spec"]["sessionAffinity"] = json!("ClientIP");
+        answer
+    };
+    let generated = |name: &str| {
+        json!({"kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": name, "generateName": "root-ca-", "namespace": "cp"}, "data": {"ca": "x"}})
+    };
+    let generate_request = json!({"metadata": {"generateName": "root-ca-"}, "data": {"ca": "x"}});
+    let owned = |uid: &str, url: &str| {
+        json!({"kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": "endpoint", "namespace": "cp",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "kas", "uid": uid}]},
+        "data": {"url": url}})
+    };
+    let owned_request = |uid: &str, url: &str| {
+        json!({"metadata": {"name": "endpoint",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "kas", "uid": uid}]},
+        "data": {"url": url}})
+    };
+    let cases: Vec<(&str, Vec<WithRequest>, Vec<WithRequest>)> = vec![
+        (
+            "service-allocations",
+            vec![(
+                ("POST", svc, service("kas", "10.0.0.17", 30001)),
+                Some((JSON, service_request.clone())),
+            )],
+            vec![(
+                ("POST", svc, service("kas", "10.0.0.99", 30002)),
+                Some((JSON, service_request.clone())),
+            )],
+        ),
+        (
+            "sent-field-differs",
+            vec![(
+                ("POST", svc, service("kas", "10.0.0.17", 30001)),
+                Some((JSON, service_request.clone())),
+            )],
+            vec![(("POST", svc, affinity_answer), Some((JSON, with_affinity)))],
+        ),
+        (
+            "generated-names",
+            vec![
+                (
+                    ("POST", cm, generated("root-ca-abcde")),
+                    Some((JSON, generate_request.clone())),
+                ),
+                (
+                    (
+                        "PATCH",
+                        "/api/v1/namespaces/cp/configmaps/root-ca-abcde",
+                        generated("root-ca-abcde"),
+                    ),
+                    Some(("application/merge-patch+json", json!({"data": {"ca": "x"}}))),
+                ),
+            ],
+            vec![
+                (
+                    ("POST", cm, generated("root-ca-zyxwv")),
+                    Some((JSON, generate_request.clone())),
+                ),
+                (
+                    (
+                        "PATCH",
+                        "/api/v1/namespaces/cp/configmaps/root-ca-zyxwv",
+                        generated("root-ca-zyxwv"),
+                    ),
+                    Some(("application/merge-patch+json", json!({"data": {"ca": "x"}}))),
+                ),
+            ],
+        ),
+        (
+            "generated-name-against-a-name",
+            vec![(
+                ("POST", cm, generated("root-ca-abcde")),
+                Some((JSON, generate_request)),
+            )],
+            vec![(
+                ("POST", cm, configmap("root-ca", &json!({"ca": "x"}))),
+                Some((
+                    JSON,
+                    json!({"metadata": {"name": "root-ca"}, "data": {"ca": "x"}}),
+                )),
+            )],
+        ),
+        (
+            "allocated-values-sent-on",
+            vec![
+                (
+                    ("POST", svc, service("kas", "10.0.0.17", 30001)),
+                    Some((JSON, service_request.clone())),
+                ),
+                (
+                    ("POST", cm, owned("uid-10.0.0.17", "https://10.0.0.17:443")),
+                    Some((
+                        JSON,
+                        owned_request("uid-10.0.0.17", "https://10.0.0.17:443"),
+                    )),
+                ),
+            ],
+            vec![
+                (
+                    ("POST", svc, service("kas", "10.0.0.99", 30002)),
+                    Some((JSON, service_request.clone())),
+                ),
+                (
+                    ("POST", cm, owned("uid-10.0.0.99", "https://10.0.0.99:443")),
+                    Some((
+                        JSON,
+                        owned_request("uid-10.0.0.99", "https://10.0.0.99:443"),
+                    )),
+                ),
+            ],
+        ),
+        (
+            "a-value-not-allocated",
+            vec![
+                (
+                    ("POST", svc, service("kas", "10.0.0.17", 30001)),
+                    Some((JSON, service_request.clone())),
+                ),
+                (
+                    ("POST", cm, owned("uid-10.0.0.17", "https://10.0.0.17:443")),
+                    Some((
+                        JSON,
+                        owned_request("uid-10.0.0.17", "https://10.0.0.17:443"),
+                    )),
+                ),
+            ],
+            vec![
+                (
+                    ("POST", svc, service("kas", "10.0.0.99", 30002)),
+                    Some((JSON, service_request)),
+                ),
+                (
+                    ("POST", cm, owned("uid-other", "https://10.0.0.99:6443")),
+                    Some((JSON, owned_request("uid-other", "https://10.0.0.99:6443"))),
+                ),
+            ],
+        ),
+        (
+            "json-patch",
+            vec![(
+                (
+                    "PATCH",
+                    "/api/v1/namespaces/cp/configmaps/a",
+                    configmap("a", &json!({"x": "1", "y": "1"})),
+                ),
+                Some((
+                    "application/json-patch+json",
+                    json!([{"op": "replace", "path": "/data/x", "value": "1"}]),
+                )),
+            )],
+            vec![(
+                (
+                    "PATCH",
+                    "/api/v1/namespaces/cp/configmaps/a",
+                    configmap("a", &json!({"x": "2", "y": "2"})),
+                ),
+                Some((
+                    "application/json-patch+json",
+                    json!([{"op": "replace", "path": "/data/x", "value": "2"}]),
+                )),
+            )],
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, control, candidate)| {
+            let operation = plan.operation(plan.lookup("Sync").expect("op"));
+            let found = writes::compare(
+                operation,
+                (&log_sent(&control), &log_sent(&candidate)),
+                plan.volatile(),
+                &Kinds::default(),
+            );
+            json!({
+                "name": name, "operation": "Sync",
+                "control": sent_json(&control), "candidate": sent_json(&candidate),
+                "differences": differences_json(&found),
+            })
+        })
+        .collect()
+}
+
 fn generate() -> Value {
     json!({
         "schema": "shadow-reconciler.io/write-vectors/v1",
-        "about": "Generated by tests/suite/write_vectors.rs from src/engine/writes.rs and fielddiff.rs. paths: the object a request path addresses (created: the name a POST's answer gives). fields: every differing field of two answers of one object, in path order (total: how many; a record lists the first 32, and a difference is intended only when its every field is declared). compare: two write logs of one operation of `plan` (method, path, answer of each accepted write) and the differences they make, ordered by object (group, resource, namespace, name, subresource); a DELETE's answer is a Status, its kind comes from the built-in table. Do not edit: rerun with SHADOW_RECONCILER_WRITE_VECTORS=1.",
+        "about": "Generated by tests/suite/write_vectors.rs from src/engine/writes.rs and fielddiff.rs. paths: the object a request path addresses (created: the name a POST's answer gives). fields: every differing field of two answers of one object, in path order (total: how many; a record lists the first 32, and a difference is intended only when its every field is declared). compare: two write logs of one operation of `plan` (method, path, answer of each accepted write; request and content_type: the body its request sent, when given: a field no request of either side sent is the server's, and a value the server allocated to each side is one value) and the differences they make, ordered by object (group, resource, namespace, name, subresource); a DELETE's answer is a Status, its kind comes from the built-in table. Do not edit: rerun with SHADOW_RECONCILER_WRITE_VECTORS=1.",
         "plan": PLAN,
         "paths": path_cases(),
         "fields": field_cases(),
-        "compare": compare_cases(),
+        "compare": compare_cases().into_iter().chain(allocated_cases()).collect::<Vec<_>>(),
     })
 }
 

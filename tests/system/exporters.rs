@@ -26,18 +26,60 @@ fn run(command: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The SQL and `analyze` agree on a dataset with halves of rotations, which both leave out.
+/// A plan whose dependencies form a chain: `Namespace` fails, so `Secret` fails, so `Config`
+/// fails. The analyzer's fixpoint finds the second link only once the first explains
+/// `Secret`'s failures, so its rounds (and the SQL's unrolled ones) are exercised.
+const CHAIN_PLAN: &str = "apiVersion: shadow-reconciler.io/v1alpha1
+kind: ReconcilePlan
+metadata:
+  name: chain
+spec:
+  operations:
+    - {name: Namespace, phase: 1, category: non-critical, shadow: dry-run}
+    - {name: Secret, phase: 2, category: non-critical, shadow: dry-run}
+    - {name: Config, phase: 3, category: non-critical, shadow: dry-run}
+    - {name: Deploy, phase: 4, category: non-critical, shadow: dry-run}
+  legacy:
+    order: [Namespace, Secret, Config, Deploy]
+";
+
+/// The SQL and `analyze` agree on a dataset with halves of rotations, which both leave out:
+/// `simulate`'s default run (every table, conflicts, write differences) and, beside it, a
+/// planted chain of dependencies that the pairs' fixpoint needs more than one round for (built
+/// by the test, so the rounds do not depend on how a run was scheduled).
 #[test]
 fn the_duckdb_spark_and_trino_sql_give_the_analyzers_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let bin = env!("CARGO_BIN_EXE_shadow-reconciler");
     run(Command::new(bin)
-        // simulate's default population: the missing namespace's chain of dependencies takes
-        // several rounds of the pairs' fixpoint to find, so the SQL's rounds are exercised.
         .args(["simulate", "--seed", "1"])
         .arg("--parquet-dir")
         .arg(&data));
+    let chain_plan = dir.path().join("chain.yaml");
+    std::fs::write(&chain_plan, CHAIN_PLAN).unwrap();
+    let plan = std::sync::Arc::new(
+        shadow_reconciler::plan::ReconcilePlan::from_yaml("chain.yaml", CHAIN_PLAN).unwrap(),
+    );
+    // 200 objects: every 5th misses its namespace, every 7th fails Deploy on its own.
+    let objects: Vec<common::Object> = (0..200)
+        .map(|i| {
+            let mut faults = Vec::new();
+            if i % 5 == 0 {
+                faults.push("Namespace");
+            }
+            if i % 7 == 0 {
+                faults.push("Deploy");
+            }
+            common::Object::new(&faults, 1 + i % 3)
+        })
+        .collect();
+    common::record_world(
+        &data,
+        &plan,
+        &objects,
+        &[("Namespace", "Secret"), ("Secret", "Config")],
+    );
     // Two halves of rotations, as a crash leaves them (docs/parquet.md): a copy of a steps file
     // without its reconciles file and a copy of a reconciles file without its steps file. Both
     // repeat rows of whole parts, so a reader that took them would count those twice.
@@ -56,43 +98,61 @@ fn the_duckdb_spark_and_trino_sql_give_the_analyzers_numbers() {
     let json = run(Command::new(bin)
         .arg("analyze")
         .arg(&data)
+        .arg("--plan")
+        .arg(&chain_plan)
         .args(["--format", "json"]));
-    let skipped = serde_json::from_str::<Value>(&json).unwrap()["files_skipped"]
-        .as_array()
-        .map_or(0, Vec::len);
+    let doc = serde_json::from_str::<Value>(&json).unwrap();
+    let skipped = doc["files_skipped"].as_array().map_or(0, Vec::len);
     assert_eq!(skipped, 2, "analyze skips the two halves");
+    let chain = doc["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plan"] == "chain")
+        .expect("the chain plan analysed");
+    let found: BTreeSet<(String, String)> = chain["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["failed"].as_str().unwrap().to_owned(),
+                d["later"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        found.contains(&("Namespace".to_owned(), "Config".to_owned())),
+        "the chain's second link is found: {found:?}"
+    );
+    let rounds = chain["rounds"].as_u64().unwrap();
+    assert!(rounds > 1, "the planted chain took {rounds} round(s)");
     let analysis = dir.path().join("analysis.json");
     std::fs::write(&analysis, &json).unwrap();
-    let report = check_sql(&data, &analysis, "duckdb");
-    let rounds: u32 = report
-        .split("pair rounds: hostedcluster ")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no round count in:\n{report}"));
-    assert!(
-        rounds > 1,
-        "the fixpoint took {rounds} round(s); the test needs a chain:\n{report}"
-    );
-    for engine in ["spark", "trino"] {
-        let report = check_sql(&data, &analysis, engine);
+    let expected = |report: &str| {
         assert!(
-            report.contains(&format!("pair rounds: hostedcluster {rounds}")),
-            "{report}"
+            report.contains(&format!("chain {rounds}")),
+            "the SQL's rounds for the chain plan are the analyzer's ({rounds}):\n{report}"
         );
+    };
+    for engine in ["duckdb", "spark", "trino"] {
+        expected(&check_sql(&data, &analysis, engine, &[&chain_plan]));
     }
 }
 
 /// Runs `tests/python/check_sql.py` with `engine` (duckdb, spark or trino) on `data` against the
-/// analysis `analysis`; returns its report, failing the test on any difference.
-fn check_sql(data: &Path, analysis: &Path, engine: &str) -> String {
-    let out = Command::new(common::python())
+/// analysis `analysis` (with `plans` for plans that are not shipped); returns its report, failing the test on any difference.
+fn check_sql(data: &Path, analysis: &Path, engine: &str, plans: &[&Path]) -> String {
+    let mut command = Command::new(common::python());
+    command
         .arg(root().join("tests/python/check_sql.py"))
         .arg(data)
         .arg(analysis)
-        .args(["--engine", engine])
-        .output()
-        .unwrap();
+        .args(["--engine", engine]);
+    for plan in plans {
+        command.arg("--plan").arg(plan);
+    }
+    let out = command.output().unwrap();
     let report = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -182,8 +242,8 @@ fn a_fleet_of_two_clusters_is_one_dataset() {
     );
     let analysis = dir.path().join("fleet.json");
     std::fs::write(&analysis, serde_json::to_string(&whole).unwrap()).unwrap();
-    check_sql(&fleet, &analysis, "duckdb");
-    check_sql(&fleet, &analysis, "spark");
+    check_sql(&fleet, &analysis, "duckdb", &[]);
+    check_sql(&fleet, &analysis, "spark", &[]);
 }
 
 fn names(section: &Value) -> BTreeSet<String> {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -387,6 +388,20 @@ func TestTheRecordingClientLogsAcceptedWrites(t *testing.T) {
 	if fields, n := writes.DifferingFields(got[0].Answer, got[2].Answer, nil); n != 2 ||
 		fields[0].String() != "data.k" || fields[1].String() != "metadata.labels" {
 		t.Errorf("the create's and the patch's answers differ in %v", fields)
+	}
+	// What each request sent: the create's object as it was before the call, the patch's merge
+	// patch (its content type with it), nothing for a delete.
+	sent := func(i int, path string) bool {
+		return got[i].Sent().Covers(plan.MustParseFieldPath(path))
+	}
+	if !sent(0, "data.k") || sent(0, "metadata.uid") || sent(0, "metadata.resourceVersion") {
+		t.Errorf("the create sent %s", got[0].Request.Bytes)
+	}
+	if got[2].Request == nil || got[2].Request.ContentType != string(types.MergePatchType) || !sent(2, "metadata.labels.l") || sent(2, "data.k") {
+		t.Errorf("the patch sent %+v", got[2].Request)
+	}
+	if got[3].Request != nil || sent(3, "data") {
+		t.Errorf("the delete sent %+v", got[3].Request)
 	}
 	if len(rec.take()) != 0 {
 		t.Error("take empties the log")

@@ -139,7 +139,7 @@ func TestPairedRunsCountTheirDryRunRequests(t *testing.T) {
 	}
 	p := shipped(t, "addon-install-progression")
 	write := func(ctx context.Context, r *Run[*corev1.ConfigMap, struct{}]) error {
-		return r.Client.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "out"}})
+		return r.Client.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "out"}, Data: map[string]string{"v": "x"}})
 	}
 	ops := map[string]Op[*corev1.ConfigMap, struct{}]{}
 	for _, op := range p.Operations {
@@ -155,8 +155,8 @@ func TestPairedRunsCountTheirDryRunRequests(t *testing.T) {
 	if out.Err != nil || out.DryRunRequests != 1 || out.GuardRefusals != 0 {
 		t.Fatalf("%v: %d dry-run requests, %d refusals", out.Err, out.DryRunRequests, out.GuardRefusals)
 	}
-	// The two answers differ in data.v (each side's user agent): the server's answers are
-	// what is compared.
+	// Both requests send data.v, and the two answers differ in it (each side's user agent): a
+	// sent field is compared as the server answered it.
 	if len(out.WriteDifferences) != 1 || out.WriteDifferences[0].Operation != distinct ||
 		out.WriteDifferences[0].Kind != "ConfigMap" || !slices.Equal(out.WriteDifferences[0].Fields, []string{"data.v"}) {
 		t.Fatalf("%+v", out.WriteDifferences)

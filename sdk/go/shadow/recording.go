@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/writes"
@@ -116,15 +117,40 @@ func answer(obj runtime.Object, gvk schema.GroupVersionKind) (any, bool) {
 	return content, true
 }
 
+// sent is the body a write of obj sends (obj before the call, which decodes the answer into
+// it), nil when the writes are not logged or obj cannot be encoded.
+func (r *recorder) sent(obj runtime.Object) *writes.RequestBody {
+	if !r.logging() || obj == nil {
+		return nil
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil
+	}
+	return &writes.RequestBody{ContentType: "application/json", Bytes: data}
+}
+
+// patchSent is the body of a patch of obj, nil when the writes are not logged.
+func (r *recorder) patchSent(obj client.Object, patch client.Patch) *writes.RequestBody {
+	if !r.logging() {
+		return nil
+	}
+	data, err := patch.Data(obj)
+	if err != nil {
+		return nil
+	}
+	return &writes.RequestBody{ContentType: string(patch.Type()), Bytes: data}
+}
+
 // written logs an accepted write of obj, whose answer was decoded into obj (a delete has
-// none).
-func (r *recorder) written(verb writes.Verb, obj client.Object, subresource string) {
-	r.writtenAs(verb, obj, subresource, nil)
+// none), and whose request sent request.
+func (r *recorder) written(verb writes.Verb, obj client.Object, subresource string, request *writes.RequestBody) {
+	r.writtenAs(verb, obj, subresource, nil, request)
 }
 
 // writtenAs logs an accepted write of obj's subresource whose answer was decoded into sub, an
 // object of its own (an eviction, a token request: another kind).
-func (r *recorder) writtenAs(verb writes.Verb, obj client.Object, subresource string, sub runtime.Object) {
+func (r *recorder) writtenAs(verb writes.Verb, obj client.Object, subresource string, sub runtime.Object, request *writes.RequestBody) {
 	if !r.logging() {
 		return
 	}
@@ -132,7 +158,7 @@ func (r *recorder) writtenAs(verb writes.Verb, obj client.Object, subresource st
 	if !ok {
 		return
 	}
-	w := writes.Write{Verb: verb, Object: ref, Kind: gvk.Kind}
+	w := writes.Write{Verb: verb, Object: ref, Kind: gvk.Kind, Request: request}
 	var answered runtime.Object = obj
 	if sub != nil {
 		answered = sub
@@ -164,32 +190,36 @@ func (r *recorder) applied(ac runtime.ApplyConfiguration, subresource string) {
 	if !ok {
 		return
 	}
-	w := writes.Write{Verb: writes.Patch, Object: ref, Kind: gvk.Kind}
+	w := writes.Write{Verb: writes.Patch, Object: ref, Kind: gvk.Kind,
+		Request: &writes.RequestBody{ContentType: string(types.ApplyYAMLPatchType), Bytes: data}}
 	w.Answer, w.HasAnswer = answer(u, gvk)
 	r.add(w)
 }
 
 func (r *recorder) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	request := r.sent(obj)
 	if err := r.Client.Create(ctx, obj, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Create, obj, "")
+	r.written(writes.Create, obj, "", request)
 	return nil
 }
 
 func (r *recorder) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	request := r.sent(obj)
 	if err := r.Client.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Update, obj, "")
+	r.written(writes.Update, obj, "", request)
 	return nil
 }
 
 func (r *recorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	request := r.patchSent(obj, patch)
 	if err := r.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Patch, obj, "")
+	r.written(writes.Patch, obj, "", request)
 	return nil
 }
 
@@ -205,7 +235,7 @@ func (r *recorder) Delete(ctx context.Context, obj client.Object, opts ...client
 	if err := r.Client.Delete(ctx, obj, opts...); err != nil {
 		return err
 	}
-	r.written(writes.Delete, obj, "")
+	r.written(writes.Delete, obj, "", nil)
 	return nil
 }
 
@@ -222,26 +252,29 @@ type recordingSubResource struct {
 }
 
 func (s *recordingSubResource) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	request := s.recorder.sent(sub)
 	if err := s.SubResourceClient.Create(ctx, obj, sub, opts...); err != nil {
 		return err
 	}
-	s.recorder.writtenAs(writes.Create, obj, s.name, sub)
+	s.recorder.writtenAs(writes.Create, obj, s.name, sub, request)
 	return nil
 }
 
 func (s *recordingSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	request := s.recorder.sent(obj)
 	if err := s.SubResourceClient.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	s.recorder.written(writes.Update, obj, s.name)
+	s.recorder.written(writes.Update, obj, s.name, request)
 	return nil
 }
 
 func (s *recordingSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	request := s.recorder.patchSent(obj, patch)
 	if err := s.SubResourceClient.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	s.recorder.written(writes.Patch, obj, s.name)
+	s.recorder.written(writes.Patch, obj, s.name, request)
 	return nil
 }
 

@@ -12,7 +12,10 @@ import (
 //
 // Ignored everywhere: metadata.resourceVersion, uid, generation, creationTimestamp,
 // managedFields and selfLink; any field whose key ends in Time or Timestamp
-// (lastTransitionTime, lastHeartbeatTime...); and the plan's volatile fields. A list of objects
+// (lastTransitionTime, lastHeartbeatTime...); and the plan's volatile fields. With the requests
+// at hand (Compare), a field neither side's request sent is the server's (a default, an
+// allocated address or port) and a value that is the server's allocation to each side is one
+// value (allocated.go). A list of objects
 // that all carry a distinct name (else type) is compared by that key, as Kubernetes merges it, so
 // the same conditions in another order are no difference. A null equals a missing field.
 
@@ -28,8 +31,37 @@ var serverMetadata = [...]string{"resourceVersion", "uid", "generation", "creati
 // and how many (a WriteDifference lists the first MaxFields). Numbers compare as serde_json's:
 // an integer never equals a float (1 is not 1.0).
 func DifferingFields(control, candidate any, volatile []plan.FieldPath) ([]plan.FieldPath, int) {
+	return differingFields(control, candidate, context{volatile: volatile})
+}
+
+// context decides whether a differing field counts: the plan's volatile fields, what each
+// side's requests for the object sent (nil: everything), and the server's allocations to each.
+type context struct {
+	volatile                   []plan.FieldPath
+	sentControl, sentCandidate []Sent
+	allocations                *Allocations
+}
+
+// counts says whether a field that differs (x the control's value, y the candidate's; nil
+// where a side has none) is a difference of the codes.
+func (c context) counts(path plan.FieldPath, x, y any) bool {
+	if c.sentControl != nil || c.sentCandidate != nil {
+		sent := false
+		for _, side := range [][]Sent{c.sentControl, c.sentCandidate} {
+			for _, s := range side {
+				sent = sent || s.Covers(path)
+			}
+		}
+		if !sent {
+			return false
+		}
+	}
+	return x == nil || y == nil || c.allocations == nil || !c.allocations.Corresponds(x, y)
+}
+
+func differingFields(control, candidate any, ctx context) ([]plan.FieldPath, int) {
 	var out []plan.FieldPath
-	walk(control, candidate, plan.FieldPath{}, volatile, &out)
+	walk(control, candidate, plan.FieldPath{}, ctx, &out)
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Compare(out[b]) < 0 })
 	return out, len(out)
 }
@@ -56,23 +88,30 @@ func ignored(path plan.FieldPath, volatile []plan.FieldPath) bool {
 	return false
 }
 
-func walk(a, b any, path plan.FieldPath, volatile []plan.FieldPath, out *[]plan.FieldPath) {
-	if ignored(path, volatile) {
+func walk(a, b any, path plan.FieldPath, ctx context, out *[]plan.FieldPath) {
+	if ignored(path, ctx.volatile) {
 		return
 	}
 	am, aIsMap := a.(map[string]any)
 	bm, bIsMap := b.(map[string]any)
 	if aIsMap && bIsMap {
-		objects(am, bm, path, volatile, out)
+		objects(am, bm, path, ctx, out)
 		return
 	}
 	al, aIsList := a.([]any)
 	bl, bIsList := b.([]any)
 	if aIsList && bIsList {
-		arrays(al, bl, path, volatile, out)
+		arrays(al, bl, path, ctx, out)
 		return
 	}
-	if !scalarEqual(a, b) {
+	if !scalarEqual(a, b) && ctx.counts(path, a, b) {
+		*out = append(*out, path)
+	}
+}
+
+// oneSide is a field one side has and the other has not.
+func oneSide(path plan.FieldPath, x, y any, ctx context, out *[]plan.FieldPath) {
+	if !ignored(path, ctx.volatile) && ctx.counts(path, x, y) {
 		*out = append(*out, path)
 	}
 }
@@ -107,7 +146,7 @@ func scalarEqual(a, b any) bool {
 }
 
 // objects compares two maps key by key, in key order; a null is a missing field.
-func objects(a, b map[string]any, path plan.FieldPath, volatile []plan.FieldPath, out *[]plan.FieldPath) {
+func objects(a, b map[string]any, path plan.FieldPath, ctx context, out *[]plan.FieldPath) {
 	keys := make([]string, 0, len(a)+len(b))
 	for k := range a {
 		keys = append(keys, k)
@@ -124,11 +163,9 @@ func objects(a, b map[string]any, path plan.FieldPath, volatile []plan.FieldPath
 		switch {
 		case x == nil && y == nil:
 		case x != nil && y != nil:
-			walk(x, y, child, volatile, out)
+			walk(x, y, child, ctx, out)
 		default:
-			if !ignored(child, volatile) {
-				*out = append(*out, child)
-			}
+			oneSide(child, x, y, ctx, out)
 		}
 	}
 }
@@ -168,7 +205,7 @@ func listKey(a, b []any) string {
 	return ""
 }
 
-func arrays(a, b []any, path plan.FieldPath, volatile []plan.FieldPath, out *[]plan.FieldPath) {
+func arrays(a, b []any, path plan.FieldPath, ctx context, out *[]plan.FieldPath) {
 	if field := listKey(a, b); field != "" {
 		byKey := func(list []any) map[string]any {
 			m := make(map[string]any, len(list))
@@ -193,19 +230,22 @@ func arrays(a, b []any, path plan.FieldPath, volatile []plan.FieldPath, out *[]p
 			x, inA := am[key]
 			y, inB := bm[key]
 			if inA && inB {
-				walk(x, y, child, volatile, out)
-			} else if !ignored(child, volatile) {
-				*out = append(*out, child)
+				walk(x, y, child, ctx, out)
+			} else {
+				oneSide(child, x, y, ctx, out)
 			}
 		}
 		return
 	}
 	for i := 0; i < max(len(a), len(b)); i++ {
 		child := path.Child(plan.IndexSegment(uint64(i)))
-		if i < len(a) && i < len(b) {
-			walk(a[i], b[i], child, volatile, out)
-		} else if !ignored(child, volatile) {
-			*out = append(*out, child)
+		switch {
+		case i < len(a) && i < len(b):
+			walk(a[i], b[i], child, ctx, out)
+		case i < len(a):
+			oneSide(child, a[i], nil, ctx, out)
+		default:
+			oneSide(child, nil, b[i], ctx, out)
 		}
 	}
 }

@@ -35,11 +35,14 @@ type writeVectors struct {
 	} `json:"compare"`
 }
 
-// entry is an accepted write as the vectors give it: method, path, the server's answer.
+// entry is an accepted write as the vectors give it: method, path, the server's answer, and
+// the body its request sent (with its content type) when given.
 type entry struct {
-	Method string          `json:"method"`
-	Path   string          `json:"path"`
-	Answer json.RawMessage `json:"answer"`
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	Answer      json.RawMessage `json:"answer"`
+	Request     json.RawMessage `json:"request"`
+	ContentType string          `json:"content_type"`
 }
 
 func readVectors(t *testing.T) writeVectors {
@@ -83,7 +86,11 @@ func log(t *testing.T, entries []entry) []Write {
 	t.Helper()
 	var l Log
 	for _, e := range entries {
-		l.Accepted(e.Method, e.Path, e.Answer)
+		var request *RequestBody
+		if e.Request != nil {
+			request = &RequestBody{ContentType: e.ContentType, Bytes: e.Request}
+		}
+		l.Accepted(e.Method, e.Path, request, e.Answer)
 	}
 	return l.Take()
 }

@@ -125,12 +125,26 @@ type Write struct {
 	// with Answer nil).
 	Answer    any
 	HasAnswer bool
+	// Request is its request's body, to tell what the code sent from what the server set (nil:
+	// not kept, everything counts as sent; a delete sends nothing).
+	Request *RequestBody
+}
+
+// Sent is what its request sent.
+func (w Write) Sent() Sent {
+	switch {
+	case w.Verb == Delete:
+		return Sent{kind: sentNothing}
+	case w.Request == nil:
+		return Sent{kind: sentEverything}
+	}
+	return SentOf(w.Verb, *w.Request)
 }
 
 // Accepted is the Write of an accepted mutating request, from its method (POST, PUT, PATCH,
-// DELETE), path and the body the server answered; false for any other method and for a path
-// that names no object.
-func Accepted(method, path string, body []byte) (Write, bool) {
+// DELETE), path, its own body (nil: not kept) and the body the server answered; false for any
+// other method and for a path that names no object.
+func Accepted(method, path string, request *RequestBody, body []byte) (Write, bool) {
 	var verb Verb
 	switch method {
 	case "POST":
@@ -167,7 +181,7 @@ func Accepted(method, path string, body []byte) (Write, bool) {
 	if verb == Delete {
 		answer, hasAnswer = nil, false
 	}
-	return Write{Verb: verb, Object: object, Kind: kind, Answer: answer, HasAnswer: hasAnswer}, true
+	return Write{Verb: verb, Object: object, Kind: kind, Answer: answer, HasAnswer: hasAnswer, Request: request}, true
 }
 
 // DecodeJSON reads one JSON document as serde_json does, numbers as json.Number: an error for
@@ -288,8 +302,8 @@ type Log struct {
 }
 
 // Accepted logs an accepted mutating request (see the function Accepted).
-func (l *Log) Accepted(method, path string, body []byte) {
-	w, ok := Accepted(method, path, body)
+func (l *Log) Accepted(method, path string, request *RequestBody, body []byte) {
+	w, ok := Accepted(method, path, request, body)
 	if !ok {
 		return
 	}
@@ -441,19 +455,50 @@ func phrase(v Verb) string {
 	return "writes nothing"
 }
 
-// lastWrites is, per object, the last accepted write of a log (what that side leaves behind),
-// and the objects in order.
-func lastWrites(writes []Write) (map[ObjectRef]Write, []ObjectRef) {
-	last := make(map[ObjectRef]Write, len(writes))
+// side is what one side did to one object: its last accepted write, and what all its requests
+// for it sent.
+type side struct {
+	last Write
+	sent []Sent
+}
+
+// sides is, per object, what a log did to it, and the objects in order. An object created with
+// generateName is named by the pattern PREFIX* (PREFIX*#2 for the second of one prefix), there
+// and in its later writes, so the two sides' creations of it pair up whatever names the server
+// gave them.
+func sides(writes []Write) (map[ObjectRef]*side, []ObjectRef) {
+	out := make(map[ObjectRef]*side, len(writes))
+	generated := map[ObjectRef]string{}
+	prefixes := map[string]int{}
 	var objects []ObjectRef
 	for _, w := range writes {
-		if _, seen := last[w.Object]; !seen {
-			objects = append(objects, w.Object)
+		sent := w.Sent()
+		itself := w.Object
+		itself.Subresource = ""
+		if w.Verb == Create {
+			if prefix := sent.GenerateName(); prefix != "" {
+				prefixes[prefix]++
+				pattern := prefix + "*"
+				if n := prefixes[prefix]; n > 1 {
+					pattern += "#" + strconv.Itoa(n)
+				}
+				generated[itself] = pattern
+			}
 		}
-		last[w.Object] = w
+		object := w.Object
+		if pattern, ok := generated[itself]; ok {
+			object.Name = pattern
+		}
+		if s, seen := out[object]; seen {
+			s.last = w
+			s.sent = append(s.sent, sent)
+			continue
+		}
+		out[object] = &side{last: w, sent: []Sent{sent}}
+		objects = append(objects, object)
 	}
 	sortObjects(objects)
-	return last, objects
+	return out, objects
 }
 
 func sortObjects(objects []ObjectRef) {
@@ -462,13 +507,22 @@ func sortObjects(objects []ObjectRef) {
 
 // Compare is the differences between the control's and the candidate's writes of op, per
 // object: one side wrote or deleted an object the other did not touch or treated otherwise, or
-// both wrote it with different field values (volatile and the server's own fields ignored).
-// Ordered by object. It teaches kinds the kinds both logs' answers name.
+// both wrote it with different field values (volatile, the server's own fields, what neither
+// side's requests sent and the server's allocations to each side ignored). Ordered by object.
+// It teaches kinds the kinds both logs' answers name.
 func Compare(op plan.Operation, control, candidate []Write, volatile []plan.FieldPath, kinds *Kinds) []WriteDifference {
 	kinds.Learn(control)
 	kinds.Learn(candidate)
-	ours, ourObjects := lastWrites(control)
-	theirs, theirObjects := lastWrites(candidate)
+	ours, ourObjects := sides(control)
+	theirs, theirObjects := sides(candidate)
+	// What the server allocated to each side, from every object both wrote.
+	var allocations Allocations
+	for _, object := range ourObjects {
+		c, k := ours[object], theirs[object]
+		if k != nil && c.last.HasAnswer && k.last.HasAnswer {
+			allocations.Learn(c.last.Answer, k.last.Answer, c.sent, k.sent)
+		}
+	}
 	objects := append(ourObjects, theirObjects...)
 	sortObjects(objects)
 	var out []WriteDifference
@@ -476,22 +530,28 @@ func Compare(op plan.Operation, control, candidate []Write, volatile []plan.Fiel
 		if i > 0 && objects[i-1] == object {
 			continue
 		}
-		c, inControl := ours[object]
-		k, inCandidate := theirs[object]
+		c, k := ours[object], theirs[object]
+		var cVerb, kVerb Verb
+		if c != nil {
+			cVerb = c.last.Verb
+		}
+		if k != nil {
+			kVerb = k.last.Verb
+		}
 		var fields []plan.FieldPath
 		total := 0
-		if c.Verb.Action() == k.Verb.Action() {
-			if !inControl || !inCandidate {
+		if cVerb.Action() == kVerb.Action() {
+			if c == nil || k == nil {
 				continue
 			}
-			if c.HasAnswer && k.HasAnswer {
-				fields, total = DifferingFields(c.Answer, k.Answer, volatile)
+			if c.last.HasAnswer && k.last.HasAnswer {
+				fields, total = differingFields(c.last.Answer, k.last.Answer, context{volatile, c.sent, k.sent, &allocations})
 			}
 			if total == 0 {
 				continue
 			}
 		}
-		out = append(out, difference(op, object, kinds.Of(object), c.Verb, k.Verb, fields, total))
+		out = append(out, difference(op, object, kinds.Of(object), cVerb, kVerb, fields, total))
 	}
 	return out
 }
@@ -500,10 +560,10 @@ func Compare(op plan.Operation, control, candidate []Write, volatile []plan.Fiel
 // differences with nothing on the other side (intended by the plan's declaration).
 func OneSided(op plan.Operation, path plan.CodePath, writes []Write, kinds *Kinds) []WriteDifference {
 	kinds.Learn(writes)
-	last, objects := lastWrites(writes)
+	last, objects := sides(writes)
 	out := make([]WriteDifference, 0, len(objects))
 	for _, object := range objects {
-		verb := last[object].Verb
+		verb := last[object].last.Verb
 		control, candidate := verb, Verb("")
 		if path == plan.PathPhased {
 			control, candidate = "", verb

@@ -159,7 +159,7 @@ func TestAcceptedReadsWhatTheRustCrateReads(t *testing.T) {
 		{"GET", "/api/v1/namespaces/a/secrets/s", `{}`, false, false, "", ""},
 		{"post", "/api/v1/namespaces/a/secrets/s", `{}`, false, false, "", ""},
 	} {
-		w, ok := Accepted(c.method, c.path, []byte(c.body))
+		w, ok := Accepted(c.method, c.path, nil, []byte(c.body))
 		if ok != c.ok || (ok && (w.HasAnswer != c.answer || w.Kind != c.kind || w.Object.Name != c.name)) {
 			t.Errorf("%s %s %.40s: %+v %v", c.method, c.path, c.body, w, ok)
 		}

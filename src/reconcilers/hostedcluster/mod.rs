@@ -15,6 +15,7 @@
 
 mod common;
 mod divergent;
+mod endpoint;
 mod ops;
 pub mod types;
 

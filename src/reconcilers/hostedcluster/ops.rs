@@ -266,7 +266,7 @@ async fn core_hcp_chain(ctx: &mut Ctx) -> OpResult {
     );
     hcp.metadata.namespace = Some(ns.clone());
     let hcp = apply(&ctx.client(), &hcp).await?;
-    ctx.state.hosted_control_plane = Some(hcp);
+    ctx.state.hosted_control_plane = Some(hcp.clone());
     // The infrastructure CR and the CAPI Cluster, modelled as ConfigMaps.
     for name in ["infrastructure", "capi-cluster"] {
         let cm = ConfigMap {
@@ -276,6 +276,7 @@ async fn core_hcp_chain(ctx: &mut Ctx) -> OpResult {
         };
         apply(&ctx.client(), &cm).await?;
     }
+    super::endpoint::private_endpoint(&ctx.client(), &ns, &hcp).await?;
     Ok(OpOutput::done())
 }
 

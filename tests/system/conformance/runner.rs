@@ -410,7 +410,8 @@ pub async fn play(
 ///   server also counts writes of its own) becomes `<current>`, and a resourceVersion quoted in a
 ///   message `(<rv>)`;
 /// - timestamps become `<time>`, continue tokens `<continue>`, names generated from `generateName`
-///   their prefix and `<random>`; discovery's resources are sorted by name.
+///   their prefix and `<random>`; a Service's allocated cluster IPs `<ip>` and node ports
+///   `<port>`; discovery's resources are sorted by name.
 pub fn normalise(answers: &mut [Answer]) {
     let mut seen = Seen::default();
     for answer in answers.iter().filter(|a| a.compared) {
@@ -537,6 +538,16 @@ impl Seen {
                 }
             }
             Value::Array(items) => items.iter_mut().for_each(|v| self.rewrite(v, key, false)),
+            // Allocated by each server from its own ranges.
+            Value::Number(_) if key == Some("nodePort") => {
+                *value = Value::String("<port>".to_owned());
+            }
+            Value::String(s)
+                if matches!(key, Some("clusterIP" | "clusterIPs"))
+                    && s.parse::<std::net::Ipv4Addr>().is_ok() =>
+            {
+                "<ip>".clone_into(s);
+            }
             Value::String(s) => match key {
                 Some("uid") => {
                     if let Some(u) = self.uid(s) {

@@ -532,8 +532,65 @@ fn dry_run() -> Scenario {
 }
 
 /// Every scenario of the table.
+/// What the server allocates and defaults on a Service: a cluster IP, node ports, the type's
+/// defaults; a dry-run create gets allocations too, and an update that leaves them out keeps
+/// them (the allocated values themselves are normalised: they differ by server).
+fn services() -> Scenario {
+    const SVC: &str = "/api/v1/namespaces/{ns}/services";
+    let service = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec});
+    let node_port = json!({"type": "NodePort", "selector": {"app": "a"},
+        "ports": [{"name": "https", "port": 443, "targetPort": 6443}]});
+    Scenario::new(
+        "services",
+        vec![
+            namespace(),
+            post(
+                "create a NodePort service",
+                SVC,
+                service("kas", node_port.clone()),
+            )
+            .capture("rv", "/metadata/resourceVersion"),
+            post(
+                "dry-run create",
+                &format!("{SVC}?dryRun=All"),
+                service("kas-dry", node_port.clone()),
+            ),
+            get("the dry run persisted nothing", &format!("{SVC}/kas-dry")),
+            get("get", &format!("{SVC}/kas")),
+            put(
+                "update without the allocated values",
+                &format!("{SVC}/kas"),
+                json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "kas", "resourceVersion": "{rv}"},
+                "spec": {"type": "NodePort", "selector": {"app": "b"},
+                    "ports": [{"name": "https", "port": 443, "targetPort": 6443, "protocol": "TCP"}]}}),
+            ),
+            post(
+                "create with the defaults",
+                SVC,
+                service("plain", json!({"ports": [{"port": 80}]})),
+            ),
+            post(
+                "create a LoadBalancer service",
+                SVC,
+                service(
+                    "lb",
+                    json!({"type": "LoadBalancer", "ports": [{"name": "http", "port": 80}]}),
+                ),
+            ),
+            apply(
+                "apply a NodePort service",
+                &format!("{SVC}/applied"),
+                service("applied", node_port),
+            ),
+        ],
+    )
+}
+
 pub fn all() -> Vec<Scenario> {
     vec![
+        services(),
         create_get(),
         list(),
         update(),
