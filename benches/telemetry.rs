@@ -105,6 +105,7 @@ fn record() -> ReconcileRecord {
         guard_refusals: 0,
         dry_run_requests: 1,
         write_differences: Vec::new(),
+        cancelled: false,
     }
 }
 

@@ -99,5 +99,6 @@ pub fn record(plan: &ReconcilePlan, i: usize, population: usize, rng: &mut Rng) 
         guard_refusals: 0,
         dry_run_requests: 3,
         write_differences: Vec::new(),
+        cancelled: false,
     }
 }

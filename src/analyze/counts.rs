@@ -232,8 +232,11 @@ pub const MAX_SIGNATURES: usize = 1_000_000;
 pub struct PlanCounts {
     /// Operations, as in the plan.
     pub ops: Vec<OpCounts>,
-    /// Reconciles (rows of `reconciles`).
+    /// Reconciles (rows of `reconciles`, without the cancelled ones).
     pub reconciles: u64,
+    /// Reconciles cut short before they finished (rows of `reconciles` marked `cancelled`):
+    /// counted, nothing else of them.
+    pub cancelled: u64,
     /// Reconciles seen in `steps`.
     pub step_reconciles: u64,
     /// Shadow guard refusals.
@@ -262,6 +265,7 @@ impl PlanCounts {
         Self {
             ops: vec![OpCounts::default(); n],
             reconciles: 0,
+            cancelled: 0,
             step_reconciles: 0,
             guard_refusals: 0,
             objects: HashMap::new(),
@@ -308,6 +312,7 @@ impl PlanCounts {
             a.merge(b);
         }
         self.reconciles += other.reconciles;
+        self.cancelled += other.cancelled;
         self.step_reconciles += other.step_reconciles;
         self.guard_refusals += other.guard_refusals;
         for (a, b) in self.unblocked.iter_mut().zip(other.unblocked) {

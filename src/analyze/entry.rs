@@ -92,7 +92,7 @@ pub fn analyze_at(
         .iter()
         .zip(&counts.plans)
         .zip(&counts.other_versions)
-        .filter(|((_, c), _)| c.reconciles > 0 || c.step_reconciles > 0)
+        .filter(|((_, c), _)| c.reconciles > 0 || c.step_reconciles > 0 || c.cancelled > 0)
         .map(|((plan, c), &other)| judge::judge(plan, c, other, settings.min_samples, z))
         .collect();
     if reports.is_empty() {

@@ -431,6 +431,7 @@ pub(super) fn judge(
         plan: plan.name().to_owned(),
         plan_hash: *plan.hash(),
         reconciles: c.reconciles.max(c.step_reconciles),
+        cancelled: c.cancelled,
         objects,
         rounds: found.rounds,
         rounds_converged: found.converged,

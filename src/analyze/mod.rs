@@ -391,8 +391,11 @@ pub struct PlanReport {
     pub plan: String,
     /// The plan's hash: only rows recorded under it are analysed.
     pub plan_hash: crate::plan::PlanHash,
-    /// Reconciles.
+    /// Reconciles (those cut short before they finished are counted apart, in `cancelled`).
     pub reconciles: u64,
+    /// Reconciles cut short before they finished (the process's shutdown, a cancelled
+    /// context): counted, never a failure or a write difference, nothing else of them read.
+    pub cancelled: u64,
     /// Distinct objects (kind, namespace, name) reconciled: the unit of evidence.
     pub objects: u64,
     /// Rounds of the pairs' fixpoint.

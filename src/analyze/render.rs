@@ -105,6 +105,22 @@ pub fn figures_line(
     )
 }
 
+/// `; 3 reconciles cancelled before they finished (left out)`, or nothing when none was.
+#[must_use]
+pub fn cancelled_words(cancelled: u64) -> String {
+    match cancelled {
+        0 => String::new(),
+        1 => "; 1 reconcile cancelled before it finished (left out)".to_owned(),
+        n => format!("; {n} reconciles cancelled before they finished (left out)"),
+    }
+}
+
+/// [`cancelled_words`] of a plan.
+#[must_use]
+pub fn cancelled_clause(plan: &PlanReport) -> String {
+    cancelled_words(plan.cancelled)
+}
+
 /// A plan's figures in one line ([`figures_line`]).
 #[must_use]
 pub fn plan_line(plan: &PlanReport) -> String {
@@ -372,11 +388,12 @@ pub fn table_styled(a: &Analysis, colour: bool) -> String {
     for plan in &a.plans {
         let _ = writeln!(
             out,
-            "\nplan {} ({}): {}; {} guard refusals",
+            "\nplan {} ({}): {}; {} guard refusals{}",
             plan.plan,
             plan.plan_hash.short(),
             plan_line(plan),
-            plan.guard_refusals
+            plan.guard_refusals,
+            cancelled_clause(plan)
         );
         columns(&mut out, &OPERATION_HEADER, &operation_rows(plan));
         let _ = writeln!(out, "({OPERATION_LEGEND})");

@@ -38,8 +38,8 @@ pub const STEP_COLUMNS: [&str; 15] = [
     "conflict_resolution",
     "blocked_by",
 ];
-/// Columns of `reconciles` the analysis reads.
-pub const RECONCILE_COLUMNS: [&str; 3] = ["plan", "plan_hash", "guard_refusals"];
+/// Columns of `reconciles` the analysis reads (`cancelled`: in parts written since it exists).
+pub const RECONCILE_COLUMNS: [&str; 4] = ["plan", "plan_hash", "guard_refusals", "?cancelled"];
 
 /// A file that could not be read, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -348,9 +348,19 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
             .column_by_name("guard_refusals")
             .and_then(|c| c.as_primitive_opt::<UInt32Type>())
             .ok_or_else(|| invalid(path, "column guard_refusals is not uint32".into()))?;
+        let cancelled = match batch.column_by_name("cancelled") {
+            Some(c) => Some(
+                c.as_boolean_opt()
+                    .ok_or_else(|| invalid(path, "column cancelled is not boolean".into()))?,
+            ),
+            None => None,
+        };
         counts.rows += batch.num_rows() as u64;
         for i in 0..batch.num_rows() {
             match ctx.resolve(plan.value(i), hash.value(i)) {
+                Resolved::Plan(p) if cancelled.is_some_and(|c| c.value(i)) => {
+                    counts.plans[p].cancelled += 1;
+                }
                 Resolved::Plan(p) => {
                     counts.plans[p].reconciles += 1;
                     counts.plans[p].guard_refusals += u64::from(refusals.value(i));

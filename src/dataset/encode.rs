@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use arrow_array::builder::{
-    ArrayBuilder as _, Int64Builder, ListBuilder, StringBuilder, TimestampMicrosecondBuilder,
-    UInt32Builder,
+    ArrayBuilder as _, BooleanBuilder, Int64Builder, ListBuilder, StringBuilder,
+    TimestampMicrosecondBuilder, UInt32Builder,
 };
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
@@ -314,6 +314,7 @@ pub struct ReconcileRows {
     changed: ListBuilder<StringBuilder>,
     guard_refusals: UInt32Builder,
     dry_run_requests: UInt32Builder,
+    cancelled: BooleanBuilder,
     rows: usize,
 }
 
@@ -339,6 +340,7 @@ impl ReconcileRows {
             changed: ListBuilder::new(StringBuilder::new()),
             guard_refusals: UInt32Builder::with_capacity(rows),
             dry_run_requests: UInt32Builder::with_capacity(rows),
+            cancelled: BooleanBuilder::with_capacity(rows),
             rows: 0,
         }
     }
@@ -367,6 +369,7 @@ impl ReconcileRows {
         append_names(&mut self.changed, &r.changed);
         self.guard_refusals.append_value(r.guard_refusals);
         self.dry_run_requests.append_value(r.dry_run_requests);
+        self.cancelled.append_value(r.cancelled);
         self.rows += 1;
     }
 
@@ -390,6 +393,7 @@ impl ReconcileRows {
             Arc::new(self.changed.finish()),
             Arc::new(self.guard_refusals.finish()),
             Arc::new(self.dry_run_requests.finish()),
+            Arc::new(self.cancelled.finish()),
         ]);
         self.rows = 0;
         RecordBatch::try_new(Table::Reconciles.schema(), columns)

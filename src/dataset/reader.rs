@@ -246,7 +246,8 @@ pub fn guarded<T>(
 }
 
 /// The batches of one file with only `columns` read. Fails when the file is not Parquet or lacks
-/// a column; a corrupt page surfaces as an error from the iterator.
+/// a column (`?name` names a column added later: read when the file has it, else absent from
+/// the batches); a corrupt page surfaces as an error from the iterator.
 pub fn open(
     path: &Path,
     columns: &[&str],
@@ -311,11 +312,22 @@ fn batches<T: parquet::file::reader::ChunkReader + 'static>(
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| invalid(format!("not a readable Parquet file: {e}")))?;
     let schema = builder.schema().clone();
+    // `?name`: a column added to the schema later, read when the file has it.
+    let mut present: Vec<&str> = Vec::with_capacity(columns.len());
     for column in columns {
-        if schema.field_with_name(column).is_err() {
-            return Err(invalid(format!("no column {column:?}")));
+        match column.strip_prefix('?') {
+            Some(optional) => {
+                if schema.field_with_name(optional).is_ok() {
+                    present.push(optional);
+                }
+            }
+            None if schema.field_with_name(column).is_err() => {
+                return Err(invalid(format!("no column {column:?}")));
+            }
+            None => present.push(column),
         }
     }
+    let columns = present.as_slice();
     let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
     let wanted: Vec<usize> = builder
         .parquet_schema()

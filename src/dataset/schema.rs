@@ -146,6 +146,7 @@ fn reconciles() -> SchemaRef {
         Field::new("changed", names(), false),
         Field::new("guard_refusals", DataType::UInt32, false),
         Field::new("dry_run_requests", DataType::UInt32, false),
+        Field::new("cancelled", DataType::Boolean, false),
     ]);
     Arc::new(Schema::new(fields))
 }

@@ -33,7 +33,7 @@ pub use legacy::LegacyLoop;
 pub use operation::{OpContext, OpError, OpOutput, OpResult, Reconciler};
 pub use record::{
     ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
-    record_of_world,
+    cancelled_record, record_of_world,
 };
 pub(crate) use record::{Trace, assemble};
 pub use writes::WriteDifference;
@@ -319,6 +319,12 @@ impl<R: Reconciler> Engine<R> {
         let policies = self.policies(&flag);
         let evaluation = evaluate(&flag, object.as_ref());
         let (control_policy, candidate_policy) = policies.for_mode(evaluation.mode);
+        // Dropped before the end (a shutdown's grace expired, a timeout around the reconcile),
+        // it leaves a cancelled record instead of nothing.
+        let mut unfinished = Unfinished {
+            engine: self,
+            parts: Some((key_of(object.as_ref()), evaluation, started_at, started)),
+        };
         let mut shadow = runs::Shadow::new(self.plan.len(), started);
         let (control_report, control, state) = self
             .run_control(
@@ -354,9 +360,10 @@ impl<R: Reconciler> Engine<R> {
             None => control_report.condition(),
         };
         let condition_written = self.write_condition(&object, &condition).await;
+        let (key, evaluation, _, _) = unfinished.finish();
         let mut record = assemble(
             &self.plan,
-            key_of(object.as_ref()),
+            key,
             (evaluation.mode, Some(evaluation)),
             started_at,
             (&control_report, &control),
@@ -406,6 +413,39 @@ impl<R: Reconciler> Engine<R> {
                 tracing::warn!(%error, object = name, "cannot write the ReconciliationSucceeded condition");
                 false
             }
+        }
+    }
+}
+
+/// A reconcile that has not finished yet: when its future is dropped before [`finish`]
+/// (`Unfinished::finish`), the sinks get a cancelled record of it (`ReconcileRecord::cancelled`).
+struct Unfinished<'e, R: Reconciler> {
+    engine: &'e Engine<R>,
+    parts: Option<(ObjectKey, Evaluation, SystemTime, Instant)>,
+}
+
+impl<R: Reconciler> Unfinished<'_, R> {
+    /// The reconcile finished: what it was started with, and nothing is recorded on drop.
+    fn finish(&mut self) -> (ObjectKey, Evaluation, SystemTime, Instant) {
+        self.parts.take().expect("a reconcile finishes once")
+    }
+}
+
+impl<R: Reconciler> Drop for Unfinished<'_, R> {
+    fn drop(&mut self) {
+        let Some((key, evaluation, started_at, started)) = self.parts.take() else {
+            return;
+        };
+        let record = record::cancelled_record(
+            &self.engine.plan,
+            key,
+            (evaluation.mode, Some(evaluation)),
+            started_at,
+            started.elapsed(),
+            Some(self.engine.next_trace_id()),
+        );
+        for sink in &self.engine.sinks {
+            sink.record(&record);
         }
     }
 }

@@ -174,6 +174,10 @@ pub struct ReconcileRecord {
     /// operation and object (operations whose legacy and phased code differ, and the writes of
     /// operations that exist in one code path only).
     pub write_differences: Vec<super::WriteDifference>,
+    /// The reconcile was cut short before it finished (the process's shutdown, its context
+    /// cancelled): it is counted and shown, never a failure or a write difference, so its steps,
+    /// diff and differences are left empty.
+    pub cancelled: bool,
 }
 
 impl ReconcileRecord {
@@ -307,7 +311,8 @@ impl Sink for MemorySink {
 }
 
 /// Logs one line per reconcile with `tracing`: HyperShift's "successfully reconciled" /
-/// "reconciliation completed with errors", and what the candidate would have changed.
+/// "reconciliation completed with errors", and what the candidate would have changed; "reconcile
+/// cancelled before it finished" for one cut short.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LogSink;
 
@@ -315,6 +320,11 @@ impl Sink for LogSink {
     fn record(&self, r: &ReconcileRecord) {
         let trace_id = r.trace_id.as_deref().unwrap_or("");
         let object = r.object.to_string();
+        if r.cancelled {
+            tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, trace_id,
+                "reconcile cancelled before it finished (recorded as cancelled, not as a failure)");
+            return;
+        }
         match &r.control_error {
             None => {
                 tracing::info!(plan = %r.plan, mode = r.mode.as_str(), %object, trace_id, unblocked = r.unblocked.len(), "successfully reconciled");
@@ -366,6 +376,7 @@ pub(crate) fn assemble(
         guard_refusals: 0,
         dry_run_requests: 0,
         write_differences: Vec::new(),
+        cancelled: false,
     };
     if let Some((report, trace)) = candidate {
         let diff = Diff::between(control_report, report).expect("both runs follow the plan");
@@ -375,6 +386,42 @@ pub(crate) fn assemble(
         record.candidate_error = report.aggregate();
     }
     record
+}
+
+/// The record of a reconcile cut short before it finished: its object, plan, mode, start and
+/// duration, marked cancelled, with no steps, diff or write differences (what ran before the cut
+/// is not evidence: the next reconcile of the object does it again).
+#[must_use]
+pub fn cancelled_record(
+    plan: &ReconcilePlan,
+    object: ObjectKey,
+    (mode, flag): (Mode, Option<Evaluation>),
+    started_at: SystemTime,
+    duration: Duration,
+    trace_id: Option<String>,
+) -> ReconcileRecord {
+    ReconcileRecord {
+        object,
+        plan: plan.name().to_owned(),
+        plan_hash: *plan.hash(),
+        mode,
+        flag,
+        started_at,
+        duration,
+        control: Vec::new(),
+        candidate: Vec::new(),
+        unblocked: Vec::new(),
+        newly_blocked: Vec::new(),
+        changed: Vec::new(),
+        control_first_failure: None,
+        control_error: None,
+        candidate_error: None,
+        trace_id,
+        guard_refusals: 0,
+        dry_run_requests: 0,
+        write_differences: Vec::new(),
+        cancelled: true,
+    }
 }
 
 /// Per-operation facts of one run that the model does not keep.

@@ -130,6 +130,9 @@ pub struct RunFacts {
     /// The reconcile span's error status message, when it has one: the control's error where no
     /// operation span shows a failure (a legacy loop that failed outside its marked steps).
     pub error: Option<String>,
+    /// `shadow_reconciler.cancelled`: the reconcile was cut short before it finished (its
+    /// operation spans are not read).
+    pub cancelled: bool,
 }
 
 /// The object reconciled, from the reconcile span's attributes.
@@ -334,6 +337,10 @@ impl Convention {
                         .as_ref()
                         .filter(|s| s.code == status::StatusCode::Error as i32)
                         .map(|s| s.message.clone()),
+                    cancelled: matches!(
+                        attribute(a, span::CANCELLED).and_then(|v| v.value.as_ref()),
+                        Some(any_value::Value::BoolValue(true))
+                    ),
                 },
             }
         } else {

@@ -461,6 +461,23 @@ impl Assembler {
             candidate,
             flag,
         };
+        if run.cancelled {
+            // Cut short: counted, its steps no evidence.
+            batch.records.push(crate::engine::cancelled_record(
+                &plan,
+                crate::engine::ObjectKey {
+                    kind: object.kind.clone(),
+                    namespace: object.namespace.clone(),
+                    name: object.name.clone(),
+                    uid: object.uid.clone(),
+                },
+                (policies.mode, policies.flag),
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(facts.start),
+                std::time::Duration::from_nanos(facts.end.saturating_sub(facts.start)),
+                Some(opentelemetry::trace::TraceId::from_bytes(facts.trace_id).to_string()),
+            ));
+            return;
+        }
         let mut record = build(&plan, &policies, facts, object, &seen, &dry);
         record.dry_run_requests = run.dry_run_requests.unwrap_or(0);
         record.guard_refusals = run.guard_refusals.unwrap_or(0);

@@ -42,8 +42,10 @@ fn op<'a>(
 pub struct Summary {
     /// What the population planted.
     pub planted: Planted,
-    /// Reconciles per plan.
+    /// Reconciles per plan (without the cancelled ones).
     pub reconciles: BTreeMap<String, u64>,
+    /// Reconciles cut short before they finished, per plan: counted, nothing else of them.
+    pub cancelled: BTreeMap<String, u64>,
     /// Reconciles whose control failed, per plan.
     pub control_failed: BTreeMap<String, u64>,
     /// Objects reconciled (kind/namespace/name), per plan.
@@ -81,6 +83,10 @@ pub struct Summary {
 impl Summary {
     /// Adds one record.
     pub fn add(&mut self, r: &ReconcileRecord) {
+        if r.cancelled {
+            *self.cancelled.entry(r.plan.clone()).or_default() += 1;
+            return;
+        }
         *self.reconciles.entry(r.plan.clone()).or_default() += 1;
         self.objects
             .entry(r.plan.clone())
@@ -216,7 +222,10 @@ impl fmt::Display for Summary {
             }
         )?;
         for plan in self.reconciles.keys() {
-            writeln!(f, "  {plan}: {}", self.plan_line(plan))?;
+            let cancelled = crate::analyze::render::cancelled_words(
+                self.cancelled.get(plan).copied().unwrap_or(0),
+            );
+            writeln!(f, "  {plan}: {}{cancelled}", self.plan_line(plan))?;
         }
         if let Some(line) = self.failing_line() {
             writeln!(f, "{line}")?;

@@ -102,6 +102,10 @@ impl Sink for Tally {
         state.summary.add(record);
         state.records += 1;
         state.last_record = Some(now);
+        if record.cancelled {
+            // Says nothing of the object's outcome.
+            return;
+        }
         let key = (
             record.plan.clone(),
             record.object.namespace.clone().unwrap_or_default(),
@@ -221,6 +225,7 @@ mod tests {
             guard_refusals: 0,
             dry_run_requests: 0,
             write_differences: Vec::new(),
+            cancelled: false,
         }
     }
 

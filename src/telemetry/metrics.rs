@@ -146,7 +146,7 @@ impl EngineMetrics {
             reconciles: counter(
                 registry,
                 "reconciles_total",
-                "Reconciles, by plan, mode, and the control's and the candidate's result (succeeded, failed, none).",
+                "Reconciles, by plan, mode, and the control's and the candidate's result (succeeded, failed, none; cancelled for a reconcile cut short before it finished, never a failure).",
                 &["plan", "mode", "control_result", "candidate_result"],
             )?,
             reconcile_duration: histogram(
@@ -383,14 +383,16 @@ impl Sink for EngineMetrics {
     fn record(&self, r: &ReconcileRecord) {
         let plan = r.plan.as_str();
         let mode = r.mode.as_str();
-        let candidate = result(r.candidate_error.as_ref(), !r.candidate.is_empty());
-        self.reconciles
-            .with_label_values(&[
-                plan,
-                mode,
+        let (control, candidate) = if r.cancelled {
+            ("cancelled", "cancelled")
+        } else {
+            (
                 result(r.control_error.as_ref(), true),
-                candidate,
-            ])
+                result(r.candidate_error.as_ref(), !r.candidate.is_empty()),
+            )
+        };
+        self.reconciles
+            .with_label_values(&[plan, mode, control, candidate])
             .inc();
         self.reconcile_duration
             .with_label_values(&[plan, mode])

@@ -294,6 +294,9 @@ impl Sink for TraceSink {
         if let Some(flag) = &r.flag {
             attributes.extend(flag_attributes(r, flag));
         }
+        if r.cancelled {
+            attributes.push(KeyValue::new(span::CANCELLED, true));
+        }
         let mut root = self.tracer.build_with_context(
             self.tracer
                 .span_builder("reconcile")
@@ -306,6 +309,11 @@ impl Sink for TraceSink {
             root.set_status(Status::error(error.clone()));
         }
         let cx = Context::new().with_span(root);
+        if r.cancelled {
+            // Cut short: its steps are no evidence, and none are recorded.
+            cx.span().end_with_timestamp(r.started_at + r.duration);
+            return;
+        }
         let control = self.run_span(r, "control", &r.control, &cx, &HashMap::new());
         if !r.candidate.is_empty() {
             self.run_span(r, "candidate", &r.candidate, &cx, &control);

@@ -22,6 +22,10 @@ pub const UNBLOCKED: &str = "shadow_reconciler.unblocked";
 pub const DRY_RUN_REQUESTS: &str = "shadow_reconciler.dry_run_requests";
 /// Writes the dry-run guard refused in the reconcile (must be 0).
 pub const GUARD_REFUSALS: &str = "shadow_reconciler.guard_refusals";
+/// On a reconcile span: the reconcile was cut short before it finished (the process's shutdown,
+/// its context cancelled). It is recorded as cancelled: never a failure, never a write
+/// difference; its operation spans are not read.
+pub const CANCELLED: &str = "shadow_reconciler.cancelled";
 /// An operation span's operation name.
 pub const OPERATION: &str = "shadow_reconciler.operation";
 /// Which run an operation span belongs to: `control` (the default) or `candidate`.
@@ -122,6 +126,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("UNBLOCKED", UNBLOCKED),
     ("DRY_RUN_REQUESTS", DRY_RUN_REQUESTS),
     ("GUARD_REFUSALS", GUARD_REFUSALS),
+    ("CANCELLED", CANCELLED),
     ("OPERATION", OPERATION),
     ("POLICY", POLICY),
     ("EXECUTION", EXECUTION),

@@ -521,7 +521,7 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
             if len(rows) != 1:
                 cmp.mismatches.append(f"{plan}: plan.sql returned {len(rows)} rows")
                 continue
-            for field in ("reconciles", "objects", "guard_refusals", "other_version_rows"):
+            for field in ("reconciles", "cancelled", "objects", "guard_refusals", "other_version_rows"):
                 cmp.value(plan, f"plans.{field}", rows[0][field], report[field])
         elif name == "writes.sql":
             key = ("operation", "kind", "subresource", "control", "candidate", "intended")

@@ -165,6 +165,37 @@ fn a_legacy_loop_failing_at_ssh_key_becomes_the_control_and_the_candidates_predi
     );
 }
 
+/// A reconcile span marked cancelled (the controller's shutdown cut it): a cancelled record,
+/// whatever its operation spans say (a "context canceled" there is the cut, not a failure).
+#[test]
+fn a_reconcile_span_marked_cancelled_is_a_cancelled_record() {
+    let mut a = assembler(Limits::default());
+    let mut spans = legacy_failing_at_ssh(8);
+    let mut root = reconcile(8, 1, "hc-1");
+    root.attributes.push(KeyValue {
+        key: "shadow_reconciler.cancelled".into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::BoolValue(true)),
+        }),
+        ..KeyValue::default()
+    });
+    spans.push(root);
+    let batch = a.ingest(&request(spans), Instant::now());
+    assert_eq!(batch.counts.rejected, 0, "{:?}", batch.reasons);
+    assert_eq!(batch.records.len(), 1);
+    let r = &batch.records[0];
+    assert!(r.cancelled, "{r:#?}");
+    assert_eq!(r.object.name, "hc-1");
+    assert!(
+        r.control.is_empty()
+            && r.candidate.is_empty()
+            && r.control_first_failure.is_none()
+            && r.unblocked.is_empty()
+            && r.write_differences.is_empty(),
+        "{r:#?}"
+    );
+}
+
 fn candidate(mut s: Span, execution: &str) -> Span {
     s.attributes.extend([
         kv("shadow_reconciler.policy", "candidate"),

@@ -10,6 +10,7 @@ mod conflict_vectors;
 mod dataset_lock;
 mod dry_run_client;
 mod engine_addon;
+mod engine_cancel;
 mod engine_candidate_code;
 mod engine_hostedcluster;
 mod engine_legacy_loop;

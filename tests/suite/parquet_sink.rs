@@ -71,6 +71,7 @@ fn record(i: usize) -> ReconcileRecord {
         guard_refusals: 0,
         dry_run_requests: 1,
         write_differences: Vec::new(),
+        cancelled: false,
     }
 }
 

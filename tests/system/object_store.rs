@@ -328,6 +328,7 @@ fn record(i: usize) -> ReconcileRecord {
         guard_refusals: 0,
         dry_run_requests: 0,
         write_differences: Vec::new(),
+        cancelled: false,
     }
 }
 

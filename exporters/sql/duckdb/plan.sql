@@ -1,13 +1,16 @@
 -- Generated from exporters/sql/source/plan.sql by exporters/sql/generate.py: edit the source, then run it.
--- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
--- `analyze --format json`.
+-- One row per plan version: `plans[].reconciles`, `cancelled`, `objects`, `guard_refusals` and
+-- `other_version_rows` of `analyze --format json`.
 -- Tested: tests/python/check_sql.py runs it and compares every number with `analyze --format json`.
 --
 -- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
 --
---   reconciles          the larger of the `reconciles` rows of this version and the reconciles
---                       seen in `steps` (distinct reconcile_id per file, among step rows of
---                       operations the plan has), as in the analyzer
+--   reconciles          the larger of the `reconciles` rows of this version that were not cancelled
+--                       and the reconciles seen in `steps` (distinct reconcile_id per file, among
+--                       step rows of operations the plan has), as in the analyzer
+--   cancelled           `reconciles` rows of this version marked `cancelled` (cut short before they
+--                       finished; they have no steps); a part written before the column existed
+--                       has none
 --   objects             distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) among those step rows
 --   guard_refusals      sum of `reconciles.guard_refusals` of this version
 --   other_version_rows  rows of both tables with this plan name and another plan_hash
@@ -15,8 +18,9 @@ WITH plan_operations AS (
     SELECT * FROM (VALUES {plan_operations}) AS t(operation, depends_on)
 ),
 reconciles AS (
-    SELECT plan, plan_hash, guard_refusals
-    FROM (SELECT * EXCLUDE (filename) FROM read_parquet('{dir}/table=reconciles/**/*.parquet', hive_partitioning = true, filename = true)
+    SELECT plan, plan_hash, guard_refusals, coalesce(cancelled, false) AS cancelled
+    -- union_by_name: parts written before `cancelled` existed lack the column (NULL here)
+    FROM (SELECT * EXCLUDE (filename) FROM read_parquet('{dir}/table=reconciles/**/*.parquet', hive_partitioning = true, filename = true, union_by_name = true)
           -- whole parts only (docs/parquet.md)
           WHERE replace(filename, '/table=reconciles/', '/table=steps/')
                 IN (SELECT file FROM glob('{dir}/table=steps/**/*.parquet')))
@@ -33,7 +37,8 @@ steps AS (
 ),
 counts AS (
     SELECT
-        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}') AS reconcile_rows,
+        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}' AND NOT cancelled) AS reconcile_rows,
+        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}' AND cancelled) AS cancelled,
         (SELECT count(*) FROM (SELECT DISTINCT file, reconcile_id FROM steps
                                WHERE plan_hash = '{plan_hash}'
                                  AND operation IN (SELECT operation FROM plan_operations)) AS r) AS step_reconciles,
@@ -46,5 +51,5 @@ counts AS (
 )
 SELECT '{plan}' AS plan, '{plan_hash}' AS plan_hash,
        greatest(reconcile_rows, step_reconciles) AS reconciles,
-       reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
+       cancelled, reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
 FROM counts;

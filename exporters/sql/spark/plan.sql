@@ -5,14 +5,17 @@
 -- shadow_reconciles (whole parts only) declared by exporters/sql/spark/tables.sql, whose `file` is
 -- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
--- One row per plan version: `plans[].reconciles`, `objects`, `guard_refusals` and `other_version_rows` of
--- `analyze --format json`.
+-- One row per plan version: `plans[].reconciles`, `cancelled`, `objects`, `guard_refusals` and
+-- `other_version_rows` of `analyze --format json`.
 --
 -- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
 --
---   reconciles          the larger of the `reconciles` rows of this version and the reconciles
---                       seen in `steps` (distinct reconcile_id per file, among step rows of
---                       operations the plan has), as in the analyzer
+--   reconciles          the larger of the `reconciles` rows of this version that were not cancelled
+--                       and the reconciles seen in `steps` (distinct reconcile_id per file, among
+--                       step rows of operations the plan has), as in the analyzer
+--   cancelled           `reconciles` rows of this version marked `cancelled` (cut short before they
+--                       finished; they have no steps); a part written before the column existed
+--                       has none
 --   objects             distinct objects (cluster/kind/namespace/name: a name in two clusters is two objects) among those step rows
 --   guard_refusals      sum of `reconciles.guard_refusals` of this version
 --   other_version_rows  rows of both tables with this plan name and another plan_hash
@@ -20,7 +23,7 @@ WITH plan_operations AS (
     SELECT * FROM VALUES {plan_operations} AS t(operation, depends_on)
 ),
 reconciles AS (
-    SELECT plan, plan_hash, guard_refusals
+    SELECT plan, plan_hash, guard_refusals, coalesce(cancelled, false) AS cancelled
     FROM shadow_reconciles
     WHERE plan = '{plan}'
 ),
@@ -32,7 +35,8 @@ steps AS (
 ),
 counts AS (
     SELECT
-        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}') AS reconcile_rows,
+        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}' AND NOT cancelled) AS reconcile_rows,
+        (SELECT count(*) FROM reconciles WHERE plan_hash = '{plan_hash}' AND cancelled) AS cancelled,
         (SELECT count(*) FROM (SELECT DISTINCT file, reconcile_id FROM steps
                                WHERE plan_hash = '{plan_hash}'
                                  AND operation IN (SELECT operation FROM plan_operations)) AS r) AS step_reconciles,
@@ -45,5 +49,5 @@ counts AS (
 )
 SELECT '{plan}' AS plan, '{plan_hash}' AS plan_hash,
        greatest(reconcile_rows, step_reconciles) AS reconciles,
-       reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
+       cancelled, reconcile_rows, step_reconciles, objects, guard_refusals, other_version_rows
 FROM counts;

@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS shadow_reconciles_files (
     changed ARRAY<STRING>,
     guard_refusals BIGINT,
     dry_run_requests BIGINT,
+    cancelled BOOLEAN,
     `date` DATE,
     `hour` INT
 )

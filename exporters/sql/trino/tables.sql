@@ -80,6 +80,7 @@ CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles_files (
     changed array(varchar),
     guard_refusals bigint,
     dry_run_requests bigint,
+    cancelled boolean,
     cluster varchar,
     "date" date,
     "hour" integer

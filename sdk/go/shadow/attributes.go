@@ -14,6 +14,7 @@ const (
 	attrUnblocked         = "shadow_reconciler.unblocked"
 	attrDryRunRequests    = "shadow_reconciler.dry_run_requests"
 	attrGuardRefusals     = "shadow_reconciler.guard_refusals"
+	attrCancelled         = "shadow_reconciler.cancelled"
 	attrOperation         = "shadow_reconciler.operation"
 	attrPolicy            = "shadow_reconciler.policy"
 	attrExecution         = "shadow_reconciler.execution"
@@ -67,6 +68,7 @@ var spanNames = map[string]string{
 	"UNBLOCKED":                    attrUnblocked,
 	"DRY_RUN_REQUESTS":             attrDryRunRequests,
 	"GUARD_REFUSALS":               attrGuardRefusals,
+	"CANCELLED":                    attrCancelled,
 	"OPERATION":                    attrOperation,
 	"POLICY":                       attrPolicy,
 	"EXECUTION":                    attrExecution,

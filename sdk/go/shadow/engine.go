@@ -232,6 +232,12 @@ type Outcome struct {
 	WriteDifferences []writes.WriteDifference
 	// TraceID of the reconcile span (empty when the tracer does not record).
 	TraceID string
+	// Cancelled says the reconcile's context ended before it returned (the controller's
+	// shutdown cancels it, a reconcile timeout ends it): its failures may be the cut itself
+	// (context canceled on a write), so it is recorded as cancelled, never as a failure or a
+	// write difference (the reconcile span says so; the sidecar counts it apart). Err and the
+	// result are still the control's, for the controller.
+	Cancelled bool
 
 	// result is a legacy function's own result, returned as it is.
 	result *reconcile.Result
@@ -350,9 +356,6 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		condition = control.Condition()
 	}
 	out.Control = control
-	if out.Err != nil {
-		span.SetStatus(codes.Error, out.Err.Error())
-	}
 	if sh != nil {
 		// The candidate's own copy: nothing it does to the object, or a dry-run answer decoded
 		// into it, reaches the control's object or the condition written from it.
@@ -367,6 +370,17 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 			attribute.Int64(attrGuardRefusals, int64(out.GuardRefusals)),
 			attribute.StringSlice(attrUnblocked, e.plan.SortedNames(out.Diff.Unblocked)),
 		)
+	}
+	if ctx.Err() != nil {
+		// Cut short: what failed may be the cut itself, and a write the candidate's dry run made
+		// may have no real counterpart only because the control's was cancelled.
+		out.Cancelled, out.WriteDifferences = true, nil
+		span.SetAttributes(attribute.Bool(attrCancelled, true))
+		e.log(obj, out)
+		return out
+	}
+	if out.Err != nil {
+		span.SetStatus(codes.Error, out.Err.Error())
 	}
 	if e.opts.WriteCondition && e.real != nil && !e.conditionOff.Load() {
 		reader := e.opts.APIReader
@@ -406,6 +420,10 @@ func (e *Engine[T, S]) kindOf(obj T) string {
 
 func (e *Engine[T, S]) log(obj T, out *Outcome) {
 	values := []any{"plan", e.plan.Name, "mode", out.Mode, "object", objectName(obj), "traceID", out.TraceID}
+	if out.Cancelled {
+		e.opts.Log.Info("reconcile cancelled before it finished (recorded as cancelled, not as a failure)", values...)
+		return
+	}
 	if out.Diff != nil && len(out.Diff.Unblocked) > 0 {
 		values = append(values, "wouldUnblock", e.plan.SortedNames(out.Diff.Unblocked))
 	}

@@ -558,7 +558,7 @@ fn plan_section(out: &mut String, plan: &PlanReport, confidence: f64, index: usi
         out,
         "<section class=\"plan\"><h2>Plan {}: the data</h2><p>{}.</p><p class=\"note\">Plan hash <code title=\"{}\">{hash}</code>; {} shadow guard refusals.</p>",
         escape(&plan.plan),
-        escape(&super::plan_line(plan)),
+        escape(&(super::plan_line(plan) + &super::cancelled_clause(plan))),
         plan.plan_hash,
         plan.guard_refusals
     );

@@ -219,11 +219,12 @@ fn details(out: &mut String, a: &Analysis) {
     for plan in &a.plans {
         let _ = writeln!(
             out,
-            "### Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals.\n",
+            "### Plan `{}`\n\n{}; plan hash `{}`, {} shadow guard refusals{}.\n",
             plan.plan,
             plan_line(plan),
             plan.plan_hash.short(),
-            plan.guard_refusals
+            plan.guard_refusals,
+            super::cancelled_clause(plan)
         );
         md_row(out, &OPERATION_HEADER.map(str::to_owned));
         md_row(out, &OPERATION_HEADER.map(|_| "---".to_owned()));
