@@ -420,11 +420,18 @@ impl Row {
     fn executed(&self) -> bool {
         matches!(self.exec, Exec::Real | Exec::DryRun)
     }
+
+    /// Executed now and did something: evidence of what the operation does. A step that said
+    /// it had nothing to do ran, but says nothing (it is never unblocked, and no observation).
+    fn evidence(&self) -> bool {
+        self.executed() && self.outcome != Outcome::Idle
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
     Succeeded,
+    Idle,
     Failed,
     Blocked,
     Other,
@@ -508,6 +515,7 @@ impl<'a> StepBatch<'a> {
             .ok_or(self.operation.value(i))?;
         let outcome = match self.outcome.value(i) {
             "succeeded" => Outcome::Succeeded,
+            "idle" => Outcome::Idle,
             "failed" => Outcome::Failed,
             "blocked" | "skipped" => Outcome::Blocked,
             _ => Outcome::Other,
@@ -693,23 +701,27 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
             .filter(|r| r.outcome == Outcome::Blocked && r.blocked_by.contains(&x))
         {
             c.ops[x].blocked_in_control += 1;
-            if let Some(theirs) = in_candidate(y.op).filter(|r| r.exec == Exec::DryRun) {
+            if let Some(theirs) =
+                in_candidate(y.op).filter(|r| r.exec == Exec::DryRun && r.evidence())
+            {
                 c.ops[x].blocked_then_run += 1;
                 c.ops[x].blocked_then_succeeded += u64::from(theirs.outcome == Outcome::Succeeded);
             }
         }
-        for y in candidate.iter().filter(|r| r.exec == Exec::DryRun) {
+        for y in candidate
+            .iter()
+            .filter(|r| r.exec == Exec::DryRun && r.evidence())
+        {
             if unblocked(control, y.op) {
                 c.unblocked[x * n + y.op].add(y.outcome == Outcome::Failed);
             }
         }
     }
-    // Unblocked: the candidate ran it (its executor was asked to), the control did not; the
-    // definition of the records' `unblocked` list.
-    for y in candidate
-        .iter()
-        .filter(|r| matches!(r.exec, Exec::DryRun | Exec::NotSimulated))
-    {
+    // Unblocked: the candidate ran it (its executor was asked to), the control did not, and it
+    // did not say it had nothing to do; the definition of the records' `unblocked` list.
+    for y in candidate.iter().filter(|r| {
+        matches!(r.exec, Exec::DryRun | Exec::NotSimulated) && r.outcome != Outcome::Idle
+    }) {
         if unblocked(control, y.op) {
             let op = &mut c.ops[y.op];
             op.unblocked += 1;
@@ -756,17 +768,26 @@ fn count_conflicts(
             k.would_have_succeeded += u64::from(theirs.is_some_and(|y| y.retry_resolved));
             k.would_have_failed += u64::from(theirs.is_some_and(|y| y.retry_failed));
             // Of the operations both runs have: an outcome that differs (run where the
-            // control was blocked, or the other way round, or another result).
+            // control was blocked, or the other way round, or another result). A candidate step
+            // that had nothing to do differs from nothing, and "nothing to do" is a success.
+            let ok = |o: Outcome| {
+                if o == Outcome::Idle {
+                    Outcome::Succeeded
+                } else {
+                    o
+                }
+            };
             let differs = |y: &Row| {
                 y.op != r.op
+                    && y.outcome != Outcome::Idle
                     && control
                         .iter()
                         .find(|x| x.op == y.op)
-                        .is_some_and(|x| x.outcome != y.outcome)
+                        .is_some_and(|x| ok(x.outcome) != y.outcome)
             };
             k.other_changes += u64::from(candidate.iter().any(differs));
             events.push((op, true));
-        } else if r.outcome == Outcome::Succeeded
+        } else if matches!(r.outcome, Outcome::Succeeded | Outcome::Idle)
             && plan
                 .operations()
                 .get(r.op)
@@ -826,7 +847,7 @@ fn count_run(
                 op.by_class[class] += 1;
             }
         }
-        if r.executed() {
+        if r.evidence() {
             o.flags[r.op] |= flag::EXECUTED;
             if failures_before == 0 {
                 First::offer(&mut o.baseline[r.op], at, failed);
@@ -844,8 +865,8 @@ fn count_run(
         if at.candidate && r.retry_failed {
             o.flags[r.op] |= flag::RETRY_FAILED;
         }
-        if r.executed() || failed {
-            let state = match (r.executed(), failed) {
+        if r.evidence() || failed {
+            let state = match (r.evidence(), failed) {
                 (true, false) => EXECUTED_OK,
                 (true, true) => EXECUTED_FAILED,
                 (false, _) => REUSED_FAILED,

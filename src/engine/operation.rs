@@ -80,6 +80,7 @@ impl From<kube::Error> for OpError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpOutput {
     requeue_after: Option<Duration>,
+    idle: bool,
 }
 
 impl OpOutput {
@@ -88,6 +89,7 @@ impl OpOutput {
     pub const fn done() -> Self {
         Self {
             requeue_after: None,
+            idle: false,
         }
     }
     /// Done, and reconcile again after `after`.
@@ -95,12 +97,28 @@ impl OpOutput {
     pub const fn requeue(after: Duration) -> Self {
         Self {
             requeue_after: Some(after),
+            idle: false,
+        }
+    }
+    /// Done, and there was nothing to do (a branch the object does not take, an object already
+    /// as wanted): the step's outcome is `idle`, a success that is no evidence (a candidate step
+    /// with nothing to do is never "unblocked").
+    #[must_use]
+    pub const fn nothing_to_do() -> Self {
+        Self {
+            requeue_after: None,
+            idle: true,
         }
     }
     /// The requested requeue.
     #[must_use]
     pub const fn requeue_after(&self) -> Option<Duration> {
         self.requeue_after
+    }
+    /// Whether the operation said it had nothing to do.
+    #[must_use]
+    pub const fn is_idle(&self) -> bool {
+        self.idle
     }
 }
 

@@ -197,19 +197,14 @@ impl ReconcileRecord {
                     Outcome::Blocked { by } => names(by.as_slice()),
                     Outcome::Unknown { on } => names(on.as_slice()),
                     Outcome::Skipped { after } => vec![plan.name_of(*after).to_owned()],
-                    Outcome::Succeeded | Outcome::Failed { .. } => Vec::new(),
+                    Outcome::Succeeded | Outcome::Idle | Outcome::Failed { .. } => Vec::new(),
                 };
                 let execution = if step.executed {
                     trace.executions[i]
                 } else {
                     Execution::NotRun
                 };
-                let conflict = ConflictResolution::of_step(
-                    execution,
-                    trace,
-                    i,
-                    step.outcome == Outcome::Succeeded,
-                );
+                let conflict = ConflictResolution::of_step(execution, trace, i, step.outcome.ok());
                 StepRecord {
                     operation: op.name().to_owned(),
                     phase: op.phase(),

@@ -319,6 +319,9 @@ impl<R: Reconciler> Engine<R> {
         trace.durations[op.index()] = started.elapsed();
         trace.conflicts[op.index()] = ctx.conflicts();
         match result {
+            Ok(output) if output.is_idle() => {
+                with_requeue(StepResult::idle(), output.requeue_after())
+            }
             Ok(output) => with_requeue(StepResult::succeeded(), output.requeue_after()),
             Err(error) => StepResult::failed(error.class(), error.message().to_owned()),
         }
@@ -339,6 +342,7 @@ fn reuse(step: &crate::model::Step) -> StepResult {
             StepResult::failed(*class, step.message.clone().unwrap_or_default())
         }
         Outcome::Unknown { .. } => StepResult::not_simulated(),
+        Outcome::Idle => StepResult::idle(),
         Outcome::Succeeded | Outcome::Blocked { .. } | Outcome::Skipped { .. } => {
             StepResult::succeeded()
         }

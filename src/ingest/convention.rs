@@ -49,6 +49,8 @@ pub enum Role {
         explicit: bool,
         /// The failure, if the span reports one.
         failure: Option<(ErrorClass, String)>,
+        /// `shadow_reconciler.outcome` is `idle`: it ran and had nothing to do.
+        idle: bool,
         /// `shadow_reconciler.policy`, when set (`control` or `candidate`).
         policy: Option<String>,
         /// `shadow_reconciler.execution`, when set.
@@ -360,6 +362,8 @@ impl Convention {
                         .unwrap_or_default();
                     (class_of(a), message)
                 }),
+                idle: !failed
+                    && text(a, span::OUTCOME) == Some(crate::vocab::Outcome::Idle.as_str()),
                 policy: text(a, span::POLICY).map(str::to_owned),
                 execution: text(a, span::EXECUTION).map(str::to_owned),
                 conflicts: count(a, span::CONFLICTS).unwrap_or(0),

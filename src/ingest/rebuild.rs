@@ -47,6 +47,8 @@ pub(super) struct Child {
     pub(super) name: String,
     pub(super) explicit: bool,
     pub(super) failure: Option<(ErrorClass, String)>,
+    /// It ran and said it had nothing to do.
+    pub(super) idle: bool,
     pub(super) side: Side,
     pub(super) conflicts: u32,
     pub(super) retried: bool,
@@ -68,6 +70,7 @@ pub(super) struct Policies {
 fn result_of(child: &Child) -> StepResult {
     match &child.failure {
         Some((class, message)) => StepResult::failed(*class, message.clone()),
+        None if child.idle => StepResult::idle(),
         None => StepResult::succeeded(),
     }
 }

@@ -15,9 +15,11 @@ pub struct Diff {
 impl Diff {
     /// Compares two runs of the same plan (same name and hash).
     ///
-    /// - `unblocked`: the candidate ran it (its executor was asked to), the control did not.
+    /// - `unblocked`: the candidate ran it (its executor was asked to), the control did not, and
+    ///   it did not say it had nothing to do.
     /// - `newly_blocked`: the control ran it, the candidate blocked or skipped it.
-    /// - `changed`: both ran it to a known outcome, and the outcomes differ.
+    /// - `changed`: both ran it to a known outcome, and the outcomes differ (a success and
+    ///   "nothing to do" do not).
     /// - `reordered`: pairs `(a, b)` both ran where the control ran `a` first and the candidate `b`.
     ///
     /// An operation the candidate left `unknown` without running it is in none of the lists, and
@@ -37,7 +39,8 @@ impl Diff {
                 continue;
             };
             match (theirs.executed, step.executed) {
-                (false, true) => diff.unblocked.push(step.op),
+                // A step that had nothing to do is not one the candidate unblocked.
+                (false, true) if step.outcome != Outcome::Idle => diff.unblocked.push(step.op),
                 (true, false)
                     if matches!(
                         step.outcome,
@@ -49,6 +52,7 @@ impl Diff {
                 (true, true)
                     if theirs.outcome.ran()
                         && step.outcome.ran()
+                        && !(theirs.outcome.ok() && step.outcome.ok())
                         && theirs.outcome != step.outcome =>
                 {
                     diff.changed.push(step.op);

@@ -48,6 +48,7 @@ pub enum Decision {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Result_ {
     Succeeded,
+    Idle,
     Failed { class: ErrorClass, message: String },
     NotSimulated,
 }
@@ -65,6 +66,14 @@ impl StepResult {
     pub const fn succeeded() -> Self {
         Self {
             result: Result_::Succeeded,
+            requeue_after: None,
+        }
+    }
+    /// The operation returned no error and said it had nothing to do.
+    #[must_use]
+    pub const fn idle() -> Self {
+        Self {
+            result: Result_::Idle,
             requeue_after: None,
         }
     }
@@ -181,7 +190,7 @@ impl<'p> Run<'p> {
                 Some(Outcome::Blocked { by: roots }) => by.extend(roots),
                 Some(Outcome::Skipped { after }) => by.insert(*after),
                 Some(Outcome::Unknown { on }) => unknown_on.extend(on),
-                Some(Outcome::Succeeded) | None => {}
+                Some(Outcome::Succeeded | Outcome::Idle) | None => {}
             }
         }
         if self.policy.effective[op.index()].gated {
@@ -216,6 +225,7 @@ impl<'p> Run<'p> {
         let critical = self.policy.effective[op.index()].critical;
         let (outcome, message) = match result.result {
             Result_::Succeeded => (Outcome::Succeeded, None),
+            Result_::Idle => (Outcome::Idle, None),
             Result_::Failed { class, message } => {
                 self.first_failure.get_or_insert(op);
                 if critical {

@@ -195,6 +195,11 @@ impl Execution {
 pub enum Outcome {
     /// The operation ran and returned no error.
     Succeeded,
+    /// The operation ran and said it had nothing to do (a branch the object does not take, an
+    /// object already as wanted): a success that is no evidence of what the operation does, so
+    /// a candidate step that had nothing to do is never "unblocked", and its outcome is no
+    /// change from a success.
+    Idle,
     /// The operation ran and failed with an error of this class.
     Failed {
         /// The error's class.
@@ -220,11 +225,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The outcome's label (`succeeded`, `failed`, `blocked`, `skipped`, `unknown`).
+    /// The outcome's label (`succeeded`, `idle`, `failed`, `blocked`, `skipped`, `unknown`).
     #[must_use]
     pub const fn as_str(&self) -> &'static str {
         match self {
             Self::Succeeded => "succeeded",
+            Self::Idle => "idle",
             Self::Failed { .. } => "failed",
             Self::Blocked { .. } => "blocked",
             Self::Skipped { .. } => "skipped",
@@ -232,10 +238,16 @@ impl Outcome {
         }
     }
 
-    /// Whether the operation actually ran (succeeded or failed).
+    /// Whether the operation actually ran (succeeded, had nothing to do, or failed).
     #[must_use]
     pub const fn ran(&self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed { .. })
+        matches!(self, Self::Succeeded | Self::Idle | Self::Failed { .. })
+    }
+
+    /// Whether the operation ran without an error (succeeded or had nothing to do).
+    #[must_use]
+    pub const fn ok(&self) -> bool {
+        matches!(self, Self::Succeeded | Self::Idle)
     }
 
     /// The error class when the operation failed.

@@ -316,6 +316,9 @@ pub struct Object {
     /// Operations that fail for it too from its second reconcile on (a fault that appears on
     /// retries only).
     pub retry_faults: Vec<&'static str>,
+    /// Operations that have nothing to do for it (a branch it does not take) where they do not
+    /// fail.
+    pub idle: Vec<&'static str>,
 }
 
 impl Object {
@@ -325,6 +328,7 @@ impl Object {
             faults: faults.to_vec(),
             reconciles,
             retry_faults: Vec::new(),
+            idle: Vec::new(),
         }
     }
 }
@@ -347,6 +351,8 @@ fn world(plan: &ReconcilePlan, object: &Object, truth: Truth, retry: bool) -> Ve
         .map(|op| {
             if failing.contains(&op.name()) {
                 StepResult::failed(ErrorClass::NotFound, format!("{} failed", op.name()))
+            } else if object.idle.contains(&op.name()) {
+                StepResult::idle()
             } else {
                 StepResult::succeeded()
             }

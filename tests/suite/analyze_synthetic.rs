@@ -406,3 +406,58 @@ fn an_operation_the_candidate_newly_blocks_is_a_notice_not_a_stop() {
         120
     );
 }
+
+/// A step that had nothing to do (a branch the object does not take) runs, but is no evidence:
+/// the candidate never "unblocked" it, and the ordering pairs do not observe it.
+#[test]
+fn steps_with_nothing_to_do_are_neither_unblocked_nor_observed() {
+    let plan = synthetic(PLAN);
+    let mut objects = Vec::new();
+    for faulty in [true, false] {
+        for idle in [true, false] {
+            for _ in 0..50 {
+                let mut o = Object::new(if faulty { &["Namespace"] } else { &[] }, 3);
+                if idle {
+                    o.idle = vec!["Secret"];
+                }
+                objects.push(o);
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &plan, &objects, &[]);
+    let report = analyse(dir.path(), &plan, 30);
+    let op = |name: &str| {
+        report
+            .operations
+            .iter()
+            .find(|o| o.operation == name)
+            .unwrap()
+    };
+    // The control stops at Namespace in the 100 faulty objects' 300 reconciles; the candidate
+    // runs the rest there, and Secret did something in 50 of those objects only.
+    assert_eq!(
+        (op("Secret").unblocked, op("Secret").unblocked_succeeded),
+        (150, 150)
+    );
+    assert_eq!(op("Config").unblocked, 300);
+    assert_eq!(
+        (
+            op("Namespace").blocked_in_control,
+            op("Namespace").blocked_then_run_by_candidate
+        ),
+        (900, 750),
+        "Secret's idle dry runs are not runs of what the failure blocked"
+    );
+    assert_eq!(
+        op("Secret").executions_dry_run,
+        300,
+        "an idle step is still an execution"
+    );
+    let pair = namespace_then_secret(&report);
+    assert_eq!(
+        (pair.after.objects, pair.baseline.objects),
+        (50, 50),
+        "only the objects where Secret did something are observations: {pair:?}"
+    );
+}

@@ -69,6 +69,8 @@ SELECT '{plan}' AS plan,
 FROM first_failures f
 JOIN steps c ON c.file = f.file AND c.reconcile_id = f.reconcile_id
             AND NOT c.control AND c.execution = 'dry-run'
+            -- a step that had nothing to do is not one the candidate unblocked
+            AND c.outcome <> 'idle'
 JOIN control_first e ON e.file = c.file AND e.reconcile_id = c.reconcile_id
                     AND e.operation = c.operation
 WHERE e.execution <> 'real'

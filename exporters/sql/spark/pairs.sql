@@ -74,7 +74,8 @@ CACHE TABLE sr_rows AS
 SELECT file AS file, reconcile_id, `time` AS t,
        coalesce(policy = 'control', false) AS control,
        seq, operation,
-       execution IN ('real', 'dry-run') AS executed,
+       -- executed and did something: a step that had nothing to do ('idle') is no observation
+       execution IN ('real', 'dry-run') AND outcome <> 'idle' AS executed,
        outcome = 'failed' AS failed,
        cluster || '/' || kind || '/' || coalesce(namespace, '') || '/' || name AS object,
        CASE WHEN namespace IS NULL THEN '' ELSE cluster || '/' || namespace END AS namespace

@@ -34,7 +34,7 @@
 --   blocked_in_control   control steps 'blocked' or 'skipped' whose blocked_by names this
 --                        operation, in reconciles where it was the control's first failure
 --   blocked_then_run_by_candidate         of those, the candidate's (first) step of the same
---                        operation was a dry run
+--                        operation was a dry run that did something (not 'idle': nothing to do)
 --   blocked_then_succeeded_in_candidate   ... and succeeded
 --   newly_blocked        candidate steps 'blocked' or 'skipped' of an operation the control
 --                        executed (real or dry-run) in the same reconcile
@@ -42,7 +42,8 @@
 --                        had in the same reconcile (it has a step of it: its code path runs it)
 --                        and did not run for real (its first step of it is not 'real'); an
 --                        operation with `only: phased` that the control does not have (in shadow
---                        mode) is never unblocked. Of those, unblocked_succeeded /
+--                        mode) is never unblocked, and neither is a step that had nothing to do
+--                        (outcome 'idle'). Of those, unblocked_succeeded /
 --                        unblocked_failed are dry runs that succeeded / failed,
 --                        unblocked_not_simulated the 'not-simulated' ones
 --   failures_real / failures_dry_run       failures among the real / dry-run executions
@@ -92,7 +93,7 @@ candidate_first AS (
 blocked_by_first AS (
     SELECT f.first_failure AS operation,
            count(*) AS blocked_in_control,
-           count_if(c.execution = 'dry-run') AS blocked_then_run,
+           count_if(c.execution = 'dry-run' AND c.outcome <> 'idle') AS blocked_then_run,
            count_if(c.execution = 'dry-run' AND c.outcome = 'succeeded')
                AS blocked_then_succeeded
     FROM first_failures f
@@ -130,6 +131,8 @@ unblocked AS (
     JOIN control_first r ON r.file = s.file AND r.reconcile_id = s.reconcile_id
                         AND r.operation = s.operation
     WHERE NOT s.control AND s.execution IN ('dry-run', 'not-simulated') AND r.execution <> 'real'
+      -- a step that had nothing to do is not one the candidate unblocked
+      AND s.outcome <> 'idle'
     GROUP BY s.operation
 ),
 executions AS (

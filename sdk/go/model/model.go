@@ -29,10 +29,14 @@ type OutcomeKind string
 
 const (
 	Succeeded OutcomeKind = "succeeded"
-	Failed    OutcomeKind = "failed"
-	Blocked   OutcomeKind = "blocked"
-	Skipped   OutcomeKind = "skipped"
-	Unknown   OutcomeKind = "unknown"
+	// Idle: the operation ran and said it had nothing to do (a branch the object does not take,
+	// an object already as wanted): a success that is no evidence, so a candidate step that had
+	// nothing to do is never unblocked, and it is no change from a success.
+	Idle    OutcomeKind = "idle"
+	Failed  OutcomeKind = "failed"
+	Blocked OutcomeKind = "blocked"
+	Skipped OutcomeKind = "skipped"
+	Unknown OutcomeKind = "unknown"
 )
 
 // Outcome of one operation in one run.
@@ -48,8 +52,11 @@ type Outcome struct {
 	On []int
 }
 
-// Ran says whether the operation ran (succeeded or failed).
-func (o Outcome) Ran() bool { return o.Kind == Succeeded || o.Kind == Failed }
+// Ran says whether the operation ran (succeeded, had nothing to do, or failed).
+func (o Outcome) Ran() bool { return o.Kind == Succeeded || o.Kind == Idle || o.Kind == Failed }
+
+// OK says whether the operation ran without an error (succeeded or had nothing to do).
+func (o Outcome) OK() bool { return o.Kind == Succeeded || o.Kind == Idle }
 
 func (o Outcome) equal(other Outcome) bool {
 	return o.Kind == other.Kind && o.Class == other.Class && o.After == other.After &&
@@ -70,7 +77,7 @@ func equalIDs(a, b []int) bool {
 
 // Result is what executing an operation returned.
 type Result struct {
-	kind         OutcomeKind // Succeeded, Failed, or Unknown for not simulated
+	kind         OutcomeKind // Succeeded, Idle, Failed, or Unknown for not simulated
 	class        string
 	message      string
 	RequeueAfter time.Duration
@@ -78,6 +85,9 @@ type Result struct {
 
 // Success is a result without error.
 func Success() Result { return Result{kind: Succeeded} }
+
+// NothingToDo is a result without error of an operation that had nothing to do.
+func NothingToDo() Result { return Result{kind: Idle} }
 
 // Failure is a failed result of an error class.
 func Failure(class, message string) Result {
@@ -287,8 +297,8 @@ func (r *Run) Complete(op int, result Result) error {
 	var outcome Outcome
 	message := ""
 	switch result.kind {
-	case Succeeded:
-		outcome = Outcome{Kind: Succeeded}
+	case Succeeded, Idle:
+		outcome = Outcome{Kind: result.kind}
 	case Failed:
 		if r.firstFailure < 0 {
 			r.firstFailure = op
@@ -545,10 +555,14 @@ func Between(control, candidate *Report) (*Diff, error) {
 		}
 		switch {
 		case !theirs.Executed && step.Executed:
-			d.Unblocked = append(d.Unblocked, step.Op)
+			// A step that had nothing to do is not one the candidate unblocked.
+			if step.Outcome.Kind != Idle {
+				d.Unblocked = append(d.Unblocked, step.Op)
+			}
 		case theirs.Executed && !step.Executed && (step.Outcome.Kind == Blocked || step.Outcome.Kind == Skipped):
 			d.NewlyBlocked = append(d.NewlyBlocked, step.Op)
-		case theirs.Executed && step.Executed && theirs.Outcome.Ran() && step.Outcome.Ran() && !theirs.Outcome.equal(step.Outcome):
+		case theirs.Executed && step.Executed && theirs.Outcome.Ran() && step.Outcome.Ran() &&
+			!(theirs.Outcome.OK() && step.Outcome.OK()) && !theirs.Outcome.equal(step.Outcome):
 			d.Changed = append(d.Changed, step.Op)
 		}
 	}

@@ -29,6 +29,8 @@ type vector struct {
 	// Distinct operations have legacy code of their own, whose failures are LegacyFailures.
 	Distinct       []string `json:"distinct"`
 	LegacyFailures failures `json:"legacy_failures"`
+	// Idle operations have nothing to do where they do not fail (in both paths).
+	Idle []string `json:"idle"`
 	// CandidateExecutions is how the candidate took the result of each operation it ran.
 	CandidateExecutions map[string]string `json:"candidate_executions"`
 	Control             json.RawMessage   `json:"control"`
@@ -36,10 +38,14 @@ type vector struct {
 	Diff                json.RawMessage   `json:"diff"`
 }
 
-// result is an operation's result as the case draws it: failed where listed, else succeeded.
-func (f failures) result(op plan.Operation) Result {
+// result is an operation's result as the case draws it: failed where listed, else nothing to
+// do where idle lists it, else succeeded.
+func (f failures) result(op plan.Operation, idle map[string]bool) Result {
 	if r, failed := f[op.Name]; failed {
 		return Failure(r.Class, r.Message)
+	}
+	if idle[op.Name] {
+		return NothingToDo()
 	}
 	return Success()
 }
@@ -127,6 +133,15 @@ func TestSharedVectors(t *testing.T) {
 	if file.Schema != "shadow-reconciler.io/model-vectors/v1" {
 		t.Fatalf("unknown vectors schema %q", file.Schema)
 	}
+	idleCases := 0
+	for _, c := range file.Cases {
+		if len(c.Idle) > 0 {
+			idleCases++
+		}
+	}
+	if idleCases < 10 {
+		t.Fatalf("only %d cases with operations that have nothing to do", idleCases)
+	}
 	if len(file.Cases) < 500 {
 		t.Fatalf("only %d cases", len(file.Cases))
 	}
@@ -150,11 +165,15 @@ func TestSharedVectors(t *testing.T) {
 			}
 			distinct[name] = true
 		}
+		idle := map[string]bool{}
+		for _, name := range c.Idle {
+			idle[name] = true
+		}
 		control := Drive(NewSequential(p), func(op plan.Operation) Result {
 			if distinct[op.Name] {
-				return c.LegacyFailures.result(op)
+				return c.LegacyFailures.result(op, idle)
 			}
-			return c.Failures.result(op)
+			return c.Failures.result(op, idle)
 		})
 		phased, err := NewPhased(p, c.EnforcedGroups)
 		if err != nil {
@@ -167,7 +186,7 @@ func TestSharedVectors(t *testing.T) {
 			if execution == ExecutionNotSimulated {
 				return NotSimulated()
 			}
-			return c.Failures.result(op)
+			return c.Failures.result(op, idle)
 		})
 		if !reflect.DeepEqual(executions, c.CandidateExecutions) {
 			t.Fatalf("%s: the candidate's executions differ\n go:   %v\n rust: %v", c.Name, executions, c.CandidateExecutions)

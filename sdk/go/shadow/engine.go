@@ -75,7 +75,14 @@ type Run[T client.Object, S any] struct {
 	requeue   time.Duration
 	conflicts int
 	attempt   int
+	idle      bool
 }
+
+// NothingToDo says the operation had nothing to do in this run (a branch the object does not
+// take, an object already as wanted); it then returns nil. Its outcome is "idle": a success that
+// is no evidence of what the operation does, so a candidate step that had nothing to do is never
+// counted as unblocked, and it is no change from a success.
+func (r *Run[T, S]) NothingToDo() { r.idle = true }
 
 // DryRun says whether the run is the candidate's dry run (the operation must then write only
 // through the candidate's clients: Run.Client, or Clients.For(r)).
@@ -480,6 +487,8 @@ func reuse(step model.Step) model.Result {
 		result = model.Failure(step.Outcome.Class, step.Message)
 	case model.Unknown:
 		result = model.NotSimulated()
+	case model.Idle:
+		result = model.NothingToDo()
 	default:
 		result = model.Success()
 	}
@@ -495,13 +504,17 @@ func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy
 	err := e.call(ctx, r, op)
 	end := time.Now()
 	result := model.Success()
-	if err != nil {
+	switch {
+	case err != nil:
 		result = model.Failure(Classify(err), err.Error())
-	} else {
+	case r.idle:
+		result = model.NothingToDo()
+		result.RequeueAfter = r.requeue
+	default:
 		// As the Rust engine: a requeue counts from an operation that succeeded.
 		result.RequeueAfter = r.requeue
 	}
-	reportOutcome(span, err, r.conflicts, r.retry)
+	reportOutcome(span, err, err == nil && r.idle, r.conflicts, r.retry)
 	return result, stepSpan{span, end}
 }
 
@@ -525,7 +538,7 @@ func (e *Engine[T, S]) call(ctx context.Context, r *Run[T, S], op int) error {
 	code := e.code(op, r.Path)
 	r.attempt = 0
 	once := func() (err error) {
-		r.requeue = 0 // a retried attempt starts afresh
+		r.requeue, r.idle = 0, false // a retried attempt starts afresh
 		r.attempt++
 		defer func() {
 			if p := recover(); p != nil {

@@ -252,7 +252,7 @@ func (l *legacyRun[T, S]) close(result model.Result, err error) {
 			own = l.e.collect(op, written, result, l.sh)
 		}
 	}
-	reportOutcome(l.span, err, 0, false)
+	reportOutcome(l.span, err, false, 0, false)
 	stepSpan{l.span, end}.close(own)
 }
 
@@ -318,7 +318,7 @@ func (e *Engine[T, S]) runLegacyFunc(ctx context.Context, policy, pairing *model
 func (e *Engine[T, S]) inferredSpan(ctx context.Context, op int, at time.Time) {
 	_, span := e.startSpan(ctx, op, "control", ExecReal, trace.WithTimestamp(at),
 		trace.WithAttributes(attribute.Bool(attrInferred, true)))
-	reportOutcome(span, nil, 0, false)
+	reportOutcome(span, nil, false, 0, false)
 	span.End(trace.WithTimestamp(at))
 }
 

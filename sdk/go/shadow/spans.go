@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/writes"
 )
 
@@ -62,9 +63,10 @@ func (e *Engine[T, S]) startSpan(ctx context.Context, op int, policy string, exe
 	)}, options...)...)
 }
 
-// reportOutcome sets an operation span's outcome: its class, status code and error status
-// when it failed, its conflicts and whether it ran under retry-on-conflict.
-func reportOutcome(span trace.Span, err error, conflicts int, retried bool) {
+// reportOutcome sets an operation span's outcome (failed, with its class, status code and error
+// status; idle when it had nothing to do; else succeeded), its conflicts and whether it ran under
+// retry-on-conflict.
+func reportOutcome(span trace.Span, err error, idle bool, conflicts int, retried bool) {
 	if !span.IsRecording() {
 		return
 	}
@@ -77,6 +79,8 @@ func reportOutcome(span trace.Span, err error, conflicts int, retried bool) {
 				attribute.String(attrK8sStatusReason, string(status.Status().Reason)))
 		}
 		span.SetStatus(codes.Error, err.Error())
+	} else if idle {
+		attrs = append(attrs, attribute.String(attrOutcome, string(model.Idle)))
 	} else {
 		attrs = append(attrs, attribute.String(attrOutcome, "succeeded"))
 	}

@@ -224,8 +224,11 @@ type Ctx = OpContext<ClusterManagementAddOn, State>;
 async fn patch(ctx: &mut Ctx, compute: fn(&ClusterManagementAddOn) -> Value) -> OpResult {
     let api: Api<ClusterManagementAddOn> = Api::all(ctx.client());
     let cached = ctx.object().as_ref().clone();
-    patch_status(ctx, &api, &cached, compute).await?;
-    Ok(OpOutput::done())
+    Ok(match patch_status(ctx, &api, &cached, compute).await? {
+        // The status was as computed already: no request.
+        crate::engine::conflict::StatusPatch::Unchanged => OpOutput::nothing_to_do(),
+        crate::engine::conflict::StatusPatch::Patched => OpOutput::done(),
+    })
 }
 
 async fn run(op: &str, ctx: &mut Ctx) -> OpResult {
@@ -243,7 +246,10 @@ async fn run(op: &str, ctx: &mut Ctx) -> OpResult {
         "PlacementStatus" if strategy == "Placements" && !self_managed(&addon) => {
             patch(ctx, placement_status).await
         }
-        "ManualStrategyStatus" | "SelfManagedStatus" | "PlacementStatus" => Ok(OpOutput::done()),
+        // The branches this add-on does not take.
+        "ManualStrategyStatus" | "SelfManagedStatus" | "PlacementStatus" => {
+            Ok(OpOutput::nothing_to_do())
+        }
         other => Err(OpError::internal(format!(
             "operation {other} is not implemented"
         ))),

@@ -38,6 +38,7 @@ func adopt(ctx context.Context, config *rest.Config, p *plan.Plan, workers int, 
 	branch := func(taken func(*cma) bool) shadow.Op[*cma, struct{}] {
 		return func(ctx context.Context, r *shadow.Run[*cma, struct{}]) error {
 			if !taken(r.Object) {
+				r.NothingToDo() // the branch this add-on does not take
 				return nil
 			}
 			cmas.retrying.Store(r.Object.Name, r.Attempt() > 1)
@@ -48,7 +49,7 @@ func adopt(ctx context.Context, config *rest.Config, p *plan.Plan, workers int, 
 		return a.Spec.InstallStrategy.Type == "" || a.Spec.InstallStrategy.Type == addonv1alpha1.AddonInstallStrategyManual
 	}
 	ops := map[string]shadow.Op[*cma, struct{}]{
-		"DefaultConfigReferences": branch(func(*cma) bool { return false }), // computed by each branch
+		"DefaultConfigReferences": branch(func(*cma) bool { return false }), // computed by each branch: nothing to do here
 		"ManualStrategyStatus":    branch(manual),
 		"SelfManagedStatus":       branch(func(a *cma) bool { return !manual(a) && !utils.ManagedByAddonManager(a) }),
 		"PlacementStatus":         branch(func(a *cma) bool { return !manual(a) && utils.ManagedByAddonManager(a) }),
