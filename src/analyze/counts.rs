@@ -247,8 +247,8 @@ pub struct PlanCounts {
     pub signatures: usize,
     /// Runs with a failure not kept because [`MAX_SIGNATURES`] were.
     pub runs_not_kept: u64,
-    /// `unblocked[x * n + y]`: the control failed first at x, the candidate ran y in dry-run
-    /// (which the control did not), and how often y failed there.
+    /// `unblocked[x * n + y]`: the control failed first at x (row `n`: it failed nowhere), the
+    /// candidate ran y in dry-run (which the control did not), and how often y failed there.
     pub unblocked: Vec<Rate>,
     /// Step rows naming an operation the plan does not have.
     pub unknown_operations: HashMap<String, u64>,
@@ -271,7 +271,7 @@ impl PlanCounts {
             objects: HashMap::new(),
             signatures: 0,
             runs_not_kept: 0,
-            unblocked: vec![Rate::default(); n * n],
+            unblocked: vec![Rate::default(); (n + 1) * n],
             unknown_operations: HashMap::new(),
             writes: BTreeMap::new(),
             conflicts: vec![ConflictCounts::default(); n],

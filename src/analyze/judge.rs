@@ -26,10 +26,13 @@ fn operation_report(
     } else {
         failures as f64 / executions as f64
     };
+    let only = plan.operation(op).only();
+    let phased = only != Some(crate::vocab::CodePath::Legacy);
     OperationReport {
         operation: plan.name_of(op).to_owned(),
-        phase: plan.operation(op).phase(),
-        category: plan.operation(op).category().as_str(),
+        only,
+        phase: phased.then(|| plan.operation(op).phase()),
+        category: phased.then(|| plan.operation(op).category().as_str()),
         executions,
         executions_real: c.executions_real,
         executions_dry_run: c.executions_dry_run,
@@ -379,6 +382,17 @@ fn verdict(
     }
 }
 
+/// The operations in the order every report lists them: the phased path's in phased order,
+/// then the legacy path's own in legacy order.
+pub(super) fn report_order(plan: &ReconcilePlan) -> impl Iterator<Item = OpId> + '_ {
+    plan.phased_order().iter().copied().chain(
+        plan.legacy_order()
+            .iter()
+            .copied()
+            .filter(|&op| plan.operation(op).only() == Some(crate::vocab::CodePath::Legacy)),
+    )
+}
+
 pub(super) fn judge(
     plan: &ReconcilePlan,
     c: &PlanCounts,
@@ -411,12 +425,17 @@ pub(super) fn judge(
         })
         .collect();
     let mut unblocked = Vec::new();
-    for &x in plan.phased_order() {
+    // Every control's first failure, the legacy path's own operations too, and none (the row
+    // `n`: the control failed nowhere, yet did not run the operation).
+    let firsts = report_order(plan)
+        .map(|x| (Some(x), x.index()))
+        .chain([(None, n)]);
+    for (x, row) in firsts {
         for &y in plan.phased_order() {
-            let r = c.unblocked[x.index() * n + y.index()];
+            let r = c.unblocked[row * n + y.index()];
             if r.n > 0 {
                 unblocked.push(Unblocked {
-                    first_failure: plan.name_of(x).to_owned(),
+                    first_failure: x.map(|x| plan.name_of(x).to_owned()),
                     operation: plan.name_of(y).to_owned(),
                     unblocked: r.n,
                     succeeded: r.n - r.failures,
@@ -443,10 +462,8 @@ pub(super) fn judge(
             .iter()
             .map(|(k, v)| (k.clone(), *v))
             .collect(),
-        operations: plan
-            .phased_order()
-            .iter()
-            .map(|&op| operation_report(plan, op, &c.ops[op.index()], evidences[op.index()].failed))
+        operations: report_order(plan)
+            .map(|op| operation_report(plan, op, &c.ops[op.index()], evidences[op.index()].failed))
             .collect(),
         readiness: readiness::groups(
             plan,

@@ -167,10 +167,13 @@ impl Verdict {
 pub struct OperationReport {
     /// The operation.
     pub operation: String,
-    /// Its phase.
-    pub phase: u32,
-    /// Its category in the plan.
-    pub category: &'static str,
+    /// `legacy` or `phased` when the operation exists in that code path only, else `None`
+    /// (both paths).
+    pub only: Option<crate::vocab::CodePath>,
+    /// Its phase (`None` for an operation of the legacy path only: the phased model has none).
+    pub phase: Option<u32>,
+    /// Its category in the plan (`None` for an operation of the legacy path only).
+    pub category: Option<&'static str>,
     /// Executions, real and dry-run (reused results are not executions).
     pub executions: u64,
     /// Real executions (the control's writes).
@@ -241,8 +244,9 @@ pub struct Pair {
 /// did not.
 #[derive(Clone, Debug, Serialize)]
 pub struct Unblocked {
-    /// The control's first failure.
-    pub first_failure: String,
+    /// The control's first failure (`None`: the control failed nowhere, yet did not run the
+    /// operation: a step it left unknown).
+    pub first_failure: Option<String>,
     /// The operation the candidate ran.
     pub operation: String,
     /// How often.
@@ -410,7 +414,9 @@ pub struct PlanReport {
     pub guard_refusals: u64,
     /// Step rows naming operations the plan does not have, by name.
     pub unknown_operations: std::collections::BTreeMap<String, u64>,
-    /// Per operation, in phased order.
+    /// Per operation of the plan: the phased path's in phased order, then the legacy path's
+    /// own (`only: legacy`) in legacy order. Every total of the analysis is the sum of these
+    /// rows.
     pub operations: Vec<OperationReport>,
     /// Ordering pairs with observations after a failure.
     pub pairs: Vec<Pair>,

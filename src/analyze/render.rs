@@ -160,14 +160,31 @@ fn columns(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// The verdict on an operation's category, when it has one (an operation of the legacy path
+/// only has no category to judge).
+pub(super) fn verdict_of<'p>(
+    plan: &'p PlanReport,
+    operation: &str,
+) -> Option<&'p super::VerdictReport> {
+    plan.verdicts.iter().find(|v| v.operation == operation)
+}
+
+/// An operation's category as the tables show it, with the code path it alone belongs to.
+pub(super) fn category_cell(o: &super::OperationReport) -> String {
+    match (o.category, o.only) {
+        (Some(c), Some(crate::vocab::CodePath::Phased)) => format!("{c}, phased only"),
+        (Some(c), _) => c.to_owned(),
+        (None, _) => "legacy only".to_owned(),
+    }
+}
+
 pub(super) fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
     plan.operations
         .iter()
-        .zip(&plan.verdicts)
-        .map(|(o, v)| {
+        .map(|o| {
             vec![
                 o.operation.clone(),
-                o.category.to_owned(),
+                category_cell(o),
                 o.executions.to_string(),
                 pct(o.failure_rate),
                 o.failures_by_class
@@ -183,7 +200,9 @@ pub(super) fn operation_rows(plan: &PlanReport) -> Vec<Vec<String>> {
                     o.blocked_then_run_by_candidate,
                     o.blocked_then_succeeded_in_candidate
                 ),
-                v.verdict.as_str().to_owned(),
+                verdict_of(plan, &o.operation)
+                    .map_or("none (legacy only)", |v| v.verdict.as_str())
+                    .to_owned(),
             ]
         })
         .collect()
@@ -227,7 +246,7 @@ pub fn colour_wanted(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool
 }
 
 /// What the operation table's columns mean, printed under it in every format.
-pub const OPERATION_LEGEND: &str = "executions: real (control) and dry-run (candidate) runs; failed: failed executions; failed in (objects): objects where it failed at least once; first failure: reconciles whose control stopped there first; blocked/ran/ok: control runs in which its failure skipped later steps / of those, steps the candidate ran / of those, that succeeded; verdict: whether the data supports its category";
+pub const OPERATION_LEGEND: &str = "every operation of the plan, the phased path's in phased order, then the legacy loop's own (legacy only: no category to judge); executions: real (control) and dry-run (candidate) runs; failed: failed executions; failed in (objects): objects where it failed at least once; first failure: reconciles whose control stopped there first; blocked/ran/ok: control runs in which its failure skipped later steps / of those, steps the candidate ran / of those, that succeeded; verdict: whether the data supports its category";
 
 pub(super) use super::answer::distinct_findings;
 

@@ -708,13 +708,15 @@ fn finish(pending: Option<Pending>, ctx: &Ctx, counts: &mut Counts) {
                 c.ops[x].blocked_then_succeeded += u64::from(theirs.outcome == Outcome::Succeeded);
             }
         }
-        for y in candidate
-            .iter()
-            .filter(|r| r.exec == Exec::DryRun && r.evidence())
-        {
-            if unblocked(control, y.op) {
-                c.unblocked[x * n + y.op].add(y.outcome == Outcome::Failed);
-            }
+    }
+    // The unblocked matrix, by the control's first failure (row `n`: it failed nowhere).
+    let row = first.unwrap_or(n);
+    for y in candidate
+        .iter()
+        .filter(|r| r.exec == Exec::DryRun && r.evidence())
+    {
+        if unblocked(control, y.op) {
+            c.unblocked[row * n + y.op].add(y.outcome == Outcome::Failed);
         }
     }
     // Unblocked: the candidate ran it (its executor was asked to), the control did not, and it

@@ -4,7 +4,7 @@ Usage: check_sql.py DATASET_DIR ANALYSIS_JSON [--engine duckdb|spark|trino] [--p
 
 ANALYSIS_JSON is `shadow-reconciler analyze DATASET_DIR --format json` of the same directory. For
 each plan in it, runs every query file of exporters/sql/ENGINE/ (default duckdb) with its
-placeholders replaced ({dir}, {plan}, {plan_hash}, {plan_operations} and {legacy_only} from the
+placeholders replaced ({dir}, {plan}, {plan_hash}, {plan_operations}, {legacy_only} and {phased_only} from the
 plan file, {confidence}, {min_samples} from the JSON) and compares every number the query returns
 with the JSON's: per operation (the phased path's operations, as analyze lists them), failures by
 class, the unblocked matrix, the ordering pairs (counts exactly, rates and Wilson bounds within
@@ -163,10 +163,10 @@ def quote(s):
     return "'" + s.replace("'", "''") + "'"
 
 
-def legacy_list(operations):
-    """{legacy_only}: the names of the operations with `only: legacy` as SQL string literals for
-    `IN (...)`; '' (no operation is named so) when there are none."""
-    names = [quote(op) for op, _, only in operations if only == "legacy"]
+def only_list(operations, path):
+    """{legacy_only} / {phased_only}: the names of the operations with `only: PATH` as SQL string
+    literals for `IN (...)`; '' (no operation is named so) when there are none."""
+    names = [quote(op) for op, _, only in operations if only == path]
     return ", ".join(names) if names else "''"
 
 
@@ -450,9 +450,9 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
     if plan not in plans:
         raise SystemExit(f"no plan file for plan {plan}: pass --plan FILE")
     plan_path, operations = plans[plan]
-    # analyze lists the operations of the phased path: every one but those with `only: legacy`.
+    # analyze lists every operation of the plan, each with the code path it alone belongs to.
     json_ops = [o["operation"] for o in report["operations"]]
-    if sorted(json_ops) != sorted(op for op, _, only in operations if only != "legacy"):
+    if sorted(json_ops) != sorted(op for op, _, _ in operations):
         raise SystemExit(f"{plan_path}: its operations differ from the analysis of {plan} "
                          f"(another version of the plan? pass --plan FILE)")
     subs = {
@@ -460,7 +460,8 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
         "plan": plan,
         "plan_hash": plan_hash,
         "plan_operations": values_list(operations),
-        "legacy_only": legacy_list(operations),
+        "legacy_only": only_list(operations, "legacy"),
+        "phased_only": only_list(operations, "phased"),
         "confidence": repr(float(analysis["confidence"])),
         "min_samples": str(int(analysis["min_samples"])),
     }
@@ -477,7 +478,7 @@ def check_plan(cmp, engine, root, analysis, report, plans, files):
                       "failure_rate", "first_failure", "blocked_in_control",
                       "blocked_then_run_by_candidate", "blocked_then_succeeded_in_candidate",
                       "newly_blocked", "unblocked", "unblocked_succeeded", "unblocked_failed",
-                      "unblocked_not_simulated"]
+                      "unblocked_not_simulated", "only"]
             cmp.keyed(plan, "operations", {r["operation"]: r for r in rows},
                       {o["operation"]: o for o in report["operations"]}, fields)
         elif name == "failures_by_class.sql":

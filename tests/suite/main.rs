@@ -22,6 +22,7 @@ mod ingest;
 mod ingest_fuzz;
 mod layers;
 mod manifests;
+mod one_truth;
 mod parquet_fuzz;
 mod parquet_sink;
 mod plan_hash;

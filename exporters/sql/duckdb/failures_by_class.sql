@@ -1,10 +1,10 @@
 -- Generated from exporters/sql/source/failures_by_class.sql by exporters/sql/generate.py: edit the source, then run it.
 -- Failures per operation and error class of one plan version: `plans[].operations[].failures_by_class`
--- of `analyze --format json` (only classes that occurred are listed there, and here), for the
--- operations of the phased path (those without `only: legacy`), which analyze lists.
+-- of `analyze --format json` (only classes that occurred are listed there, and here), for every
+-- operation of the plan.
 -- Tested: tests/python/check_sql.py runs it and compares every number with `analyze --format json`.
 --
--- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations}, {legacy_only} as in operations.sql.
+-- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
 --
 -- A failure is an executed step (execution 'real' or 'dry-run') with outcome 'failed'. A failure
 -- whose error_class is null or not one of the eleven classes is counted in `failures`
@@ -19,7 +19,6 @@ FROM (SELECT * EXCLUDE (filename) FROM read_parquet('{dir}/table=steps/**/*.parq
                 IN (SELECT file FROM glob('{dir}/table=reconciles/**/*.parquet')))
 WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
   AND operation IN (SELECT operation FROM plan_operations)
-  AND operation NOT IN ({legacy_only})
   AND execution IN ('real', 'dry-run') AND outcome = 'failed'
   AND error_class IN ('conflict', 'already-exists', 'not-found', 'forbidden', 'invalid',
                       'throttled', 'server', 'transport', 'timeout', 'precondition', 'internal')

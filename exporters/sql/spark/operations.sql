@@ -6,8 +6,8 @@
 -- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- Per operation of one plan version: the numbers of `analyze --format json` under
--- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`), for the operations of the
--- phased path (those without `only: legacy`).
+-- `plans[].operations[]` (src/analyze/scan.rs `count_run` and `finish`), for every operation of
+-- the plan, each with the code path it alone belongs to (`only`: legacy, phased, or null).
 --
 -- Placeholders (replaced as text before running; tests/python/check_sql.py does it):
 --   {dir}              the dataset directory (holds table=steps/ and table=reconciles/)
@@ -21,8 +21,8 @@
 --   {legacy_only}      the plan's operations with `only: legacy` (they exist in the legacy loop
 --                      alone), as SQL string literals for IN (...): 'ValidConfigurationCondition',
 --                      or '' when the plan has none. Their steps count like any other (one may be
---                      a reconcile's first failure), but `plans[].operations[]` lists the phased
---                      path's operations only (every one but these), and so does this query.
+--                      a reconcile's first failure); their rows say `only` legacy
+--   {phased_only}      the same for `only: phased` (the phased reconcile's alone)
 --
 -- Definitions (a "run" is the control's or the candidate's steps of one reconcile, in `seq`
 -- order; a reconcile is one reconcile_id within one file, since the analyzer counts each file on
@@ -54,9 +54,12 @@ WITH plan_operations AS (
 operations AS (
     SELECT DISTINCT operation FROM plan_operations
 ),
--- The operations reported: the phased path's.
-phased AS (
-    SELECT operation FROM operations WHERE operation NOT IN ({legacy_only})
+-- The operations reported: every one of the plan, with the code path it alone belongs to.
+reported AS (
+    SELECT operation,
+           CASE WHEN operation IN ({legacy_only}) THEN 'legacy'
+                WHEN operation IN ({phased_only}) THEN 'phased' END AS only
+    FROM operations
 ),
 steps AS (
     SELECT file, reconcile_id,
@@ -153,6 +156,7 @@ first_failure_counts AS (
 )
 SELECT '{plan}' AS plan,
        o.operation,
+       o.only,
        coalesce(x.executions_real, 0) + coalesce(x.executions_dry_run, 0) AS executions,
        coalesce(x.executions_real, 0) AS executions_real,
        coalesce(x.executions_dry_run, 0) AS executions_dry_run,
@@ -172,7 +176,7 @@ SELECT '{plan}' AS plan,
        coalesce(u.unblocked_succeeded, 0) AS unblocked_succeeded,
        coalesce(u.unblocked_failed, 0) AS unblocked_failed,
        coalesce(u.unblocked_not_simulated, 0) AS unblocked_not_simulated
-FROM phased o
+FROM reported o
 LEFT JOIN executions x ON x.operation = o.operation
 LEFT JOIN first_failure_counts ff ON ff.operation = o.operation
 LEFT JOIN blocked_by_first b ON b.operation = o.operation

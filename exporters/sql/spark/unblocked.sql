@@ -6,15 +6,15 @@
 -- a row's file. Placeholders as there, except {dir}, which only tables.sql uses.
 --
 -- The unblocked matrix of one plan version: `plans[].unblocked[]` of `analyze --format json`.
--- In reconciles where the control failed (first at `first_failure`), each candidate step executed
--- in dry-run of an operation the control had in that reconcile (it has a step of it: its code
--- path runs it) and did not run for real (its first step of it is not 'real'): how often
--- (`unblocked`) and how often it did not fail there (`succeeded`: the analyzer counts every
--- outcome other than 'failed' as succeeded here; dry-run steps are only ever 'succeeded' or
--- 'failed'). An operation with `only: phased` that the control does not have (in shadow mode) is
--- never unblocked. Both `first_failure` and `operation` are operations of the phased path (not
--- in {legacy_only}); the control's first failure is found among every step, so a reconcile
--- whose control failed first at a legacy-only operation counts in no row.
+-- Each candidate step executed in dry-run, that did something (not 'idle'), of an operation the
+-- control had in that reconcile (it has a step of it: its code path runs it) and did not run for
+-- real (its first step of it is not 'real'), by the control's first failure (`first_failure`,
+-- any operation of the plan, the legacy path's own too; null when the control failed nowhere):
+-- how often (`unblocked`) and how often it did not fail there (`succeeded`: dry-run steps that
+-- did something are only ever 'succeeded' or 'failed'). An operation with `only: phased` that the
+-- control does not have (in shadow mode) is never unblocked, nor one of {legacy_only}. The sum of
+-- `unblocked` is the sum of the operations' dry-run unblocked steps (operations.sql:
+-- unblocked - unblocked_not_simulated).
 --
 -- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations}, {legacy_only} as in operations.sql.
 WITH plan_operations AS (
@@ -54,14 +54,14 @@ SELECT '{plan}' AS plan,
        c.operation,
        count(*) AS unblocked,
        count_if(NOT c.failed) AS succeeded
-FROM first_failures f
-JOIN steps c ON c.file = f.file AND c.reconcile_id = f.reconcile_id
-            AND NOT c.control AND c.execution = 'dry-run'
-            -- a step that had nothing to do is not one the candidate unblocked
-            AND c.outcome <> 'idle'
+FROM steps c
 JOIN control_first e ON e.file = c.file AND e.reconcile_id = c.reconcile_id
                     AND e.operation = c.operation
-WHERE e.execution <> 'real'
-  AND f.first_failure NOT IN ({legacy_only}) AND c.operation NOT IN ({legacy_only})
+LEFT JOIN first_failures f ON f.file = c.file AND f.reconcile_id = c.reconcile_id
+WHERE NOT c.control AND c.execution = 'dry-run'
+  -- a step that had nothing to do is not one the candidate unblocked
+  AND c.outcome <> 'idle'
+  AND e.execution <> 'real'
+  AND c.operation NOT IN ({legacy_only})
 GROUP BY f.first_failure, c.operation
 ORDER BY f.first_failure, c.operation;

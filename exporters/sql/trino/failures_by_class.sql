@@ -6,10 +6,10 @@
 -- Placeholders as there, except {dir} and {schema}, which only tables.sql uses.
 --
 -- Failures per operation and error class of one plan version: `plans[].operations[].failures_by_class`
--- of `analyze --format json` (only classes that occurred are listed there, and here), for the
--- operations of the phased path (those without `only: legacy`), which analyze lists.
+-- of `analyze --format json` (only classes that occurred are listed there, and here), for every
+-- operation of the plan.
 --
--- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations}, {legacy_only} as in operations.sql.
+-- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql.
 --
 -- A failure is an executed step (execution 'real' or 'dry-run') with outcome 'failed'. A failure
 -- whose error_class is null or not one of the eleven classes is counted in `failures`
@@ -21,7 +21,6 @@ SELECT '{plan}' AS plan, operation, error_class, count(*) AS failures
 FROM shadow_steps
 WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
   AND operation IN (SELECT operation FROM plan_operations)
-  AND operation NOT IN ({legacy_only})
   AND execution IN ('real', 'dry-run') AND outcome = 'failed'
   AND error_class IN ('conflict', 'already-exists', 'not-found', 'forbidden', 'invalid',
                       'throttled', 'server', 'transport', 'timeout', 'precondition', 'internal')

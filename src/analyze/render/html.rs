@@ -58,55 +58,8 @@ fn pct(rate: f64) -> String {
     }
 }
 
-const STYLE: &str = r#"
-:root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#57606a;--line:#d0d7de;--grid:#eaeef2;--card:#f6f8fa;
---ok:#1a7f37;--bad:#cf222e;--warn:#7d5300;--ok-bg:#dafbe1;--bad-bg:#ffebe9;--warn-bg:#fff8c5;
---bar-supported:#2da44e;--bar-contradicted:#cf222e;--bar-inconclusive:#bf8700;--whisker:#24292f;
---heat-lo:#f0f4f9;--heat-hi:#6f9fd8;--heat-text:#1f2328;--add:#dafbe1;--del:#ffebe9;--code:#f6f8fa}
-@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;--line:#3d444d;--grid:#21262d;--card:#151b23;
---ok:#3fb950;--bad:#ff7b72;--warn:#e3b341;--ok-bg:#12261e;--bad-bg:#2d1518;--warn-bg:#272115;
---bar-supported:#3fb950;--bar-contradicted:#f85149;--bar-inconclusive:#d29922;--whisker:#e6edf3;
---heat-lo:#161b22;--heat-hi:#1158c7;--heat-text:#e6edf3;--add:#12261e;--del:#2d1518;--code:#151b23}}
-*{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
-main{max-width:1200px;margin:0 auto;padding:24px 32px 48px}
-h1{font-size:28px;margin:0 0 4px}h2{font-size:22px;margin:36px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
-h3{font-size:18px;margin:20px 0 8px}p{margin:6px 0}
-.sub,.note{color:var(--muted);font-size:14px}
-code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,"DejaVu Sans Mono",monospace;font-size:14px}
-.badge{display:inline-block;padding:1px 10px;border-radius:999px;font-weight:600;font-size:15px;white-space:nowrap}
-h1 .badge{font-size:20px;vertical-align:middle}
-.badge.ready{background:var(--ok-bg);color:var(--ok)}.badge.not-ready{background:var(--bad-bg);color:var(--bad)}.badge.inconclusive{background:var(--warn-bg);color:var(--warn)}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:12px;margin:8px 0 16px}
-.card{background:var(--card);border:1px solid var(--line);border-left:6px solid var(--line);border-radius:8px;padding:10px 14px;min-width:0}
-.card.ready{border-left-color:var(--ok)}.card.not-ready{border-left-color:var(--bad)}.card.inconclusive{border-left-color:var(--warn)}
-.card h4{margin:0 0 4px;font-size:17px;overflow-wrap:anywhere}.card p{font-size:14px;color:var(--muted);margin:6px 0 0}
-.plan-label{font-size:15px;color:var(--muted);margin:14px 0 0}
-pre.diff{background:var(--code);border:1px solid var(--line);border-radius:6px;padding:8px 12px;white-space:pre-wrap;overflow-wrap:anywhere;margin:8px 0}
-pre.diff span{display:block;min-height:1.5em}pre.diff .add{background:var(--add)}pre.diff .del{background:var(--del)}
-ul{padding-left:22px}li{margin:3px 0}
-.groups{color:var(--muted);font-size:14px}
-figure{margin:20px 0;padding:12px 16px;border:1px solid var(--line);border-radius:8px}
-figcaption{font-size:17px;font-weight:600}figcaption .note{display:block;font-weight:400;margin-top:2px}
-.legend{display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center;font-size:14px;margin:8px 0;color:var(--fg)}
-.legend .key{display:inline-flex;align-items:center;gap:6px}
-.swatch{display:inline-block;width:14px;height:14px;border-radius:3px}
-.swatch.supported{background:var(--bar-supported)}.swatch.contradicted{background:var(--bar-contradicted)}.swatch.inconclusive{background:var(--bar-inconclusive)}
-.swatch.whisker{height:2px;width:22px;background:var(--whisker);border-radius:0}
-.ramp{display:inline-block;width:180px;height:14px;border:1px solid var(--line);background:linear-gradient(to right,var(--heat-lo),var(--heat-hi))}
-svg.chart{width:100%;height:auto;display:block}
-svg text{fill:var(--fg);font-size:14px;font-family:system-ui,"DejaVu Sans",sans-serif}
-svg .muted{fill:var(--muted)}svg .grid{stroke:var(--grid)}svg .axis{stroke:var(--muted)}
-svg .v-supported{fill:var(--bar-supported)}svg .v-contradicted{fill:var(--bar-contradicted)}svg .v-inconclusive{fill:var(--bar-inconclusive)}
-svg .whisker{stroke:var(--whisker);stroke-width:2}
-table{border-collapse:collapse;margin:8px 0;font-size:14px;width:100%}
-th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:var(--card)}td.num{text-align:right;white-space:nowrap}
-table.heat th{overflow-wrap:normal}table.heat td.cell{text-align:center;white-space:nowrap;color:var(--heat-text);background:color-mix(in srgb,var(--heat-hi) calc(var(--v)*100%),var(--heat-lo))}
-table.heat td.cell small{font-size:12px}
-.verdict-supported{color:var(--ok)}.verdict-contradicted{color:var(--bad);font-weight:600}.verdict-inconclusive{color:var(--warn)}
-details{margin:10px 0}.scroll{overflow-x:auto}summary{cursor:pointer;font-weight:600}
-"#;
+/// The report's stylesheet: the reader's light or dark scheme, the charts' colours.
+const STYLE: &str = include_str!("report.css");
 
 /// The x position (in chart units) of `rate` on an axis of `max` from `x0` to `x1`.
 fn x_of(rate: f64, max: f64, x0: f64, x1: f64) -> f64 {
@@ -121,8 +74,9 @@ fn axis_max(high: f64) -> f64 {
         .unwrap_or(1.0)
 }
 
-fn legend_verdicts(out: &mut String, confidence: f64) {
+fn legend_verdicts(out: &mut String, confidence: f64, legacy_only: bool) {
     out.push_str("<div class=\"legend\" role=\"list\" aria-label=\"legend\">");
+    let none = ("none", "legacy only: no category to judge");
     for (class, words) in [
         ("supported", "supported: the data agrees with its category"),
         ("contradicted", "contradicted"),
@@ -130,7 +84,10 @@ fn legend_verdicts(out: &mut String, confidence: f64) {
             "inconclusive",
             "inconclusive: too few objects, or never failed",
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(legacy_only.then_some(none))
+    {
         let _ = write!(
             out,
             "<span class=\"key\" role=\"listitem\"><span class=\"swatch {class}\"></span>{words}</span>"
@@ -175,7 +132,7 @@ fn failure_row(
     out: &mut String,
     plan: &PlanReport,
     o: &crate::analyze::OperationReport,
-    verdict: Verdict,
+    verdict: Option<Verdict>,
     interval: &stats::Interval,
     confidence: f64,
     axis: &Axis,
@@ -187,7 +144,13 @@ fn failure_row(
         max,
         name_w,
     } = *axis;
-    let class = format!("v-{}", verdict.as_str());
+    // An operation of the legacy path only has no category to judge.
+    let verdict = verdict.map_or("none (legacy only)", Verdict::as_str);
+    let class = if verdict.starts_with("none") {
+        "v-none".to_owned()
+    } else {
+        format!("v-{verdict}")
+    };
     let tip = format!(
         "{}: failed in {} of {} objects ({}, {:.0}% interval {}-{}); verdict {}",
         o.operation,
@@ -197,7 +160,7 @@ fn failure_row(
         confidence * 100.0,
         pct(interval.low),
         pct(interval.high),
-        verdict.as_str()
+        verdict
     );
     let _ = write!(
         out,
@@ -206,8 +169,9 @@ fn failure_row(
         mid + 5.0,
         escape(&fit(&o.operation, name_w)),
         mid + 5.0,
-        o.phase,
-        o.category
+        o.phase
+            .map_or_else(|| "legacy".to_owned(), |p| p.to_string()),
+        o.category.unwrap_or("no category")
     );
     let end = x_of(interval.rate, max, x0, x1);
     if o.failed_objects == 0 {
@@ -245,14 +209,17 @@ fn failure_row(
 /// verdict, with the Wilson interval as a whisker; operations in phased order.
 fn failure_chart(out: &mut String, plan: &PlanReport, confidence: f64, id: &str) {
     let z = stats::z_for(confidence);
-    let rows: Vec<(&crate::analyze::OperationReport, Verdict, stats::Interval)> = plan
+    let rows: Vec<(
+        &crate::analyze::OperationReport,
+        Option<Verdict>,
+        stats::Interval,
+    )> = plan
         .operations
         .iter()
-        .zip(&plan.verdicts)
-        .map(|(o, v)| {
+        .map(|o| {
             (
                 o,
-                v.verdict,
+                super::verdict_of(plan, &o.operation).map(|v| v.verdict),
                 stats::wilson(o.failed_objects, plan.objects, z),
             )
         })
@@ -275,11 +242,11 @@ fn failure_chart(out: &mut String, plan: &PlanReport, confidence: f64, id: &str)
     let height = top + plot_h + 62.0;
     let _ = writeln!(
         out,
-        "<figure class=\"chart\" id=\"{id}\"><figcaption id=\"{id}-t\">Where {} failed: share of its {} objects per operation<span class=\"note\">An object counts once however often it was reconciled; bars in phased order, coloured by the verdict on the operation's category.</span></figcaption>",
+        "<figure class=\"chart\" id=\"{id}\"><figcaption id=\"{id}-t\">Where {} failed: share of its {} objects per operation<span class=\"note\">An object counts once however often it was reconciled; bars in phased order (then the legacy loop's own operations), coloured by the verdict on the operation's category.</span></figcaption>",
         escape(&plan.plan),
         plan.objects
     );
-    legend_verdicts(out, confidence);
+    legend_verdicts(out, confidence, rows.iter().any(|(_, v, _)| v.is_none()));
     let _ = writeln!(
         out,
         "<svg class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t\"><title>Share of objects in which each operation of {} failed</title>",
@@ -324,6 +291,11 @@ fn failure_chart(out: &mut String, plan: &PlanReport, confidence: f64, id: &str)
     out.push_str("</svg></figure>\n");
 }
 
+/// The column of an unblocked cell: the control's first failure, or `none` (it failed nowhere).
+fn first_failure(u: &crate::analyze::Unblocked) -> &str {
+    u.first_failure.as_deref().unwrap_or("none")
+}
+
 /// What the candidate ran that the control skipped: unblocked operation (rows) x the control's
 /// first failure (columns), shaded by how often, with a colour scale.
 fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
@@ -336,11 +308,7 @@ fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
         .iter()
         .map(|u| u.operation.as_str())
         .collect();
-    let mut cols: Vec<&str> = plan
-        .unblocked
-        .iter()
-        .map(|u| u.first_failure.as_str())
-        .collect();
+    let mut cols: Vec<&str> = plan.unblocked.iter().map(first_failure).collect();
     in_plan_order(&mut rows);
     in_plan_order(&mut cols);
     let caption = "What the candidate would have run that the control skipped";
@@ -376,7 +344,7 @@ fn unblocked_chart(out: &mut String, plan: &PlanReport, id: &str) {
             match plan
                 .unblocked
                 .iter()
-                .find(|u| u.operation == *r && u.first_failure == *c)
+                .find(|u| u.operation == *r && first_failure(u) == *c)
             {
                 Some(u) => {
                     #[allow(clippy::cast_precision_loss)]
@@ -482,12 +450,12 @@ fn answer_section(out: &mut String, answer: &Answer) {
 
 fn verdict_table(out: &mut String, plan: &PlanReport) {
     out.push_str("<h3>Verdicts on each operation's category</h3><table><thead><tr><th>operation</th><th>category</th><th>verdict</th><th>reason</th><th>objects</th><th>evidence</th></tr></thead><tbody>\n");
-    for (v, o) in plan.verdicts.iter().zip(&plan.operations) {
+    for v in &plan.verdicts {
         let _ = writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td class=\"verdict-{}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             escape(&v.operation),
-            o.category,
+            v.claim,
             v.verdict.as_str(),
             v.verdict.as_str(),
             v.reason.as_str(),
