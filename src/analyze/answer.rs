@@ -125,19 +125,24 @@ pub fn answer(plans: &[PlanReport], readiness: Readiness) -> Answer {
         next_steps: Vec::new(),
     };
     for plan in plans {
-        answer
-            .groups
-            .extend(plan.readiness.iter().map(|g| GroupLine {
+        answer.groups.extend(plan.readiness.iter().map(|g| {
+            GroupLine {
                 plan: plan.plan.clone(),
                 group: g.group.clone(),
                 readiness: g.readiness,
                 why: why(&g.summary),
-                fixed_by_plan_edit: g.findings.iter().any(|f| f.fix.is_some()),
-            }));
+                fixed_by_plan_edit: g
+                    .findings
+                    .iter()
+                    .any(|f| f.fix.is_some() && f.code.edits_plan()),
+            }
+        }));
         let findings = distinct_findings(plan);
         let owned = |groups: &[&str]| groups.iter().map(|g| (*g).to_owned()).collect();
+        // The plan edits: what `--suggest` writes, nothing else.
         let changes: Vec<Change> = findings
             .iter()
+            .filter(|(f, _)| f.code.edits_plan())
             .filter_map(|(f, groups)| {
                 Some(Change {
                     code: f.code,

@@ -358,6 +358,9 @@ impl PlanCounts {
 pub const MAX_NAMES: usize = 8;
 /// Distinct field paths kept per kind of difference (the rest are counted).
 pub const MAX_FIELDS: usize = 16;
+/// Distinct field patterns (list elements made `*`) kept per kind of difference, to declare
+/// them all; beyond, the declaration covers every field.
+pub const MAX_PATTERNS: usize = 64;
 
 /// One kind of difference of one operation: what each side did to objects of one kind.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -393,6 +396,11 @@ pub struct WriteCounts {
     pub other_fields: u64,
     /// Rows whose written object is the reconciled object itself.
     pub itself: u64,
+    /// Every differing field as a pattern (list elements made `*`), at most [`MAX_PATTERNS`].
+    pub patterns: BTreeSet<String>,
+    /// Whether `patterns` holds every differing field of every row (a row lists at most 32 of
+    /// its fields; more than [`MAX_PATTERNS`] patterns are not kept).
+    pub patterns_incomplete: bool,
 }
 
 impl WriteCounts {
@@ -415,6 +423,19 @@ impl WriteCounts {
             );
         }
         self.other_fields += other.other_fields;
+        self.patterns_incomplete |= other.patterns_incomplete;
+        for pattern in other.patterns {
+            self.add_pattern(pattern);
+        }
+    }
+
+    /// Keeps a differing field's pattern, unless [`MAX_PATTERNS`] are kept.
+    pub fn add_pattern(&mut self, pattern: String) {
+        if self.patterns.len() < MAX_PATTERNS || self.patterns.contains(&pattern) {
+            self.patterns.insert(pattern);
+        } else {
+            self.patterns_incomplete = true;
+        }
     }
 }
 

@@ -355,6 +355,18 @@ pub enum FindingCode {
     LegacyOnly,
 }
 
+impl FindingCode {
+    /// Whether its fix is a plan change that `analyze --suggest` writes (a dependency, a
+    /// category, a declared write difference); the other findings' fixes are advice.
+    #[must_use]
+    pub const fn edits_plan(self) -> bool {
+        matches!(
+            self,
+            Self::UndeclaredDependency | Self::HarmsLater | Self::UnexpectedWrites
+        )
+    }
+}
+
 /// One fact behind a group's readiness.
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
@@ -364,7 +376,8 @@ pub struct Finding {
     pub operations: Vec<String>,
     /// The numbers, in one sentence.
     pub evidence: String,
-    /// The plan change that fixes it (what `--suggest` writes), when there is one.
+    /// What fixes it: for the findings whose code edits the plan
+    /// ([`FindingCode::edits_plan`]), the plan change `--suggest` writes; for the others, advice.
     pub fix: Option<String>,
     /// How to get the evidence that is missing, for inconclusive findings.
     pub next_step: Option<String>,

@@ -132,7 +132,10 @@ fn judgement(readiness: Readiness, findings: &[Finding], min_samples: u64) -> St
             "ready: every member's classification held in at least {min_samples} objects, and nothing in the data stops it"
         ),
         Readiness::NotReady => {
-            let fixes = findings.iter().filter(|f| f.fix.is_some()).count();
+            let fixes = findings
+                .iter()
+                .filter(|f| f.fix.is_some() && f.code.edits_plan())
+                .count();
             let mut parts = Vec::new();
             for (code, what) in [
                 (FindingCode::UndeclaredDependency, "undeclared dependencies"),
@@ -345,7 +348,17 @@ fn path_findings(
         }
         out.push(finding(code, &[op.name()], evidence));
     }
+    // The declarations of each operation's unexpected differences, for its finding's fix.
+    let mut declarations: Vec<(String, Vec<String>)> = Vec::new();
     let mut add = |code: FindingCode, w: &WriteReport| {
+        if code == FindingCode::UnexpectedWrites
+            && let Some(declaration) = &w.declaration
+        {
+            match declarations.iter_mut().find(|(op, _)| *op == w.operation) {
+                Some((_, list)) => list.push(declaration.clone()),
+                None => declarations.push((w.operation.clone(), vec![declaration.clone()])),
+            }
+        }
         if let Some(f) = out
             .iter_mut()
             .find(|f| f.code == code && f.operations[0] == w.operation)
@@ -353,24 +366,7 @@ fn path_findings(
             let _ = write!(f.evidence, "; {}", sentence_rest(&w.text, &w.operation));
             return;
         }
-        let mut f = finding(code, &[&w.operation], w.text.clone());
-        if code == FindingCode::UnexpectedWrites {
-            f.fix = Some(format!(
-                "if the phased code of {op} is meant to write so, declare it in {op}'s intendedDifferences (e.g. `- {{kind: {kind}{name}, control: {control}, candidate: {candidate}}}`); if not, the phased code has a regression to fix",
-                op = w.operation,
-                kind = w.kind,
-                name = match (w.names.len(), w.other_names) {
-                    (1, 0) => format!(
-                        ", name: {}",
-                        w.names.keys().next().map_or("", String::as_str)
-                    ),
-                    _ => String::new(),
-                },
-                control = w.control,
-                candidate = w.candidate,
-            ));
-        }
-        out.push(f);
+        out.push(finding(code, &[&w.operation], w.text.clone()));
     };
     for w in writes
         .iter()
@@ -384,6 +380,18 @@ fn path_findings(
             },
             w,
         );
+    }
+    for (op, list) in declarations {
+        if let Some(f) = out
+            .iter_mut()
+            .find(|f| f.code == FindingCode::UnexpectedWrites && f.operations[0] == op)
+        {
+            let entries: Vec<String> = list.iter().map(|d| format!("`- {d}`")).collect();
+            f.fix = Some(format!(
+                "declare it in {op}'s intendedDifferences: {}, if the phased code of {op} is meant to write so (if not, the phased code has a regression to fix)",
+                entries.join(" and ")
+            ));
+        }
     }
     out
 }

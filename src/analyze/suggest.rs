@@ -1,6 +1,9 @@
 //! The suggested plan: the analysed plan's own text, with each detected dependency added to the
-//! later operation's `dependsOn` and each contradicted non-critical classification made critical,
-//! every change preceded by a comment giving the evidence. The author's comments and layout stay.
+//! later operation's `dependsOn`, each contradicted non-critical classification made critical,
+//! and each write difference the plan does not declare added to the operation's
+//! `intendedDifferences`, every change preceded by a comment giving the evidence. The author's
+//! comments and layout stay. The result passes validation, and recorded over the same world it
+//! raises none of the findings it was made for (`tests/suite/suggestions.rs`).
 
 use std::fmt::Write as _;
 
@@ -126,6 +129,54 @@ fn add_dependency(lines: &mut Vec<String>, op: &str, on: &str, why: &str) -> Opt
     Some(())
 }
 
+/// Adds `declaration` (a YAML flow mapping) to `op`'s `intendedDifferences`, creating the list
+/// when the operation has none.
+fn add_intended(lines: &mut Vec<String>, op: &str, declaration: &str, why: &str) -> Option<()> {
+    let (start, end, key) = entry(lines, op)?;
+    let at = (start..end).find(|&i| {
+        indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("intendedDifferences:")
+    });
+    let pad = " ".repeat(key);
+    let Some(i) = at else {
+        lines.insert(end, format!("{pad}  - {declaration}"));
+        lines.insert(end, format!("{pad}intendedDifferences:"));
+        lines.insert(end, comment(key, why));
+        return Some(());
+    };
+    let value = lines[i].trim_start()["intendedDifferences:".len()..].trim();
+    if value.starts_with('[') {
+        // A flow sequence on one line: the new entry goes before its closing bracket.
+        let close = lines[i].rfind(']')?;
+        let inner = lines[i][..close].trim_end().ends_with('[');
+        let sep = if inner { "" } else { ", " };
+        lines[i] = format!(
+            "{}{sep}{declaration}{}",
+            &lines[i][..close],
+            &lines[i][close..]
+        );
+        lines.insert(i, comment(key, why));
+        return Some(());
+    }
+    // A block sequence: after its last line (anything indented deeper than the key).
+    let mut last = i;
+    let mut item_indent = None;
+    while last + 1 < end {
+        let l = &lines[last + 1];
+        let t = l.trim_start();
+        if !t.is_empty() && !t.starts_with('#') && indent_of(l) <= key {
+            break;
+        }
+        if t.starts_with("- ") && item_indent.is_none() {
+            item_indent = Some(indent_of(l));
+        }
+        last += 1;
+    }
+    let item_pad = " ".repeat(item_indent.unwrap_or(key + 2));
+    lines.insert(last + 1, format!("{item_pad}- {declaration}"));
+    lines.insert(last + 1, format!("{item_pad}# analyze: {why}"));
+    Some(())
+}
+
 /// Applies the report's findings to the plan's text (`text` is what `plan` was parsed from).
 pub fn suggest(
     plan: &ReconcilePlan,
@@ -164,6 +215,21 @@ pub fn suggest(
         );
         add_dependency(&mut lines, &d.later, &d.failed, &why).ok_or_else(|| missing(&d.later))?;
         changes.push(format!("{}: dependsOn += {}", d.later, d.failed));
+    }
+    for w in &report.writes {
+        let Some(declaration) = &w.declaration else {
+            continue;
+        };
+        let why = format!(
+            "declares what the phased code writes differently (keep it only if that is meant): {}",
+            w.text
+        );
+        add_intended(&mut lines, &w.operation, declaration, &why)
+            .ok_or_else(|| missing(&w.operation))?;
+        changes.push(format!(
+            "{}: intendedDifferences += {declaration}",
+            w.operation
+        ));
     }
     let mut text = String::new();
     if !changes.is_empty() {

@@ -16,7 +16,7 @@ use crate::plan::ReconcilePlan;
 use crate::vocab::CodePath;
 
 /// Columns of `writes` the analysis reads.
-pub const WRITE_COLUMNS: [&str; 14] = [
+pub const WRITE_COLUMNS: [&str; 15] = [
     "plan",
     "object_namespace",
     "plan_hash",
@@ -30,6 +30,7 @@ pub const WRITE_COLUMNS: [&str; 14] = [
     "control_action",
     "candidate_action",
     "fields",
+    "fields_total",
     "intended",
 ];
 
@@ -94,6 +95,10 @@ pub fn count_writes(
             .column_by_name("intended")
             .and_then(|c| c.as_boolean_opt())
             .ok_or_else(|| invalid("column intended is not a boolean column".into()))?;
+        let fields_total = batch
+            .column_by_name("fields_total")
+            .and_then(|c| c.as_primitive_opt::<arrow_array::types::UInt32Type>())
+            .ok_or_else(|| invalid("column fields_total is not uint32".into()))?;
         for i in 0..batch.num_rows() {
             let Some(p) = resolve(plan.value(i), hash.value(i)) else {
                 continue;
@@ -139,22 +144,38 @@ pub fn count_writes(
                 MAX_NAMES,
             );
             let offsets = fields.value_offsets();
-            let (start, end) = (
-                usize::try_from(offsets[i]).unwrap_or(0),
-                usize::try_from(offsets[i + 1]).unwrap_or(0),
-            );
-            for j in start..end {
-                add_bounded(
-                    &mut counts.fields,
-                    &mut counts.other_fields,
-                    field_names.value(j),
-                    1,
-                    MAX_FIELDS,
-                );
-            }
+            let listed = usize::try_from(offsets[i]).unwrap_or(0)
+                ..usize::try_from(offsets[i + 1]).unwrap_or(0);
+            count_fields(counts, field_names, listed, fields_total.value(i));
         }
     }
     Ok(())
+}
+
+/// Counts the differing fields a row lists (`listed`, of `total`): each name (bounded) and its
+/// pattern (a row that lists fewer than it had leaves the patterns incomplete).
+fn count_fields(
+    counts: &mut WriteCounts,
+    names: &arrow_array::StringArray,
+    listed: std::ops::Range<usize>,
+    total: u32,
+) {
+    if u64::from(total) > listed.len() as u64 {
+        counts.patterns_incomplete = true;
+    }
+    for j in listed {
+        add_bounded(
+            &mut counts.fields,
+            &mut counts.other_fields,
+            names.value(j),
+            1,
+            MAX_FIELDS,
+        );
+        match crate::plan::FieldPath::parse(names.value(j)) {
+            Ok(path) => counts.add_pattern(path.generalized().to_string()),
+            Err(_) => counts.patterns_incomplete = true,
+        }
+    }
 }
 
 /// One kind of write difference of one operation, as the analysis reports it.
@@ -188,6 +209,54 @@ pub struct WriteReport {
     pub other_fields: u64,
     /// One sentence.
     pub text: String,
+    /// For a difference the plan does not declare (of an operation of both paths): the entry of
+    /// the operation's `intendedDifferences` that declares it (a YAML flow mapping), which
+    /// `--suggest` adds when the phased code means to write so.
+    pub declaration: Option<String>,
+}
+
+/// A YAML scalar as a plan writes it: plain when it can be, else single-quoted.
+fn scalar(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_'));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "''"))
+    }
+}
+
+/// The `intendedDifferences` entry that declares the difference `key` counted as `c`: its kind,
+/// its name when one name was written, its subresource, and what each side did or, where both
+/// wrote, every differing field as a pattern (`*`: every field, when the data does not hold them
+/// all).
+fn declaration(key: &WriteKey, c: &WriteCounts) -> String {
+    let mut parts = vec![format!("kind: {}", scalar(&key.kind))];
+    if c.other_names == 0
+        && let [name] = c.names.keys().collect::<Vec<_>>().as_slice()
+    {
+        parts.push(format!("name: {}", scalar(name)));
+    }
+    if let Some(sub) = &key.subresource {
+        parts.push(format!("subresource: {}", scalar(sub)));
+    }
+    if key.control == key.candidate {
+        let fields: Vec<String> = if c.patterns_incomplete || c.patterns.is_empty() {
+            vec!["'*'".to_owned()]
+        } else {
+            c.patterns
+                .iter()
+                .map(|p| format!("'{}'", p.replace('\'', "''")))
+                .collect()
+        };
+        parts.push(format!("fields: [{}]", fields.join(", ")));
+    } else {
+        parts.push(format!("control: {}", key.control));
+        parts.push(format!("candidate: {}", key.candidate));
+    }
+    format!("{{{}}}", parts.join(", "))
 }
 
 fn phrase(action: &str, _: Option<CodePath>) -> &'static str {
@@ -251,6 +320,13 @@ pub fn reports(
                         phrase(&key.candidate, None),
                         of(objects)
                     ),
+                    // What the legacy code does to the object, where the candidate does nothing.
+                    None if key.candidate == "none" => format!(
+                        "{}: the legacy code {} {subject}{which} where the candidate writes nothing, in {}",
+                        op.name(),
+                        phrase(&key.control, None),
+                        of(objects)
+                    ),
                     None => format!(
                         "{}: the candidate {} {subject}{which} where the legacy code {}, in {}",
                         op.name(),
@@ -275,6 +351,7 @@ pub fn reports(
                 fields: c.fields.clone(),
                 other_fields: c.other_fields,
                 text,
+                declaration: (!key.intended && op.only().is_none()).then(|| declaration(key, c)),
             }
         })
         .collect();

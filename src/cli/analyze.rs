@@ -119,17 +119,22 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .find(|p| p.plan.name() == report.plan)
             .context("the analysed plan was loaded")?;
         let suggestion = analyze::suggest::suggest(&loaded.plan, &loaded.text, report)?;
-        write(path, &suggestion.text)?;
-        eprintln!(
-            "suggested plan: {} ({} changes{})",
-            path.display(),
-            suggestion.changes.len(),
-            if suggestion.changes.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", suggestion.changes.join("; "))
-            }
-        );
+        if suggestion.changes.is_empty() {
+            // Nothing written: a copy of the plan would read like a suggestion.
+            eprintln!(
+                "suggested plan: nothing to suggest, the data asks for no change to plan {} ({} not written)",
+                report.plan,
+                path.display()
+            );
+        } else {
+            write(path, &suggestion.text)?;
+            eprintln!(
+                "suggested plan: {} ({} changes: {})",
+                path.display(),
+                suggestion.changes.len(),
+                suggestion.changes.join("; ")
+            );
+        }
     }
     if gated.is_empty() {
         return Ok(ExitCode::from(analysis.readiness.exit_code()));

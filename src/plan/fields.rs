@@ -69,6 +69,22 @@ impl FieldPath {
         Self(segments)
     }
 
+    /// This path with every list element (by position or by key) made `*`: the pattern that
+    /// covers the same field of every element (`spec.ports[name=https].nodePort` becomes
+    /// `spec.ports[*].nodePort`).
+    #[must_use]
+    pub fn generalized(&self) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|s| match s {
+                    Segment::Index(_) | Segment::Keyed { .. } => Segment::Any,
+                    other => other.clone(),
+                })
+                .collect(),
+        )
+    }
+
     /// The segments.
     #[must_use]
     pub fn segments(&self) -> &[Segment] {

@@ -360,6 +360,16 @@ fn world(plan: &ReconcilePlan, object: &Object, truth: Truth, retry: bool) -> Ve
         .collect()
 }
 
+/// What one operation's two codes wrote for one object (the control's writes, the candidate's),
+/// as the engine's write logs hold them: `None` when they are not compared.
+pub type WorldWrites<'w> = &'w dyn Fn(
+    usize,
+    &shadow_reconciler::plan::Operation,
+) -> Option<(
+    Vec<shadow_reconciler::engine::writes::Write>,
+    Vec<shadow_reconciler::engine::writes::Write>,
+)>;
+
 /// Records every shadow reconcile of `objects` (kind `Widget`, over 5 namespaces, interleaved in
 /// time) under `plan` into `dir` with the real Parquet sink; no record is dropped.
 pub fn record_world(
@@ -367,6 +377,19 @@ pub fn record_world(
     plan: &Arc<ReconcilePlan>,
     objects: &[Object],
     truth: Truth,
+) {
+    record_world_with_writes(dir, plan, objects, truth, &|_, _| None);
+}
+
+/// [`record_world`], and for every operation the control ran, what `writes` says the two codes
+/// of the `i`-th object wrote, compared as the engine compares them (under `plan`'s
+/// declarations and volatile fields).
+pub fn record_world_with_writes(
+    dir: &std::path::Path,
+    plan: &Arc<ReconcilePlan>,
+    objects: &[Object],
+    truth: Truth,
+    writes: WorldWrites<'_>,
 ) {
     use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
     use shadow_reconciler::engine::{ObjectKey, Sink};
@@ -383,7 +406,7 @@ pub fn record_world(
             .filter(|(_, o)| round < o.reconciles)
         {
             n += 1;
-            let record = shadow_reconciler::engine::record_of_world(
+            let mut record = shadow_reconciler::engine::record_of_world(
                 &control,
                 &candidate,
                 ObjectKey {
@@ -396,6 +419,22 @@ pub fn record_world(
                 &world(plan, object, truth, round > 0),
                 Some(format!("{n:032x}")),
             );
+            let kinds = shadow_reconciler::engine::writes::Kinds::default();
+            for op in plan.operations() {
+                let ran = record
+                    .control_step(op.name())
+                    .is_some_and(|s| s.execution == shadow_reconciler::vocab::Execution::Real);
+                if let Some((control, candidate)) = writes(i, op).filter(|_| ran) {
+                    record
+                        .write_differences
+                        .extend(shadow_reconciler::engine::writes::compare(
+                            op,
+                            (&control, &candidate),
+                            plan.volatile(),
+                            &kinds,
+                        ));
+                }
+            }
             sink.record(&record);
         }
     }

@@ -383,6 +383,40 @@ fn the_suggested_plan_passes_plan_check_and_records_its_evidence() {
     assert!(!stdout.contains("plan hostedcluster"), "{stdout}");
 }
 
+/// Data that asks for no plan change: `--suggest` writes nothing and says so, and no format
+/// announces plan edits.
+#[test]
+fn nothing_to_suggest_is_said_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let suggested = dir.path().join("suggested.yaml");
+    let data = dataset("healthy").to_str().unwrap();
+    let out = bin(&[
+        "analyze",
+        data,
+        "--plan",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/plans/hostedcluster.yaml"
+        ),
+        "--suggest",
+        suggested.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("nothing to suggest") && stderr.contains("not written"),
+        "{stderr}"
+    );
+    assert!(!suggested.exists(), "no plan file written");
+    assert!(
+        !text(&out.stdout).contains("the plan edits"),
+        "{}",
+        text(&out.stdout)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&bin(&["analyze", data, "--format", "json"]).stdout).unwrap();
+    assert_eq!(json["answer"]["plan_edits"], serde_json::json!([]));
+}
+
 #[test]
 fn bad_input_is_exit_2_with_what_and_where() {
     let dir = tempfile::tempdir().unwrap();

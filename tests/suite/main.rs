@@ -42,5 +42,6 @@ mod simulate;
 mod simulate_repro;
 mod span_vectors;
 mod sql_generated;
+mod suggestions;
 mod traces;
 mod write_vectors;
