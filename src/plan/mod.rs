@@ -181,8 +181,8 @@ impl IntendedDifference {
         self.reason.as_deref()
     }
 
-    /// Whether a difference on an object of `kind`, `name` and `subresource` (empty for the
-    /// object itself), where the control did `control` and the candidate `candidate`, with
+    /// Whether a difference on an object of `kind`, `name` (the declared name may hold `*`:
+    /// [`name_matches`]) and `subresource` (empty for the object itself), where the control did `control` and the candidate `candidate`, with
     /// these differing `fields`, is this declared one. Every given part must match; declared
     /// fields are patterns that must cover every differing field, and match only a difference
     /// of fields (both sides wrote the object).
@@ -196,7 +196,7 @@ impl IntendedDifference {
         fields: &[FieldPath],
     ) -> bool {
         self.kind == kind
-            && self.name.as_deref().is_none_or(|n| n == name)
+            && self.name.as_deref().is_none_or(|n| name_matches(n, name))
             && self.subresource.as_deref().is_none_or(|s| s == subresource)
             && self.control.is_none_or(|c| c == control)
             && self.candidate.is_none_or(|c| c == candidate)
@@ -206,6 +206,27 @@ impl IntendedDifference {
                         .iter()
                         .all(|f| self.fields.iter().any(|pattern| pattern.covers(f)))))
     }
+}
+
+/// Whether a declared name matches an object's name: equal, or, with `*` in it, each `*`
+/// matching any run of characters (`monitoring-*`; a name the server generated from
+/// `generateName: root-ca-` is recorded as `root-ca-*`).
+#[must_use]
+pub fn name_matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let [first, middle @ .., last] = parts.as_slice() else {
+        return pattern == name;
+    };
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    for part in middle {
+        let Some(at) = rest.find(part) else {
+            return false;
+        };
+        rest = &rest[at + part.len()..];
+    }
+    rest.ends_with(last)
 }
 
 /// A named set of operations that enforce moves through together.

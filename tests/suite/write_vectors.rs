@@ -181,6 +181,10 @@ spec:
         - kind: ConfigMap
           name: many
           fields: [data]
+        - kind: ConfigMap
+          name: \"kas-*-endpoint\"
+          control: none
+          candidate: write
     - name: Inline
       only: legacy
     - name: Check
@@ -670,6 +674,34 @@ fn allocated_cases() -> Vec<Value> {
                 (
                     ("POST", cm, owned("uid-other", "https://10.0.0.99:6443")),
                     Some((JSON, owned_request("uid-other", "https://10.0.0.99:6443"))),
+                ),
+            ],
+        ),
+        (
+            "a-declared-name-pattern",
+            vec![],
+            vec![
+                (
+                    (
+                        "POST",
+                        cm,
+                        configmap("kas-eu-endpoint", &json!({"url": "x"})),
+                    ),
+                    Some((
+                        JSON,
+                        json!({"metadata": {"name": "kas-eu-endpoint"}, "data": {"url": "x"}}),
+                    )),
+                ),
+                (
+                    (
+                        "POST",
+                        cm,
+                        configmap("kas-endpoint-x", &json!({"url": "x"})),
+                    ),
+                    Some((
+                        JSON,
+                        json!({"metadata": {"name": "kas-endpoint-x"}, "data": {"url": "x"}}),
+                    )),
                 ),
             ],
         ),

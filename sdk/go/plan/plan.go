@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/internal/ids"
 )
@@ -107,8 +108,30 @@ type IntendedDifference struct {
 // differing fields, is this declared one. Every given part must match; declared fields are
 // patterns that must cover every differing field, and match only a difference of fields (both
 // sides wrote the object).
+// NameMatches says whether a declared name matches an object's name: equal, or, with `*` in it,
+// each `*` matching any run of characters (`monitoring-*`; a name the server generated from
+// `generateName: root-ca-` is recorded as `root-ca-*`).
+func NameMatches(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	rest := name[len(parts[0]):]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, part)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(part):]
+	}
+	return strings.HasSuffix(rest, parts[len(parts)-1])
+}
+
 func (i *IntendedDifference) Matches(kind, name, subresource string, control, candidate WriteAction, fields []FieldPath) bool {
-	if i.Kind != kind || (i.Name != nil && *i.Name != name) || (i.Subresource != nil && *i.Subresource != subresource) ||
+	if i.Kind != kind || (i.Name != nil && !NameMatches(*i.Name, name)) || (i.Subresource != nil && *i.Subresource != subresource) ||
 		(i.Control != "" && i.Control != control) || (i.Candidate != "" && i.Candidate != candidate) {
 		return false
 	}
