@@ -254,6 +254,9 @@ pub struct PlanCounts {
     pub unknown_operations: HashMap<String, u64>,
     /// The `writes` table's differences, by operation and kind of difference.
     pub writes: BTreeMap<WriteKey, WriteCounts>,
+    /// The same of reconciles in mode `calibrate` (the control's code against itself): the
+    /// comparison's noise.
+    pub noise: BTreeMap<WriteKey, WriteCounts>,
     /// Per operation, the control's 409s and the candidate's re-evaluations of them.
     pub conflicts: Vec<ConflictCounts>,
 }
@@ -274,6 +277,7 @@ impl PlanCounts {
             unblocked: vec![Rate::default(); (n + 1) * n],
             unknown_operations: HashMap::new(),
             writes: BTreeMap::new(),
+            noise: BTreeMap::new(),
             conflicts: vec![ConflictCounts::default(); n],
         }
     }
@@ -327,6 +331,9 @@ impl PlanCounts {
         }
         for (key, counts) in other.writes {
             self.writes.entry(key).or_default().merge(counts);
+        }
+        for (key, counts) in other.noise {
+            self.noise.entry(key).or_default().merge(counts);
         }
         for (key, theirs) in other.objects {
             let ns = theirs.namespace.as_deref().map(str::to_owned);

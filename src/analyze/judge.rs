@@ -445,6 +445,7 @@ pub(super) fn judge(
     }
     let objects = c.object_count();
     let writes = super::writes::reports(plan, &c.writes);
+    let noise = super::noise::reports(plan, &c.noise);
     let conflicts = super::conflicts::reports(plan, c);
     PlanReport {
         plan: plan.name().to_owned(),
@@ -471,13 +472,14 @@ pub(super) fn judge(
             (objects, min_samples),
             &verdicts,
             &dependencies,
-            &writes,
+            (&writes, &noise),
         ),
         pairs: found.pairs,
         dependencies,
         unblocked,
         conflicts,
         writes,
+        noise,
         verdicts,
     }
 }

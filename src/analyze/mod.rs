@@ -13,6 +13,7 @@ pub mod conflicts;
 pub mod counts;
 mod entry;
 mod judge;
+pub mod noise;
 pub mod pairs;
 mod readiness;
 pub mod render;
@@ -353,6 +354,12 @@ pub enum FindingCode {
     PhasedOnly,
     /// A notice in every group: an operation of the legacy path only, which enforcing drops.
     LegacyOnly,
+    /// A notice, from mode `calibrate`: a member's own code writes fields with other values
+    /// from one run to the next; the fix declares them in `compare.volatile`.
+    NoisyFields,
+    /// A notice, from mode `calibrate`: a member's own code writes an object in one run and not
+    /// in the next (or deletes it): the comparison cannot be trusted for it.
+    UnstableWrites,
 }
 
 impl FindingCode {
@@ -362,7 +369,10 @@ impl FindingCode {
     pub const fn edits_plan(self) -> bool {
         matches!(
             self,
-            Self::UndeclaredDependency | Self::HarmsLater | Self::UnexpectedWrites
+            Self::UndeclaredDependency
+                | Self::HarmsLater
+                | Self::UnexpectedWrites
+                | Self::NoisyFields
         )
     }
 }
@@ -443,6 +453,9 @@ pub struct PlanReport {
     /// What the candidate's code would have written differently, per operation and kind of
     /// difference (`writes` table).
     pub writes: Vec<writes::WriteReport>,
+    /// What the control's code wrote differently from itself in mode `calibrate`: the
+    /// comparison's noise.
+    pub noise: Vec<noise::NoiseReport>,
     /// Per operation.
     pub verdicts: Vec<VerdictReport>,
     /// Per rollout group.

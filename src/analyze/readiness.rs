@@ -215,7 +215,7 @@ pub(super) fn groups(
     (objects, min_samples): (u64, u64),
     verdicts: &[VerdictReport],
     dependencies: &[Pair],
-    writes: &[WriteReport],
+    (writes, noise): (&[WriteReport], &[super::noise::NoiseReport]),
 ) -> Vec<GroupReport> {
     let mut groups: Vec<(String, Vec<OpId>)> = plan
         .groups()
@@ -232,6 +232,7 @@ pub(super) fn groups(
             let member = |op: &str| names.contains(&op);
             let mut findings = blocking_findings(plan, c, &ops, dependencies);
             findings.extend(path_findings(plan, c, &names, writes));
+            findings.extend(noise_findings(&names, noise));
             for v in verdicts.iter().filter(|v| member(&v.operation)) {
                 findings.extend(verdict_finding(v));
             }
@@ -308,7 +309,58 @@ fn notice(f: &Finding) -> bool {
             | FindingCode::IntendedWrites
             | FindingCode::PhasedOnly
             | FindingCode::LegacyOnly
+            | FindingCode::NoisyFields
+            | FindingCode::UnstableWrites
     )
+}
+
+/// The noise the calibration found in a group's members: fields that vary from one run of the
+/// same code to the next (the fix: `compare.volatile`), and objects written in one run only.
+fn noise_findings(members: &[&str], noise: &[super::noise::NoiseReport]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for n in noise
+        .iter()
+        .filter(|n| members.contains(&n.operation.as_str()))
+    {
+        let code = if n.volatile.is_some() {
+            FindingCode::NoisyFields
+        } else {
+            FindingCode::UnstableWrites
+        };
+        if let Some(f) = out
+            .iter_mut()
+            .find(|f| f.code == code && f.operations[0] == n.operation)
+        {
+            let _ = write!(f.evidence, "; {}", sentence_rest(&n.text, &n.operation));
+            continue;
+        }
+        let mut f = finding(code, &[&n.operation], n.text.clone());
+        if code == FindingCode::UnstableWrites {
+            f.fix = Some(format!(
+                "make {}'s writes the same from one run to the next where it can (its order, a name it draws); until then, a write difference of it says nothing",
+                n.operation
+            ));
+        }
+        out.push(f);
+    }
+    for f in out
+        .iter_mut()
+        .filter(|f| f.code == FindingCode::NoisyFields)
+    {
+        let patterns = super::noise::volatile(
+            &noise
+                .iter()
+                .filter(|n| n.operation == f.operations[0])
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let quoted: Vec<String> = patterns.iter().map(|p| format!("'{p}'")).collect();
+        f.fix = Some(format!(
+            "declare them in the plan's compare.volatile: [{}], so the comparison sets them aside",
+            quoted.join(", ")
+        ));
+    }
+    out
 }
 
 /// The findings of a group whose members are `members` about the two code paths: per member,

@@ -177,6 +177,85 @@ fn add_intended(lines: &mut Vec<String>, op: &str, declaration: &str, why: &str)
     Some(())
 }
 
+/// Adds `patterns` to the plan's `compare.volatile`, creating what is missing (`compare:` as the
+/// last key of `spec`).
+fn add_volatile(lines: &mut Vec<String>, patterns: &[String], why: &str) -> Option<()> {
+    let items: Vec<String> = patterns
+        .iter()
+        .map(|p| format!("'{}'", p.replace('\'', "''")))
+        .collect();
+    let spec = lines.iter().position(|l| l.trim_end() == "spec:")?;
+    let key = lines[spec + 1..]
+        .iter()
+        .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|l| indent_of(l))?;
+    let pad = " ".repeat(key);
+    // The end of spec: the next line indented no deeper than `spec:` itself.
+    let end = lines[spec + 1..]
+        .iter()
+        .position(|l| {
+            let t = l.trim_start();
+            !t.is_empty() && !t.starts_with('#') && indent_of(l) <= indent_of(&lines[spec])
+        })
+        .map_or(lines.len(), |i| spec + 1 + i);
+    let compare = (spec + 1..end)
+        .find(|&i| indent_of(&lines[i]) == key && lines[i].trim_start().starts_with("compare:"));
+    let Some(compare) = compare else {
+        let mut at = end;
+        while at > spec + 1 && lines[at - 1].trim().is_empty() {
+            at -= 1;
+        }
+        lines.insert(at, format!("{pad}  volatile: [{}]", items.join(", ")));
+        lines.insert(at, format!("{pad}compare:"));
+        lines.insert(at, comment(key, why));
+        return Some(());
+    };
+    let inner = (compare + 1..end)
+        .take_while(|&i| {
+            let t = lines[i].trim_start();
+            t.is_empty() || t.starts_with('#') || indent_of(&lines[i]) > key
+        })
+        .find(|&i| lines[i].trim_start().starts_with("volatile:"));
+    let Some(i) = inner else {
+        lines.insert(
+            compare + 1,
+            format!("{pad}  volatile: [{}]", items.join(", ")),
+        );
+        lines.insert(compare + 1, comment(key + 2, why));
+        return Some(());
+    };
+    let value = lines[i].trim_start()["volatile:".len()..].trim().to_owned();
+    let vpad = " ".repeat(indent_of(&lines[i]));
+    if value.starts_with('[') {
+        let close = lines[i].rfind(']')?;
+        let empty = lines[i][..close].trim_end().ends_with('[');
+        let sep = if empty { "" } else { ", " };
+        lines[i] = format!(
+            "{}{sep}{}{}",
+            &lines[i][..close],
+            items.join(", "),
+            &lines[i][close..]
+        );
+        lines.insert(i, format!("{vpad}# analyze: {why}"));
+    } else {
+        // A block sequence: after its last item.
+        let mut last = i;
+        while last + 1 < end && lines[last + 1].trim_start().starts_with("- ") {
+            last += 1;
+        }
+        let item_pad = if last > i {
+            " ".repeat(indent_of(&lines[last]))
+        } else {
+            format!("{vpad}  ")
+        };
+        for item in items.iter().rev() {
+            lines.insert(last + 1, format!("{item_pad}- {item}"));
+        }
+        lines.insert(last + 1, format!("{item_pad}# analyze: {why}"));
+    }
+    Some(())
+}
+
 /// Applies the report's findings to the plan's text (`text` is what `plan` was parsed from).
 pub fn suggest(
     plan: &ReconcilePlan,
@@ -230,6 +309,20 @@ pub fn suggest(
             "{}: intendedDifferences += {declaration}",
             w.operation
         ));
+    }
+    let volatile = super::noise::volatile(&report.noise);
+    if !volatile.is_empty() {
+        let mut ops: Vec<&str> = report.noise.iter().map(|n| n.operation.as_str()).collect();
+        ops.dedup();
+        let why = format!(
+            "the calibration (each operation's code against itself, mode calibrate) found these fields differ from one run to the next, in {}",
+            ops.join(", ")
+        );
+        add_volatile(&mut lines, &volatile, &why).ok_or_else(|| SuggestError::NoEntry {
+            source_name: plan.source().to_owned(),
+            operation: "compare.volatile (expected a line `spec:`)".to_owned(),
+        })?;
+        changes.push(format!("compare.volatile += {}", volatile.join(", ")));
     }
     let mut text = String::new();
     if !changes.is_empty() {

@@ -16,8 +16,9 @@ use crate::plan::ReconcilePlan;
 use crate::vocab::CodePath;
 
 /// Columns of `writes` the analysis reads.
-pub const WRITE_COLUMNS: [&str; 15] = [
+pub const WRITE_COLUMNS: [&str; 16] = [
     "plan",
+    "mode",
     "object_namespace",
     "plan_hash",
     "kind",
@@ -83,6 +84,7 @@ pub fn count_writes(
         );
         let (control, candidate) = (col("control_action")?, col("candidate_action")?);
         let object_namespace = col("object_namespace")?;
+        let mode = col("mode")?;
         let fields = batch
             .column_by_name("fields")
             .and_then(|c| c.as_list_opt::<i32>())
@@ -119,7 +121,13 @@ pub fn count_writes(
             let itself = object_kind.value(i) == kind.value(i)
                 && object_name.value(i) == name.value(i)
                 && col_eq(object_namespace, namespace, i);
-            let counts = into[p].writes.entry(key).or_default();
+            // Mode calibrate: the control's code against itself, every difference noise.
+            let table = if mode.value(i) == crate::vocab::Mode::Calibrate.as_str() {
+                &mut into[p].noise
+            } else {
+                &mut into[p].writes
+            };
+            let counts = table.entry(key).or_default();
             counts.rows += 1;
             counts.itself += u64::from(itself);
             let object = format!(
@@ -267,6 +275,29 @@ fn phrase(action: &str, _: Option<CodePath>) -> &'static str {
     }
 }
 
+/// What the differences of `key` wrote, in words: the object's kind (and subresource, or "the
+/// reconciled X itself") and which names.
+pub(super) fn written(key: &WriteKey, c: &WriteCounts) -> (String, String) {
+    let subject = match (&key.subresource, c.itself == c.rows) {
+        (Some(sub), true) => format!("the reconciled {}'s {sub}", key.kind),
+        (None, true) => format!("the reconciled {} itself", key.kind),
+        (Some(sub), false) => format!("{} {sub}", key.kind),
+        (None, false) => key.kind.clone(),
+    };
+    let names: Vec<&str> = c.names.keys().map(String::as_str).collect();
+    let which = match (names.as_slice(), c.other_names) {
+        _ if c.itself == c.rows => String::new(),
+        ([one], 0) => format!(" {one}"),
+        (_, 0) => format!(" ({} names: {})", names.len(), names.join(", ")),
+        _ => format!(
+            " (more than {} names, e.g. {})",
+            names.len(),
+            names.iter().take(3).copied().collect::<Vec<_>>().join(", ")
+        ),
+    };
+    (subject, which)
+}
+
 /// The reports of a plan's counted differences, by operation (phased order, then legacy-only
 /// operations) and kind.
 #[must_use]
@@ -278,23 +309,7 @@ pub fn reports(
         .iter()
         .map(|(key, c)| {
             let op = &plan.operations()[key.op];
-            let subject = match (&key.subresource, c.itself == c.rows) {
-                (Some(sub), true) => format!("the reconciled {}'s {sub}", key.kind),
-                (None, true) => format!("the reconciled {} itself", key.kind),
-                (Some(sub), false) => format!("{} {sub}", key.kind),
-                (None, false) => key.kind.clone(),
-            };
-            let names: Vec<&str> = c.names.keys().map(String::as_str).collect();
-            let which = match (names.as_slice(), c.other_names) {
-                _ if c.itself == c.rows => String::new(),
-                ([one], 0) => format!(" {one}"),
-                (_, 0) => format!(" ({} names: {})", names.len(), names.join(", ")),
-                _ => format!(
-                    " (more than {} names, e.g. {})",
-                    names.len(),
-                    names.iter().take(3).copied().collect::<Vec<_>>().join(", ")
-                ),
-            };
+            let (subject, which) = written(key, c);
             let objects = c.objects.len() as u64;
             let of = |n: u64| if n == 1 { "1 object".to_owned() } else { format!("{n} objects") };
             let text = if key.control == "write" && key.candidate == "write" {

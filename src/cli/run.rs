@@ -23,7 +23,7 @@ pub(super) struct RunArgs {
     /// Which reconcilers: hostedcluster, addon-install-progression or all.
     #[arg(long, default_value = "all")]
     reconciler: String,
-    /// The engines' mode: off, shadow or enforce.
+    /// The engines' mode: off, calibrate (the control against its own code: the comparison's noise), shadow or enforce.
     #[arg(long, default_value = "shadow")]
     mode: shadow_reconciler::vocab::Mode,
     /// With --mode enforce: a rollout group the control enforces, as GROUP (in every plan that

@@ -29,7 +29,7 @@ pub(super) struct SimulateArgs {
     /// The faults: healthy, missing-secrets, conflict-storm or mixed.
     #[arg(long, default_value = "mixed", conflicts_with = "model_only")]
     scenario: scenario::Scenario,
-    /// The engines' mode: off, shadow or enforce.
+    /// The engines' mode: off, calibrate (the control against its own code: the comparison's noise), shadow or enforce.
     #[arg(long, default_value = "shadow", conflicts_with = "model_only")]
     mode: shadow_reconciler::vocab::Mode,
     /// The longest the run lasts, in seconds, creating the population and writing and analysing

@@ -16,6 +16,10 @@ use super::writes::WriteLog;
 use crate::model::{Decision, Policy, Report, StepResult};
 use crate::vocab::{CodePath, Execution, OpId};
 
+/// A legacy loop function's writes per operation in its dry-run rehearsal (mode `calibrate`):
+/// `None` where it did not get.
+type Rehearsed = Vec<Option<Vec<super::writes::Write>>>;
+
 /// What a legacy loop function sees: the client of the control (its writes are real), the object,
 /// and the marks of its steps.
 pub struct LegacyLoop<'a, R: Reconciler> {
@@ -32,6 +36,14 @@ pub struct LegacyLoop<'a, R: Reconciler> {
     results: Vec<Option<StepResult>>,
     trace: Trace,
     unknown: Vec<String>,
+    /// Mode `calibrate`, the dry-run rehearsal: each operation's writes, kept for the real pass
+    /// (`None` for an operation it did not reach).
+    rehearsal: Option<Rehearsed>,
+    /// Mode `calibrate`, the real pass: the rehearsal's writes of each operation, compared with
+    /// the real ones.
+    rehearsed: Option<Rehearsed>,
+    /// The rehearsal ends here: at the mark of an operation a dry run cannot contain.
+    stop: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl<R: Reconciler> LegacyLoop<'_, R> {
@@ -68,6 +80,14 @@ impl<R: Reconciler> LegacyLoop<'_, R> {
             return;
         };
         self.close(StepResult::succeeded());
+        if let Some(stop) = &self.stop
+            && plan.operation(op).shadow() == crate::vocab::ShadowPolicy::Skip
+        {
+            // A rehearsal never runs what a dry run cannot contain (an upload to cloud storage,
+            // the legacy path's own steps): it ends at this mark, the function not resumed.
+            stop.notify_one();
+            std::future::pending::<()>().await;
+        }
         if let Some(candidate) = self.candidate
             && plan.operation(op).only().is_none()
             && plan.operation(op).shadow() != crate::vocab::ShadowPolicy::Skip
@@ -82,6 +102,10 @@ impl<R: Reconciler> LegacyLoop<'_, R> {
         if let Some(log) = &self.log {
             let _ = log.take();
         }
+        if let Some(rehearsed) = &mut self.rehearsed {
+            // What the rehearsal did not reach is not compared.
+            self.shadow.pending = rehearsed[op.index()].take().map(|w| (op, w));
+        }
         self.current = Some((op, Instant::now()));
     }
 
@@ -94,10 +118,17 @@ impl<R: Reconciler> LegacyLoop<'_, R> {
         self.trace.executions[i] = Execution::Real;
         self.trace.offsets[i] = started.duration_since(self.trace.origin);
         self.trace.durations[i] = started.elapsed();
+        let ok = result.error_class().is_none();
         self.results[i] = Some(result);
         if let Some(log) = &self.log {
             let written = log.take();
-            self.engine.collect_differences(op, &written, self.shadow);
+            match &mut self.rehearsal {
+                // A step the rehearsal failed is not compared.
+                Some(rehearsal) => rehearsal[i] = ok.then_some(written),
+                None => self
+                    .engine
+                    .collect_differences(op, (&written, ok), self.shadow),
+            }
         }
     }
 }
@@ -113,12 +144,18 @@ impl<R: Reconciler> Engine<R> {
         shadow: &mut Shadow,
     ) -> (Report, Trace, R::State) {
         let n = self.plan.len();
-        let (client, log) = match compare {
-            Some(_) => {
-                let (client, log) = super::recording::recording(&self.real);
-                (client, Some(log))
-            }
-            None => (self.real.clone(), None),
+        // Calibrate: the whole function first in dry-run, on the world the real pass then runs
+        // in; its writes, step by step, are the paired runs of the real pass's steps.
+        let rehearsed = if shadow.calibrate {
+            Some(self.rehearse(object, origin, shadow).await)
+        } else {
+            None
+        };
+        let (client, log) = if compare.is_none() && rehearsed.is_none() {
+            (self.real.clone(), None)
+        } else {
+            let (client, log) = super::recording::recording(&self.real);
+            (client, Some(log))
         };
         let mut lp = LegacyLoop {
             engine: self,
@@ -132,6 +169,9 @@ impl<R: Reconciler> Engine<R> {
             results: vec![None; n],
             trace: Trace::new(n, origin),
             unknown: Vec::new(),
+            rehearsal: None,
+            rehearsed,
+            stop: None,
         };
         let result = self.reconciler.legacy_loop(&mut lp).await;
         let marked = lp.current.is_some() || lp.results.iter().any(Option::is_some);
@@ -182,6 +222,50 @@ impl<R: Reconciler> Engine<R> {
             trace,
             state.unwrap_or_default(),
         )
+    }
+}
+
+impl<R: Reconciler> Engine<R> {
+    /// Mode `calibrate` with a legacy loop function: the function run through the dry-run
+    /// client, its writes kept per step (its outcome is not the control's), up to the mark of
+    /// the first operation a dry run cannot contain (`shadow: skip`, the legacy path's own),
+    /// where it is dropped.
+    async fn rehearse(
+        &self,
+        object: &Arc<R::Object>,
+        origin: Instant,
+        shadow: &mut Shadow,
+    ) -> Rehearsed {
+        let n = self.plan.len();
+        let dry = shadow.dry(self).clone();
+        dry.reset_overlay();
+        let _ = dry.writes.take();
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let mut lp = LegacyLoop {
+            engine: self,
+            shadow,
+            candidate: None,
+            object: object.clone(),
+            client: dry.client.clone(),
+            log: Some(dry.writes.clone()),
+            state: None,
+            current: None,
+            results: vec![None; n],
+            trace: Trace::new(n, origin),
+            unknown: Vec::new(),
+            rehearsal: Some(vec![None; n]),
+            rehearsed: None,
+            stop: Some(stop.clone()),
+        };
+        {
+            let function = self.reconciler.legacy_loop(&mut lp);
+            tokio::select! {
+                _ = function => {}
+                () = stop.notified() => {}
+            }
+        }
+        lp.close(StepResult::succeeded());
+        lp.rehearsal.take().unwrap_or_default()
     }
 }
 

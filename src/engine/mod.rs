@@ -319,13 +319,14 @@ impl<R: Reconciler> Engine<R> {
         let policies = self.policies(&flag);
         let evaluation = evaluate(&flag, object.as_ref());
         let (control_policy, candidate_policy) = policies.for_mode(evaluation.mode);
+        let calibrate = evaluation.mode == Mode::Calibrate;
         // Dropped before the end (a shutdown's grace expired, a timeout around the reconcile),
         // it leaves a cancelled record instead of nothing.
         let mut unfinished = Unfinished {
             engine: self,
             parts: Some((key_of(object.as_ref()), evaluation, started_at, started)),
         };
-        let mut shadow = runs::Shadow::new(self.plan.len(), started);
+        let mut shadow = runs::Shadow::new(self.plan.len(), started, calibrate);
         let (control_report, control, state) = self
             .run_control(
                 (control_policy, candidate_policy),
@@ -373,7 +374,7 @@ impl<R: Reconciler> Engine<R> {
         if let Some(error) = opaque {
             record.control_error = Some(error);
         }
-        if candidate.is_some() {
+        if candidate.is_some() || calibrate {
             let guard = shadow.guard();
             record.guard_refusals = u32::try_from(guard.refused()).unwrap_or(u32::MAX);
             record.dry_run_requests = u32::try_from(guard.dry_run_requests()).unwrap_or(u32::MAX);
@@ -478,7 +479,8 @@ impl Policies {
     /// The control and the candidate of `mode`.
     const fn for_mode(&self, mode: Mode) -> (&Policy, Option<&Policy>) {
         match mode {
-            Mode::Off => (&self.sequential, None),
+            // Calibrate: no candidate; the control's own code is paired with it.
+            Mode::Off | Mode::Calibrate => (&self.sequential, None),
             Mode::Shadow => (&self.sequential, Some(&self.candidate)),
             Mode::Enforce => (&self.enforce, Some(&self.candidate)),
         }

@@ -27,14 +27,16 @@ pub(super) struct Shadow {
     /// are compared.
     recorder: Option<(kube::Client, WriteLog)>,
     /// The paired writes of the operation the control is about to run, and that operation.
-    pending: Option<(OpId, Vec<writes::Write>)>,
+    pub(super) pending: Option<(OpId, Vec<writes::Write>)>,
     pub(super) differences: Vec<WriteDifference>,
     /// The error of a legacy loop function that failed without marking a step.
     pub(super) opaque_error: Option<String>,
+    /// Mode `calibrate`: the control's own code of every operation is paired with it.
+    pub(super) calibrate: bool,
 }
 
 impl Shadow {
-    pub(super) fn new(n: usize, origin: Instant) -> Self {
+    pub(super) fn new(n: usize, origin: Instant, calibrate: bool) -> Self {
         Self {
             trace: Trace::new(n, origin),
             paired: vec![None; n],
@@ -43,11 +45,12 @@ impl Shadow {
             pending: None,
             differences: Vec::new(),
             opaque_error: None,
+            calibrate,
         }
     }
 
     /// The reconcile's dry-run client.
-    fn dry<R: Reconciler>(&mut self, engine: &Engine<R>) -> &DryRunRun {
+    pub(super) fn dry<R: Reconciler>(&mut self, engine: &Engine<R>) -> &DryRunRun {
         self.dry.get_or_insert_with(|| engine.dry.for_run())
     }
 
@@ -90,6 +93,9 @@ impl<R: Reconciler> Engine<R> {
                 .run_legacy_loop((policy, compare), object, origin, shadow)
                 .await;
         }
+        // Calibrate: every operation's code is paired with itself (its dry run, then the real
+        // run); shadow: an operation whose two codes differ is paired with the candidate's.
+        let calibrate = shadow.calibrate.then_some(policy);
         let mut ctx = OpContext::new(
             self.real.clone(),
             object.clone(),
@@ -100,21 +106,22 @@ impl<R: Reconciler> Engine<R> {
         let mut run = policy.start();
         // The legacy code runs in the control and a candidate runs the phased code: operations
         // whose code differs are paired and their writes compared.
-        let compare =
-            candidate.filter(|c| policy.path() == CodePath::Legacy && c.path() == CodePath::Phased);
+        let compare = calibrate.or_else(|| {
+            candidate.filter(|c| policy.path() == CodePath::Legacy && c.path() == CodePath::Phased)
+        });
         while let Some(decision) = run.next() {
             let Decision::Run(op) = decision else {
                 continue;
             };
             let operation = self.plan.operation(op);
+            let paired = (calibrate.is_some() || self.distinct(op))
+                && operation.shadow() != ShadowPolicy::Skip;
             let compared = compare.is_some()
-                && ((self.distinct(op) && operation.shadow() != ShadowPolicy::Skip)
-                    || operation.only() == Some(CodePath::Legacy));
+                && (paired || (calibrate.is_none() && operation.only() == Some(CodePath::Legacy)));
             // A `shadow: skip` operation is never run by the candidate, paired or not: its
             // effects are outside what a dry run contains.
             if let Some(candidate) = compare
-                && self.distinct(op)
-                && self.plan.operation(op).shadow() != ShadowPolicy::Skip
+                && paired
             {
                 self.run_paired(op, candidate, object, ctx.state.clone(), shadow)
                     .await;
@@ -131,7 +138,8 @@ impl<R: Reconciler> Engine<R> {
                 let real = ctx.swap_client(client);
                 let result = self.execute(op, &mut ctx, &mut trace).await;
                 ctx.swap_client(real);
-                self.collect_differences(op, &log.take(), shadow);
+                let ok = result.error_class().is_none();
+                self.collect_differences(op, (&log.take(), ok), shadow);
                 result
             } else {
                 self.execute(op, &mut ctx, &mut trace).await
@@ -147,9 +155,10 @@ impl<R: Reconciler> Engine<R> {
         )
     }
 
-    /// The candidate's code of `op`, in dry-run, on the world the control's code is about to
-    /// run in, from a copy of the control's state: its result waits for the candidate run,
-    /// its writes for the control's to be compared with.
+    /// The candidate's code of `op` (the code of `candidate`'s path: the control's own in mode
+    /// `calibrate`), in dry-run, on the world the control's code is about to run in, from a copy
+    /// of the control's state: its result waits for the candidate run, its writes for the
+    /// control's to be compared with.
     pub(super) async fn run_paired(
         &self,
         op: OpId,
@@ -165,7 +174,7 @@ impl<R: Reconciler> Engine<R> {
             dry.client.clone(),
             object.clone(),
             state,
-            (Execution::DryRun, CodePath::Phased),
+            (Execution::DryRun, candidate.path()),
         );
         let retry = self.retries(op, candidate);
         ctx.prepare(retry);
@@ -181,18 +190,24 @@ impl<R: Reconciler> Engine<R> {
 
     /// Compares the control's writes of `op` with the candidate's paired writes of it (or, for
     /// an operation of the legacy path only, records them all). An operation that was not paired
-    /// (`shadow: skip`) is not compared: the candidate did not run it.
+    /// (`shadow: skip`) is not compared: the candidate did not run it; nor is one either side
+    /// failed (`control_ok`, the paired result): a failure stops a step's writes part way, and
+    /// the step's outcome already says that the two runs differ.
     pub(super) fn collect_differences(
         &self,
         op: OpId,
-        control: &[writes::Write],
+        (control, control_ok): (&[writes::Write], bool),
         shadow: &mut Shadow,
     ) {
         let operation = self.plan.operation(op);
-        let found = if operation.only() == Some(CodePath::Legacy) {
+        let candidate_ok = shadow.paired[op.index()]
+            .as_ref()
+            .is_none_or(|r| r.error_class().is_none());
+        let found = if operation.only() == Some(CodePath::Legacy) && !shadow.calibrate {
             writes::one_sided(operation, CodePath::Legacy, control, &self.kinds)
         } else {
             match shadow.pending.take() {
+                Some(_) if !(control_ok && candidate_ok) => Vec::new(),
                 Some((paired, candidate)) if paired == op => writes::compare(
                     operation,
                     (control, &candidate),

@@ -419,7 +419,7 @@ impl FlagState {
 pub const fn below(mode: Mode) -> Mode {
     match mode {
         Mode::Enforce => Mode::Shadow,
-        Mode::Shadow | Mode::Off => Mode::Off,
+        Mode::Shadow | Mode::Calibrate | Mode::Off => Mode::Off,
     }
 }
 

@@ -154,7 +154,7 @@ pub(super) fn spec(
             Field::Mode => {
                 spec.mode = value
                     .parse::<Mode>()
-                    .map_err(|_| bad("expected off, shadow or enforce"))?;
+                    .map_err(|_| bad("expected off, calibrate, shadow or enforce"))?;
             }
             Field::EnforcedGroups => {
                 spec.enforced_groups = groups(value).map_err(|m| bad(&m))?;

@@ -106,7 +106,7 @@ fn an_invalid_config_map_names_its_field_and_keeps_the_last_valid_flag() {
         (
             &[("mode", "enforced")],
             Field::Mode,
-            "data.mode: \"enforced\": expected off, shadow or enforce",
+            "data.mode: \"enforced\": expected off, calibrate, shadow or enforce",
         ),
         (
             &[("rampPercent", "150")],
@@ -254,7 +254,7 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
         match e.mode {
             Mode::Enforce => enforce += 1,
             Mode::Shadow => shadow += 1,
-            Mode::Off => panic!("enforce ramps over shadow, never off"),
+            Mode::Off | Mode::Calibrate => panic!("enforce ramps over shadow, never {}", e.mode),
         }
     }
     assert!(enforce > 400 && shadow > 400, "{enforce} / {shadow}");

@@ -164,7 +164,7 @@ pub(super) fn build(
     {
         record.control_error = Some(error.clone());
     }
-    if policies.candidate.is_some() {
+    if policies.candidate.is_some() || policies.mode == Mode::Calibrate {
         record.write_differences = differences(plan, seen, dry);
     }
     record

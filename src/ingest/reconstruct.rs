@@ -142,7 +142,9 @@ impl PlanPolicies {
             None => self.candidate.clone(),
         };
         Ok(match mode {
-            Mode::Off => (mode, self.control.clone(), None),
+            // Calibrate: the control, and its own code's dry runs paired with it (their writes'
+            // differences are the comparison's noise); no candidate.
+            Mode::Off | Mode::Calibrate => (mode, self.control.clone(), None),
             Mode::Shadow => (mode, self.control.clone(), Some(candidate)),
             Mode::Enforce => {
                 let groups = run.enforced_groups.clone().unwrap_or_default();

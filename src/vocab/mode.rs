@@ -8,6 +8,11 @@ use std::str::FromStr;
 pub enum Mode {
     /// The control only (legacy sequential).
     Off,
+    /// The noise calibration: the control (legacy sequential) for real, and before each of its
+    /// operations the control's own code of it in dry-run, the two codes' writes compared. Code
+    /// against itself: every difference found is noise of the comparison on this cluster (no
+    /// candidate runs; Scientist's and Diffy's control-against-control).
+    Calibrate,
     /// Control legacy sequential; candidate phased, in shadow.
     Shadow,
     /// Control phased with the enforced groups; candidate phased with more groups, in shadow.
@@ -20,6 +25,7 @@ impl Mode {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Off => "off",
+            Self::Calibrate => "calibrate",
             Self::Shadow => "shadow",
             Self::Enforce => "enforce",
         }
@@ -37,10 +43,11 @@ impl FromStr for Mode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "off" => Ok(Self::Off),
+            "calibrate" => Ok(Self::Calibrate),
             "shadow" => Ok(Self::Shadow),
             "enforce" => Ok(Self::Enforce),
             other => Err(format!(
-                "unknown mode {other:?}; expected off, shadow or enforce"
+                "unknown mode {other:?}; expected off, calibrate, shadow or enforce"
             )),
         }
     }

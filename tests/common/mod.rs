@@ -391,6 +391,24 @@ pub fn record_world_with_writes(
     truth: Truth,
     writes: WorldWrites<'_>,
 ) {
+    record_world_in(
+        dir,
+        plan,
+        (objects, truth),
+        writes,
+        shadow_reconciler::vocab::Mode::Shadow,
+    );
+}
+
+/// [`record_world_with_writes`] in `mode`: `shadow`, or `calibrate` (the control alone, and the
+/// differences `writes` gives are the control's code against itself).
+pub fn record_world_in(
+    dir: &std::path::Path,
+    plan: &Arc<ReconcilePlan>,
+    (objects, truth): (&[Object], Truth),
+    writes: WorldWrites<'_>,
+    mode: shadow_reconciler::vocab::Mode,
+) {
     use shadow_reconciler::dataset::{ParquetSink, SinkConfig};
     use shadow_reconciler::engine::{ObjectKey, Sink};
     let control = Policy::sequential(plan.clone());
@@ -419,6 +437,14 @@ pub fn record_world_with_writes(
                 &world(plan, object, truth, round > 0),
                 Some(format!("{n:032x}")),
             );
+            if mode == shadow_reconciler::vocab::Mode::Calibrate {
+                record.mode = mode;
+                record.candidate.clear();
+                record.unblocked.clear();
+                record.newly_blocked.clear();
+                record.changed.clear();
+                record.candidate_error = None;
+            }
             let kinds = shadow_reconciler::engine::writes::Kinds::default();
             for op in plan.operations() {
                 let ran = record

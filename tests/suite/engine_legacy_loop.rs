@@ -60,7 +60,13 @@ enum Loop {
     Opaque,
     /// Marks a step the plan does not have, then goes on as `Marks`.
     UnknownMark,
+    /// As `Marks`, but Config also writes a value drawn anew each run.
+    Noisy,
 }
+
+/// Values drawn by `Loop::Noisy`, and how often the loop got past its `Inline` mark.
+static DRAWS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static PAST_INLINE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 struct LoopReconciler(Loop);
 
@@ -126,14 +132,24 @@ impl Reconciler for LoopReconciler {
                 return Err(OpError::new(ErrorClass::Server, "the legacy loop broke"));
             }
             Loop::UnknownMark => lp.step("NotInThePlan").await,
-            Loop::Marks | Loop::FailsInConfig => {}
+            Loop::Marks | Loop::FailsInConfig | Loop::Noisy => {}
         }
         lp.step("Config").await;
-        config(&lp.client(), &ns, &[("a", "1")]).await?;
+        if matches!(self.0, Loop::Noisy) {
+            let stamp = DRAWS
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                .to_string();
+            config(&lp.client(), &ns, &[("a", "1"), ("stamp", &stamp)]).await?;
+        } else {
+            config(&lp.client(), &ns, &[("a", "1")]).await?;
+        }
         if matches!(self.0, Loop::FailsInConfig) {
             return Err(OpError::precondition("the legacy config is incomplete"));
         }
         lp.step("Inline").await;
+        if matches!(self.0, Loop::Noisy) {
+            PAST_INLINE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         lp.step("Extra").await;
         Ok(OpOutput::done())
     }
@@ -310,5 +326,36 @@ async fn an_unknown_mark_is_ignored_and_off_pairs_nothing() {
             .collect::<Vec<_>>(),
         ["Config", "Inline", "Extra"],
         "the legacy path only"
+    );
+}
+
+/// Mode calibrate: the legacy function is rehearsed in dry-run, then called for real, and its
+/// writes compared step by step: a value drawn anew each run is the comparison's noise. The
+/// rehearsal ends at the mark of a step a dry run cannot contain (here the legacy path's own
+/// `Inline`, which the plan gives no shadow policy): the code past it ran once, for real.
+#[tokio::test]
+async fn calibration_rehearses_the_function_up_to_what_a_dry_run_cannot_contain() {
+    let (sim, client) = world().await;
+    let record = reconcile(&client, Loop::Noisy, Mode::Calibrate).await;
+    assert_eq!(record.mode, Mode::Calibrate);
+    assert_eq!(record.control_error, None, "{record:#?}");
+    assert!(record.candidate.is_empty(), "no candidate runs");
+    let found: Vec<_> = record
+        .write_differences
+        .iter()
+        .map(|d| (d.operation.as_str(), d.name.as_str(), d.fields.clone()))
+        .collect();
+    assert_eq!(found, [("Config", "config", vec!["data.stamp".to_owned()])]);
+    assert_eq!(
+        (
+            DRAWS.load(std::sync::atomic::Ordering::SeqCst),
+            PAST_INLINE.load(std::sync::atomic::Ordering::SeqCst)
+        ),
+        (2, 1),
+        "the rehearsal and the real call drew; only the real call went past Inline"
+    );
+    assert_eq!(
+        sim.audit(|a| a.persisted_mutations(shadow_reconciler::engine::dryrun::USER_AGENT)),
+        0
     );
 }

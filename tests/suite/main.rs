@@ -5,6 +5,7 @@ mod common;
 
 mod analyze_cli;
 mod analyze_synthetic;
+mod calibration;
 mod cli;
 mod conflict_vectors;
 mod dataset_lock;

@@ -333,3 +333,74 @@ fn every_kind_of_finding_is_suggested_away() {
         check(7 + i as u64, 120, codes, true);
     }
 }
+
+/// The calibration's noise (mode calibrate: each operation's code against itself) is suggested
+/// into `compare.volatile`; the same world calibrated again under the suggested plan is quiet,
+/// and a shadow run's difference in those fields no longer counts.
+#[test]
+fn noise_is_suggested_into_compare_volatile() {
+    let plan = Arc::new(ReconcilePlan::from_yaml("synthetic.yaml", PLAN).unwrap());
+    let objects: Vec<common::Object> = (0..60).map(|_| common::Object::new(&[], 2)).collect();
+    // Config stamps a value drawn anew each run, in a keyed list and in an annotation.
+    let noisy = |i: usize, op: &Operation| {
+        (op.name() == "Config").then(|| {
+            let side = |draw: u64| {
+                let body = json!({"metadata": {"annotations": {"synced-at": format!("t{i}-{draw}")}},
+                    "spec": {"ports": [{"name": "web", "seed": draw}]}});
+                let mut answer = body.clone();
+                answer["kind"] = json!("Widget");
+                answer["metadata"]["name"] = json!("w");
+                write("PATCH", "/apis/example.com/v1/namespaces/cp/widgets/w", Some(body), &answer)
+            };
+            (vec![side(1)], vec![side(2)])
+        })
+    };
+    let calibrate = |plan: &Arc<ReconcilePlan>| {
+        let dir = tempfile::tempdir().unwrap();
+        common::record_world_in(
+            dir.path(),
+            plan,
+            (&objects, &[]),
+            &noisy,
+            shadow_reconciler::vocab::Mode::Calibrate,
+        );
+        analyse(dir.path(), plan)
+    };
+    let report = calibrate(&plan);
+    assert!(
+        report.writes.is_empty(),
+        "calibration is no candidate: {:?}",
+        report.writes
+    );
+    assert_eq!(report.noise.len(), 1, "{:?}", report.noise);
+    assert_eq!(
+        report.noise[0].volatile.as_deref(),
+        Some(
+            &[
+                "metadata.annotations.synced-at".to_owned(),
+                "spec.ports[*].seed".to_owned()
+            ][..]
+        )
+    );
+    assert!(edits(&report).contains(&(FindingCode::NoisyFields, vec!["Config".to_owned()])));
+    let suggestion = analyze::suggest::suggest(&plan, PLAN, &report).unwrap();
+    let suggested = Arc::new(
+        ReconcilePlan::from_yaml("suggested.yaml", &suggestion.text)
+            .unwrap_or_else(|e| panic!("{e}\n{}", suggestion.text)),
+    );
+    let again = calibrate(&suggested);
+    assert!(
+        again.noise.is_empty(),
+        "{:?}\n{}",
+        again.noise,
+        suggestion.text
+    );
+    // Recorded in shadow, the same difference is one under the plan, and none under the
+    // suggestion.
+    let shadow = |plan: &Arc<ReconcilePlan>| {
+        let dir = tempfile::tempdir().unwrap();
+        common::record_world_with_writes(dir.path(), plan, &objects, &[], &noisy);
+        analyse(dir.path(), plan).writes.len()
+    };
+    assert_eq!((shadow(&plan), shadow(&suggested)), (1, 0));
+}

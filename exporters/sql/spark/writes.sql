@@ -14,7 +14,9 @@
 --
 -- Placeholders: {dir}, {plan}, {plan_hash}, {plan_operations} as in operations.sql. Every
 -- operation of the plan counts, those with `only:` included (the legacy loop's own step writes
--- what the phased reconcile never does: a difference of its own).
+-- what the phased reconcile never does: a difference of its own). Rows of reconciles in mode
+-- `calibrate` (the control's code against itself: the comparison's noise, `plans[].noise[]`)
+-- are not the candidate's and are left out.
 --
 --   operation    the operation whose code wrote differently (rows naming an operation the plan
 --                does not have are left out, as the analyzer does)
@@ -40,6 +42,7 @@ writes AS (
     FROM shadow_writes
     WHERE plan = '{plan}' AND plan_hash = '{plan_hash}'
       AND operation IN (SELECT operation FROM plan_operations)
+      AND mode <> 'calibrate'
 )
 SELECT '{plan}' AS plan,
        operation,

@@ -130,10 +130,10 @@ func ParseConfigMap(data map[string]string, binaryData []string, defaults Spec, 
 		switch field {
 		case "mode":
 			switch Mode(value) {
-			case Off, Shadow, Enforce:
+			case Off, Calibrate, Shadow, Enforce:
 				spec.Mode = Mode(value)
 			default:
-				return Spec{}, bad("expected off, shadow or enforce")
+				return Spec{}, bad("expected off, calibrate, shadow or enforce")
 			}
 		case "enforcedGroups":
 			groups, err := parseGroups(value)

@@ -54,7 +54,7 @@ func TestAnInvalidConfigMapIsRefusedWithTheFieldAndWhy(t *testing.T) {
 		binary []string
 		want   string
 	}{
-		{map[string]string{"mode": "sideways"}, nil, `data.mode: "sideways": expected off, shadow or enforce`},
+		{map[string]string{"mode": "sideways"}, nil, `data.mode: "sideways": expected off, calibrate, shadow or enforce`},
 		{map[string]string{"rampPercent": "150"}, nil, `data.rampPercent: "150": expected a percentage from 0 to 100 with at most two decimals`},
 		{map[string]string{"rampPercent": "1.234"}, nil, "at most two decimals"},
 		{map[string]string{"rampPrecent": "5"}, nil, `data.rampPrecent: "5": unknown key`},

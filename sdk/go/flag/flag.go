@@ -11,13 +11,17 @@ import (
 	"math"
 )
 
-// Mode is off, shadow or enforce.
+// Mode is off, calibrate, shadow or enforce.
 type Mode string
 
 const (
-	Off     Mode = "off"
-	Shadow  Mode = "shadow"
-	Enforce Mode = "enforce"
+	Off Mode = "off"
+	// Calibrate is the noise calibration: the control, and before each of its operations the
+	// control's own code of it in dry-run, the two codes' writes compared (no candidate): every
+	// difference found is noise of the comparison on this cluster.
+	Calibrate Mode = "calibrate"
+	Shadow    Mode = "shadow"
+	Enforce   Mode = "enforce"
 )
 
 // All is the ramp of every object, in basis points.

@@ -97,6 +97,9 @@ func Failure(class, message string) Result {
 // NotSimulated is the result of an operation the candidate cannot dry-run.
 func NotSimulated() Result { return Result{kind: Unknown} }
 
+// Failed says whether the result is a failure.
+func (r Result) Failed() bool { return r.kind == Failed }
+
 // FailedWith says whether the result is a failure of error class class.
 func (r Result) FailedWith(class string) bool { return r.kind == Failed && r.class == class }
 

@@ -332,7 +332,12 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	// control's: the phased candidate when the control runs the legacy path.
 	var sh *shadowRun
 	var pairing *model.Policy
-	if out.Mode != flag.Off {
+	switch {
+	case out.Mode == flag.Calibrate:
+		// The control's own code of every operation is paired with it: no candidate.
+		sh = newShadowRun(ctx)
+		sh.calibrate, pairing = true, controlPolicy
+	case out.Mode != flag.Off:
 		sh = newShadowRun(ctx)
 		if controlPolicy.Path() == plan.PathLegacy {
 			pairing = pol.candidate
@@ -363,7 +368,15 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		condition = control.Condition()
 	}
 	out.Control = control
-	if sh != nil {
+	if sh != nil && sh.calibrate {
+		sh.closePaired()
+		out.DryRunRequests, out.GuardRefusals = sh.local.DryRunRequests(), sh.local.Refused()
+		out.WriteDifferences = sh.differences
+		span.SetAttributes(
+			attribute.Int64(attrDryRunRequests, int64(out.DryRunRequests)),
+			attribute.Int64(attrGuardRefusals, int64(out.GuardRefusals)),
+		)
+	} else if sh != nil {
 		// The candidate's own copy: nothing it does to the object, or a dry-run answer decoded
 		// into it, reaches the control's object or the condition written from it.
 		candidateObject := obj.DeepCopyObject().(T)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -200,6 +201,9 @@ type legacyRun[T client.Object, S any] struct {
 	state *S
 	// recorder is the function's client in mode shadow.
 	recorder *recorder
+	// rehearsed is, in mode calibrate, each operation's writes of the function's dry-run
+	// rehearsal (nil where it did not get): the paired writes its real steps are compared with.
+	rehearsed []*[]writes.Write
 
 	mu      sync.Mutex
 	done    bool
@@ -226,7 +230,10 @@ func (l *legacyRun[T, S]) step(name string) {
 	}
 	l.close(model.Success(), nil)
 	l.marked = true
-	if l.pairing != nil && l.e.pairs(op) {
+	switch {
+	case l.rehearsed != nil && l.rehearsed[op] != nil:
+		l.sh.pending = *l.rehearsed[op]
+	case l.pairing != nil && l.e.pairs(op):
 		l.e.runPaired(op, l.pairing, l.obj, l.state, l.sh)
 	}
 	if l.recorder != nil {
@@ -248,7 +255,13 @@ func (l *legacyRun[T, S]) close(result model.Result, err error) {
 	var own []writes.WriteDifference
 	if l.pairing != nil {
 		written := l.recorder.take() // nil without a controller-runtime client: nothing recorded
-		if l.e.pairs(op) || l.e.plan.Operations[op].Only == plan.PathLegacy {
+		switch {
+		case l.rehearsed != nil:
+			// What the rehearsal did not get to is not compared.
+			if l.rehearsed[op] != nil {
+				own = l.e.collect(op, written, result, l.sh)
+			}
+		case l.e.pairs(op) || l.e.plan.Operations[op].Only == plan.PathLegacy:
 			own = l.e.collect(op, written, result, l.sh)
 		}
 	}
@@ -264,6 +277,11 @@ func (l *legacyRun[T, S]) close(result model.Result, err error) {
 // candidate's code of its operation first. state is the candidate's state.
 func (e *Engine[T, S]) runLegacyFunc(ctx context.Context, policy, pairing *model.Policy, obj T, state *S, sh *shadowRun) (*model.Report, reconcile.Result, error) {
 	l := &legacyRun[T, S]{e: e, ctx: ctx, sh: sh, pairing: pairing, obj: obj, state: state, current: -1, results: make([]*model.Result, len(e.plan.Operations))}
+	if sh != nil && sh.calibrate {
+		// The whole function first in dry-run, on the world the real call then runs in: its
+		// writes, step by step, are the paired writes of the real call's steps.
+		l.rehearsed = e.rehearse(obj, sh)
+	}
 	var c client.Client = e.real
 	if pairing != nil && e.real != nil {
 		l.recorder = sh.controlRecorder(e.real)
@@ -311,6 +329,75 @@ func (e *Engine[T, S]) runLegacyFunc(ctx context.Context, policy, pairing *model
 		mustComplete(run, op, step)
 	}
 	return mustReport(run), result, err
+}
+
+// rehearsal collects the writes of a legacy function's dry-run call, step by step.
+type rehearsal struct {
+	mu      sync.Mutex
+	dry     *recorder
+	current int
+	writes  []*[]writes.Write
+	done    bool
+	failed  bool // the function returned an error
+	plan    *plan.Plan
+}
+
+func (r *rehearsal) step(name string) {
+	r.mu.Lock()
+	op, ok := r.plan.Lookup(name)
+	if r.done || !ok || !r.plan.Operations[op].InPath(plan.PathLegacy) {
+		r.mu.Unlock()
+		return
+	}
+	r.end()
+	if r.plan.Operations[op].Shadow == plan.ShadowSkip {
+		// A rehearsal never runs what a dry run cannot contain (an upload to cloud storage, the
+		// legacy path's own steps): the function's goroutine ends at this mark, its deferred
+		// calls run, and nothing after the mark does.
+		r.done = true
+		r.mu.Unlock()
+		runtime.Goexit()
+	}
+	r.current = op
+	r.writes[op] = &[]writes.Write{}
+	r.mu.Unlock()
+}
+
+// end gives the writes since the last mark to the step they belong to.
+func (r *rehearsal) end() {
+	written := r.dry.take()
+	if r.current >= 0 {
+		*r.writes[r.current] = append(*r.writes[r.current], written...)
+	}
+	r.current = -1
+}
+
+// rehearse calls the legacy function through a dry-run client (mode calibrate), in the
+// candidate's context, on a goroutine of its own, and returns its writes per operation (nil
+// where it did not get: it ends at the mark of the first operation a dry run cannot contain);
+// its result is not the control's, and it emits no span.
+func (e *Engine[T, S]) rehearse(obj T, sh *shadowRun) []*[]writes.Write {
+	r := &rehearsal{dry: newRecorder(e.dry.ForReconcile()), current: -1,
+		writes: make([]*[]writes.Write, len(e.plan.Operations)), plan: e.plan}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := e.callLegacy(context.WithValue(sh.ctx, stepKey{}, stepper(r)), obj.DeepCopyObject().(T), r.dry.client())
+		r.mu.Lock()
+		r.failed = err != nil
+		r.mu.Unlock()
+	}()
+	<-done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
+	if r.failed && r.current >= 0 {
+		// The step the function failed in is not compared.
+		r.writes[r.current] = nil
+		r.current = -1
+	}
+	r.end()
+	return r.writes
 }
 
 // inferredSpan is the control span of a step the function did not mark but went past: an

@@ -29,6 +29,8 @@ type shadowRun struct {
 	recorder *recorder
 	// differences found so far, in the order found.
 	differences []writes.WriteDifference
+	// calibrate: mode calibrate, every operation's own code paired with it.
+	calibrate bool
 }
 
 // pairedStep is the candidate's paired execution of an operation: its result, kept for the
@@ -110,8 +112,8 @@ func (e *Engine[T, S]) runControl(ctx context.Context, policy, pairing *model.Po
 		if !execute {
 			continue
 		}
-		paired := pairing != nil && e.pairs(op)
-		compared := paired || (pairing != nil && e.plan.Operations[op].Only == plan.PathLegacy)
+		paired := pairing != nil && (e.pairs(op) || (sh.calibrate && e.plan.Operations[op].Shadow != plan.ShadowSkip))
+		compared := paired || (pairing != nil && !sh.calibrate && e.plan.Operations[op].Only == plan.PathLegacy)
 		if paired {
 			copied := *state
 			e.runPaired(op, pairing, obj, &copied, sh)
@@ -161,20 +163,29 @@ func (e *Engine[T, S]) runPaired(op int, candidate *model.Policy, obj T, state *
 // the control's span (those of an operation of the legacy path only).
 func (e *Engine[T, S]) collect(op int, control []writes.Write, result model.Result, sh *shadowRun) []writes.WriteDifference {
 	operation := e.plan.Operations[op]
-	if operation.Only == plan.PathLegacy {
+	if operation.Only == plan.PathLegacy && !sh.calibrate {
 		found := writes.OneSided(operation, plan.PathLegacy, control, &e.kinds)
 		sh.differences = append(sh.differences, found...)
 		return found
 	}
-	found := writes.Compare(operation, control, sh.pending, e.plan.Volatile, &e.kinds)
+	// A step either side failed is not compared: a failure stops its writes part way, and its
+	// outcome already says that the two runs differ.
+	p := sh.pairedAt(op)
+	var found []writes.WriteDifference
+	if !result.Failed() && (p == nil || !p.result.Failed()) {
+		found = writes.Compare(operation, control, sh.pending, e.plan.Volatile, &e.kinds)
+	}
 	sh.pending = nil
 	sh.differences = append(sh.differences, found...)
-	if p := sh.pairedAt(op); p != nil && !p.closed {
+	if p != nil && !p.closed {
 		p.closed = true
 		p.span.reevaluates(result.FailedWith(ClassConflict))
 		p.span.close(found)
+		return nil
 	}
-	return nil
+	// No paired span (a legacy function's calibration rehearsed the whole function): the
+	// control's span carries them.
+	return found
 }
 
 // runCandidate runs the candidate: paired results where the control's code differs, the

@@ -58,7 +58,7 @@ func start() error {
 		contentType, probeAddress               string
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
-	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, shadow or enforce")
+	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, calibrate, shadow or enforce")
 	goflag.Var(&enforce, "enforce-group", "a rollout group the control enforces in mode enforce, GROUP or PLAN/GROUP (repeatable)")
 	goflag.Var(&candidate, "candidate-group", "a rollout group the candidate evaluates, GROUP or PLAN/GROUP (repeatable; none: every group)")
 	// The names of shadow-reconciler's own commands; the earlier spellings still work.
@@ -85,10 +85,10 @@ func start() error {
 	}
 	defaults := flag.Default()
 	switch flag.Mode(mode) {
-	case flag.Off, flag.Shadow, flag.Enforce:
+	case flag.Off, flag.Calibrate, flag.Shadow, flag.Enforce:
 		defaults.Mode = flag.Mode(mode)
 	default:
-		return fmt.Errorf("--mode %q: expected off, shadow or enforce", mode)
+		return fmt.Errorf("--mode %q: expected off, calibrate, shadow or enforce", mode)
 	}
 	for _, g := range enforce {
 		ref, ok := flag.ParseGroupRef(g)
