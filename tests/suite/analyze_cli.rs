@@ -47,10 +47,21 @@ fn simulated(scenario: &'static str) -> &'static (tempfile::TempDir, PathBuf, St
             // Markdown's first 2 KB (more fold under the diff: `markdown_answers_in_its_first_2_kb`).
             "--seed",
             "4",
+            // A bound for a broken run: the data is a settled run's (asserted below).
+            "--duration",
+            "600",
             "--parquet-dir",
             data.to_str().unwrap(),
         ]);
         assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            !text(&out.stdout)
+                .lines()
+                .next()
+                .is_some_and(|l| l.contains("ended by the deadline")),
+            "the run settled:\n{}",
+            text(&out.stdout)
+        );
         (dir, data, text(&out.stdout))
     })
 }

@@ -363,12 +363,13 @@ async fn failing_hosted_cluster(client: &kube::Client, namespace: &str, name: &s
         .unwrap();
 }
 
-/// Whether the controller wrote its condition on `namespace/name`, waiting up to 10 s (a bound
-/// for a broken run only: the condition comes within one reconcile).
+/// Whether the controller wrote its condition on `namespace/name`, waiting up to 5 minutes (a
+/// bound for a broken run only, however loaded the machine: the condition comes within one
+/// reconcile).
 async fn reconciled(client: &kube::Client, namespace: &str, name: &str, wait: bool) -> bool {
     use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
     let api = kube::Api::<HostedCluster>::namespaced(client.clone(), namespace);
-    for _ in 0..if wait { 100 } else { 1 } {
+    for _ in 0..if wait { 3000 } else { 1 } {
         let hc = api.get(name).await.unwrap();
         if hc.status.is_some_and(|s| {
             s.conditions
@@ -470,7 +471,8 @@ fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
         .unwrap();
     let condition = runtime.block_on(async {
         let api = kube::Api::<HostedCluster>::namespaced(client, "default");
-        for _ in 0..100 {
+        // A bound for a broken run only (5 minutes), however loaded the machine.
+        for _ in 0..3000 {
             let hc = api.get("beta").await.unwrap();
             let found = hc.status.and_then(|s| {
                 s.conditions

@@ -151,8 +151,10 @@ fn names(store: &reflector::Store<ConfigMap>) -> BTreeSet<String> {
         .collect()
 }
 
+/// Waits for `check` (up to 5 minutes: a bound for a broken run only, however loaded the
+/// machine).
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..200 {
+    for _ in 0..6000 {
         if check() {
             return;
         }
@@ -290,7 +292,8 @@ mod controller {
         drop_every: Option<u32>,
     ) -> usize {
         let mut done = 0;
-        for round in 0..600 {
+        // A bound for a broken run only (5 minutes), however loaded the machine.
+        for round in 0..3000 {
             if drop_every.is_some_and(|n| round % n == 0) {
                 sim.drop_watches();
             }

@@ -219,6 +219,10 @@ fn send_spans(otlp_grpc: u16, otlp_http: u16) -> usize {
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             format!("http://127.0.0.1:{otlp_http}"),
         )
+        // The SDK's batch queue (2,048 spans by default) drops spans when the exporter falls
+        // behind a burst (some 45 spans a reconcile): on a loaded machine the backend would then
+        // miss reconciles the test waits for. Room for every span of this small run.
+        .env("OTEL_BSP_MAX_QUEUE_SIZE", "65536")
         .output()
         .unwrap();
     assert!(

@@ -55,11 +55,28 @@ fn simulate(data: &Path, kubeconfig: Option<&Path>) -> String {
 }
 
 /// `analyze`'s detected dependencies, as `plan: first -> then`.
+/// The dependencies analyze finds from the planted faults: those whose first operation failed
+/// otherwise than on 409s and 503s (which scheduling decides on both servers, and only the
+/// simulator injects 503s: docs/analyze.md, "Limits").
 fn dependencies(data: &Path) -> BTreeSet<String> {
     let doc = common::analyze_json(data);
     let mut found = BTreeSet::new();
     for plan in doc["plans"].as_array().expect("plans") {
-        for dep in plan["dependencies"].as_array().expect("dependencies") {
+        let planted = |op: &str| {
+            plan["operations"]
+                .as_array()
+                .expect("operations")
+                .iter()
+                .find(|o| o["operation"] == op)
+                .and_then(|o| o["failures_by_class"].as_object())
+                .is_some_and(|c| c.keys().any(|k| k != "conflict" && k != "server"))
+        };
+        for dep in plan["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| planted(d["failed"].as_str().unwrap_or_default()))
+        {
             found.insert(format!(
                 "{}: {} -> {}",
                 plan["plan"].as_str().unwrap_or_default(),

@@ -403,7 +403,8 @@ fn simulate_interrupted_by_sigterm_still_writes_what_it_accepted() {
     let address = metrics_address(&log_path);
     let started = std::time::Instant::now();
     while reconciles_so_far(&address) < 20.0 {
-        assert!(started.elapsed() < Duration::from_mins(1), "no reconcile");
+        // A bound for a broken run only, however loaded the machine.
+        assert!(started.elapsed() < Duration::from_mins(5), "no reconcile");
         std::thread::sleep(Duration::from_millis(50));
     }
     let (line, accepted, written, lost) = terminate(&mut child, &log_path, 130);

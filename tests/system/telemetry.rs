@@ -324,7 +324,8 @@ fn a_real_prometheus_server_scrapes_simulate_and_answers_queries() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let query = "/api/v1/query?query=sum%20by%20(operation)%20(shadow_reconciler_unblocked_operations_total)";
     let answer = runtime.block_on(async {
-        for _ in 0..120 {
+        // A bound for a broken run only (5 minutes), however loaded the machine.
+        for _ in 0..600 {
             tokio::time::sleep(Duration::from_millis(500)).await;
             if let Some(body) = try_get(&format!("127.0.0.1:{prometheus_port}"), query).await
                 && body.contains("\"operation\":\"CoreHCPChain\"")
