@@ -213,8 +213,11 @@ impl Report {
         }
     }
 
-    /// The one-line summary for logs: `critical failures: [X]; blocked operations: [A, B]`, empty
-    /// without a critical failure. `sequential` lists its skipped operations instead.
+    /// The one-line summary for logs. `phased`: `critical failures: [X]; blocked operations: [A,
+    /// B]`, empty without a critical failure (critical as the step ran: an operation of a group
+    /// not enforced runs fail-fast). `sequential`, the legacy loop, which stops at any failure
+    /// whatever the plan's category: `failed: [X]; skipped operations: [A, B]`, empty without a
+    /// failure.
     #[must_use]
     pub fn log_summary(&self) -> String {
         if !self.has_critical_failure() {
@@ -223,11 +226,11 @@ impl Report {
         let failed = self
             .plan
             .sorted_names(self.critical_failures().map(|s| s.op));
-        let (label, rest) = match self.kind {
-            ModelKind::Phased => ("blocked", self.blocked()),
-            ModelKind::Sequential => ("skipped", self.skipped()),
+        let (heading, label, rest) = match self.kind {
+            ModelKind::Phased => ("critical failures", "blocked", self.blocked()),
+            ModelKind::Sequential => ("failed", "skipped", self.skipped()),
         };
-        let summary = format!("critical failures: [{}]", failed.join(", "));
+        let summary = format!("{heading}: [{}]", failed.join(", "));
         if rest.is_empty() {
             summary
         } else {

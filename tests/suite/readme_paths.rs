@@ -1,5 +1,5 @@
-//! Every path a README names exists: a README that still names a moved or deleted file fails here,
-//! with the README's line and the path.
+//! Every path a README or a page of `docs/` names exists: one that still names a moved or deleted
+//! file fails here, with its line and the path.
 //!
 //! What counts as a path: the target of a Markdown link (`[text](target)`, not a URL or an
 //! anchor), and a `code span` that looks like a file or directory: no spaces, no placeholder
@@ -41,16 +41,20 @@ fn walk(dir: &Path, readmes: &mut Vec<PathBuf>, paths: &mut Vec<String>) {
         );
         if path.is_dir() {
             walk(&path, readmes, paths);
-        } else if name == "README.md" {
+        } else if name == "README.md"
+            || (path.extension().is_some_and(|e| e == "md")
+                && path.parent() == Some(&root().join("docs")))
+        {
             readmes.push(path);
         }
     }
 }
 
-/// Files of the user's that READMEs name, not the repository's.
+/// Files that READMEs name that are not the repository's: the user's, or inside what we build.
 const USERS_FILES: &[&str] = &[
     "prometheus.yml", // the user's Prometheus configuration, where our rules are listed
     "shadow-data-report.html", // what `simulate` writes
+    "manifest.json",  // Docker's manifest inside the image archive
 ];
 
 /// File extensions that make a code span a file's name.

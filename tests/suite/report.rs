@@ -361,7 +361,7 @@ fn sequential_stops_at_the_first_error_and_reports_it_as_the_legacy_loop_did() {
     );
     assert_eq!(
         report.log_summary(),
-        "critical failures: [SSHKeySync]; skipped operations: \
+        "failed: [SSHKeySync]; skipped operations: \
          [AuditWebhookSync, KubeconfigSync, OperatorDeployments, RBACAndPolicies]"
     );
     assert!(report.blocked().is_empty());

@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -384,19 +384,8 @@ fn check_against_audit(audit: &[common::apiserver::AuditEvent], data: &Path) {
         .filter(|e| e.dry_run() && e.succeeded())
         .map(|e| e.name.as_str())
         .collect();
-    let racing = status_patches(SECOND_WRITER);
-    // The second writer races the add-ons installed by placements (two in three).
-    let expected = (0..24).filter(|i| i % 3 != 2).count();
-    assert_eq!(
-        racing.iter().filter(|e| e.succeeded()).count(),
-        expected,
-        "the second writer wrote each add-on installed by placements once"
-    );
-    assert_eq!(
-        conflicted.len(),
-        expected,
-        "each such add-on's first control patch met a 409"
-    );
+    check_racing(audit, &conflicted);
+    check_reads(audit, &candidate, &conflicted);
     assert!(
         conflicted.is_subset(&dry_ok),
         "an add-on whose control met a 409 has no successful dry-run patch: {:?}",
@@ -434,17 +423,134 @@ fn check_against_audit(audit: &[common::apiserver::AuditEvent], data: &Path) {
     );
     assert_eq!(sum("still_failed_objects"), 0, "{conflicts:?}");
     assert_eq!(sum("not_reevaluated"), 0, "{conflicts:?}");
+    // Every add-on recovered (the audit's later 200s); the data sees each recovery unless the
+    // reconcile it was in was cut short by the controller's SIGTERM (left out, counted apart).
+    let cancelled = plan["cancelled"].as_u64().expect("cancelled");
     for c in &conflicts {
         let recovery = &c["recovery"];
         assert_eq!(
             recovery["episodes"].as_u64().unwrap_or(0)
                 + recovery["unrecovered"].as_u64().unwrap_or(0),
             c["objects"].as_u64().unwrap_or(0),
-            "one episode per add-on, each recovered: {c}"
+            "one episode per add-on: {c}"
         );
-        assert_eq!(recovery["unrecovered"], 0, "{c}");
+        assert!(
+            recovery["unrecovered"].as_u64().unwrap_or(0) <= cancelled,
+            "an episode not recovered, and no reconcile cancelled that could have held its recovery ({cancelled} cancelled): {c}"
+        );
     }
     assert_eq!(plan["guard_refusals"], 0, "{plan}");
+
+    check_branches(&plan);
+}
+
+/// The second writer's writes, and the control's 409s they caused.
+fn check_racing(audit: &[common::apiserver::AuditEvent], conflicted: &BTreeSet<&str>) {
+    // The second writer races every add-on whose status needs a patch: before the control's
+    // first patch of it and before the candidate's first dry-run patch of it.
+    let needs_patch: BTreeSet<String> = (0..24)
+        .filter(|&i| addon(i).1)
+        .map(|i| addon(i).0.metadata.name.expect("a name"))
+        .collect();
+    let mut racing: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in audit.iter().filter(|e| {
+        e.user_agent == SECOND_WRITER
+            && e.verb == "patch"
+            && e.resource == "clustermanagementaddons"
+            && e.succeeded()
+    }) {
+        *racing.entry(e.name.as_str()).or_default() += 1;
+    }
+    assert!(
+        racing
+            .keys()
+            .copied()
+            .eq(needs_patch.iter().map(String::as_str))
+            && racing.values().all(|&n| n == 2),
+        "the second writer wrote each add-on that needs a patch twice: {racing:?}"
+    );
+    assert!(
+        conflicted
+            .iter()
+            .copied()
+            .eq(needs_patch.iter().map(String::as_str)),
+        "each such add-on's first control patch met a 409: {conflicted:?}"
+    );
+}
+
+/// Who read the add-ons from the API server: the retrying run, as itself.
+fn check_reads(
+    audit: &[common::apiserver::AuditEvent],
+    candidate: &[&common::apiserver::AuditEvent],
+    conflicted: &BTreeSet<&str>,
+) {
+    // The re-reads after a 409 are the retrying run's: the candidate's, one per retry (each
+    // conflicted add-on's first dry-run patch met the second writer); the control, which does
+    // not retry, reads from its cache only.
+    let gets = |agent: &str| -> BTreeMap<&str, usize> {
+        let mut by_name = BTreeMap::new();
+        for e in audit.iter().filter(|e| {
+            e.user_agent == agent
+                && e.verb == "get"
+                && e.resource == "clustermanagementaddons"
+                && !e.name.is_empty()
+        }) {
+            *by_name.entry(e.name.as_str()).or_default() += 1;
+        }
+        by_name
+    };
+    assert!(
+        gets(CONTROL).is_empty(),
+        "the control read add-ons from the API server (a candidate's re-read sent as the control's?): {:?}",
+        gets(CONTROL)
+    );
+    let mut dry_409s: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in candidate.iter().filter(|e| e.dry_run() && e.code == 409) {
+        *dry_409s.entry(e.name.as_str()).or_default() += 1;
+    }
+    // At most one fresh read per 409 the candidate met (none when the shutdown cut the retry
+    // short), and one at least for every add-on whose control met a 409.
+    let fresh = gets(CANDIDATE);
+    assert!(
+        fresh
+            .iter()
+            .all(|(name, &n)| n <= dry_409s.get(name).copied().unwrap_or(0))
+            && conflicted.iter().all(|name| fresh.contains_key(name)),
+        "fresh reads {fresh:?}, the candidate's 409s {dry_409s:?}, the control's {conflicted:?}"
+    );
+}
+
+/// The branches an add-on does not take had nothing to do: never unblocked.
+fn check_branches(plan: &serde_json::Value) {
+    // A manual add-on's 409 blocked the control's two other branches; the candidate ran them,
+    // and they had nothing to do: not unblocked.
+    let operations = plan["operations"].as_array().expect("operations");
+    for op in operations {
+        assert_eq!(
+            op["unblocked"], 0,
+            "a branch not taken counted as unblocked: {op}"
+        );
+    }
+    let manual_conflicts = (0..24).filter(|&i| i % 3 == 2 && addon(i).1).count() as u64;
+    let operation = |name: &str| {
+        operations
+            .iter()
+            .find(|o| o["operation"] == name)
+            .unwrap_or_else(|| panic!("{name} not in the analysis"))
+    };
+    let manual = operation("ManualStrategyStatus");
+    assert!(
+        manual["blocked_in_control"].as_u64() >= Some(2 * manual_conflicts)
+            && manual["blocked_then_run_by_candidate"] == 0,
+        "the manual add-ons' 409s blocked the two other branches in the control, which the candidate ran with nothing to do: {manual}"
+    );
+    for name in ["SelfManagedStatus", "PlacementStatus"] {
+        let op = operation(name);
+        assert!(
+            op["executions_dry_run"].as_u64() >= Some(manual_conflicts),
+            "the candidate ran {name} where the control's manual branch met a 409: {op}"
+        );
+    }
 }
 
 /// The lines of `adopt.go` after its imports that are neither blank nor comments.

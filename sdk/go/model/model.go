@@ -496,7 +496,11 @@ func (r *Report) Aggregate() (string, bool) {
 	return joinErrors(failures), true
 }
 
-// LogSummary is the one-line summary for logs, empty without a critical failure.
+// LogSummary is the one-line summary for logs. Phased: "critical failures: [X]; blocked
+// operations: [A, B]", empty without a critical failure (critical as the step ran: an operation
+// of a group not enforced runs fail-fast). Sequential, the legacy loop, which stops at any
+// failure whatever the plan's category: "failed: [X]; skipped operations: [A, B]", empty
+// without a failure.
 func (r *Report) LogSummary() string {
 	critical := r.CriticalFailures()
 	if len(critical) == 0 {
@@ -506,11 +510,11 @@ func (r *Report) LogSummary() string {
 	for _, s := range critical {
 		ops = append(ops, s.Op)
 	}
-	summary := "critical failures: [" + strings.Join(r.Plan.SortedNames(ops), ", ") + "]"
-	label, rest := "blocked", r.Blocked()
+	heading, label, rest := "critical failures", "blocked", r.Blocked()
 	if r.Kind == Sequential {
-		label, rest = "skipped", r.Skipped()
+		heading, label, rest = "failed", "skipped", r.Skipped()
 	}
+	summary := heading + ": [" + strings.Join(r.Plan.SortedNames(ops), ", ") + "]"
 	if len(rest) == 0 {
 		return summary
 	}

@@ -88,3 +88,38 @@ func TestACancelledReconcileIsNeitherAFailureNorAWriteDifference(t *testing.T) {
 		t.Fatalf("a live context: cancelled %v, err %v", live.Cancelled, live.Err)
 	}
 }
+
+// A reconcile whose every step ended before its context did is whole: the context ending
+// after the last step (a shutdown just then) cut nothing, and its record stays.
+func TestAContextEndingAfterEveryStepCutsNothing(t *testing.T) {
+	p := shipped(t, "hostedcluster")
+	object := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-0", Name: "hc-0", UID: "uid-0"}}
+	real := fake.NewClientBuilder().WithObjects(object.DeepCopy()).Build()
+	dry := &DryRun{dry: client.NewDryRunClient(real), stats: &GuardStats{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	last := p.Operations[p.LegacyOrder[len(p.LegacyOrder)-1]].Name
+	ops := map[string]Op[*corev1.Secret, state]{}
+	for _, op := range p.Operations {
+		ops[op.Name] = func(context.Context, *Run[*corev1.Secret, state]) error { return nil }
+	}
+	// The control's last step ends the context after it succeeded; what the candidate runs after
+	// it does not fail.
+	ops[last] = func(_ context.Context, r *Run[*corev1.Secret, state]) error {
+		if !r.DryRun() {
+			defer cancel()
+		}
+		return nil
+	}
+	e, err := New(p, real, ops, Options{DryRun: dry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.Reconcile(ctx, object)
+	if ctx.Err() == nil {
+		t.Fatal("the test's context did not end: it proves nothing")
+	}
+	if out.Cancelled || out.Err != nil || len(out.Control.Failures()) != 0 {
+		t.Fatalf("cancelled %v, err %v", out.Cancelled, out.Err)
+	}
+}

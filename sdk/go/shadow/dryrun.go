@@ -87,7 +87,9 @@ type DryRun struct {
 // NewDryRun builds the candidate's client from the controller's REST config and reader (the
 // manager's cache: mgr.GetCache(), or mgr.GetClient() for reads through the manager's client).
 // options gives the scheme and REST mapper (the manager's: mgr.GetScheme(),
-// mgr.GetRESTMapper()); its HTTPClient and Cache are set here.
+// mgr.GetRESTMapper()) and, in Cache.DisableFor, the kinds the controller's client reads from the
+// API server rather than its cache (give the manager's, so the candidate reads the same world as
+// the control); its HTTPClient and the rest of Cache are set here.
 func NewDryRun(config *rest.Config, reader client.Reader, options client.Options) (*DryRun, error) {
 	d, err := NewDryRunConfig(config)
 	if err != nil {
@@ -100,7 +102,11 @@ func NewDryRun(config *rest.Config, reader client.Reader, options client.Options
 	}
 	options.HTTPClient = httpClient
 	if reader != nil {
-		options.Cache = &client.CacheOptions{Reader: reader, Unstructured: true}
+		cache := &client.CacheOptions{Reader: reader, Unstructured: true}
+		if options.Cache != nil {
+			cache.DisableFor = options.Cache.DisableFor
+		}
+		options.Cache = cache
 	}
 	writer, err := client.New(cfg, options)
 	if err != nil {

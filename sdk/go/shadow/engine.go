@@ -239,11 +239,12 @@ type Outcome struct {
 	WriteDifferences []writes.WriteDifference
 	// TraceID of the reconcile span (empty when the tracer does not record).
 	TraceID string
-	// Cancelled says the reconcile's context ended before it returned (the controller's
-	// shutdown cancels it, a reconcile timeout ends it): its failures may be the cut itself
-	// (context canceled on a write), so it is recorded as cancelled, never as a failure or a
-	// write difference (the reconcile span says so; the sidecar counts it apart). Err and the
-	// result are still the control's, for the controller.
+	// Cancelled says the reconcile was cut short: its context ended (the controller's
+	// shutdown cancels it, a reconcile timeout ends it) and a step of it failed, which may be
+	// the cut itself (context canceled on a write), so it is recorded as cancelled, never as a
+	// failure or a write difference (the reconcile span says so; the sidecar counts it apart,
+	// without its steps). A reconcile whose steps all ended before the context did is whole.
+	// Err and the result are still the control's, for the controller.
 	Cancelled bool
 
 	// result is a legacy function's own result, returned as it is.
@@ -391,9 +392,10 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 			attribute.StringSlice(attrUnblocked, e.plan.SortedNames(out.Diff.Unblocked)),
 		)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && (len(out.Control.Failures()) > 0 || (out.Candidate != nil && len(out.Candidate.Failures()) > 0)) {
 		// Cut short: what failed may be the cut itself, and a write the candidate's dry run made
-		// may have no real counterpart only because the control's was cancelled.
+		// may have no real counterpart only because the control's was cancelled. A reconcile
+		// whose every step ended before the cut (the context ended after them) is whole.
 		out.Cancelled, out.WriteDifferences = true, nil
 		span.SetAttributes(attribute.Bool(attrCancelled, true))
 		e.log(obj, out)

@@ -56,6 +56,7 @@ func start() error {
 		ramp                                    float64
 		workers                                 int
 		contentType, probeAddress               string
+		metricsAddress, legacy                  string
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, calibrate, shadow or enforce")
@@ -70,6 +71,8 @@ func start() error {
 	goflag.IntVar(&workers, "workers", 4, "concurrent reconciles")
 	goflag.StringVar(&contentType, "content-type", "protobuf", "request bodies of built-in types: protobuf (client-go's default) or json (the embedded simulator reads JSON only)")
 	goflag.StringVar(&probeAddress, "health-probe-bind-address", "0", "where to serve /healthz and /readyz, e.g. :6060 in a pod (0: nowhere)")
+	goflag.StringVar(&metricsAddress, "metrics-bind-address", "0", "where to serve controller-runtime's /metrics, e.g. :8080 (0: nowhere)")
+	goflag.StringVar(&legacy, "legacy", "ops", "the legacy loop's shape: ops (its own code per operation, Legacy) or func (one function with shadow.Step marks, LegacyLoop)")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(goflag.CommandLine)
 	goflag.Parse()
@@ -109,6 +112,15 @@ func start() error {
 		return fmt.Errorf("--ramp-percent %v: expected a percentage from 0 to 100 with at most two decimals", ramp)
 	}
 	defaults.Ramp = r
+	var legacyCode shadow.Legacy[*HostedCluster, State]
+	switch legacy {
+	case "ops":
+		legacyCode = Legacy()
+	case "func":
+		legacyCode = LegacyLoop()
+	default:
+		return fmt.Errorf("--legacy %q: expected ops or func", legacy)
+	}
 
 	ctx := ctrl.SetupSignalHandler()
 	tp, err := shadow.Tracing(ctx, "hostedcluster-controller", attribute.String(shadow.PlanAttribute, "hostedcluster"))
@@ -143,9 +155,11 @@ func start() error {
 	if err := AddToScheme(scheme); err != nil {
 		return err
 	}
+	uncached := &client.CacheOptions{DisableFor: UncachedKinds()}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Client:                 client.Options{Cache: uncached},
+		Metrics:                metricsserver.Options{BindAddress: metricsAddress},
 		HealthProbeBindAddress: probeAddress,
 	})
 	if err != nil {
@@ -172,11 +186,11 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), Cache: uncached})
 	if err != nil {
 		return err
 	}
-	engine, err := shadow.NewWithLegacy(p, mgr.GetClient(), Operations(), Legacy(), shadow.Options{
+	engine, err := shadow.NewWithLegacy(p, mgr.GetClient(), Operations(), legacyCode, shadow.Options{
 		Flag: f, DryRun: dry, WriteCondition: true, APIReader: mgr.GetAPIReader(), Log: log,
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -41,6 +42,22 @@ func TestTheCodeMatchesTheShippedPlan(t *testing.T) {
 	}
 	if _, err := shadow.NewWithLegacy(p, real, Operations(), Legacy(), shadow.Options{DryRun: dry}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := shadow.NewWithLegacy(p, real, Operations(), LegacyLoop(), shadow.Options{DryRun: dry}); err != nil {
+		t.Fatal(err)
+	}
+	// The legacy function marks the plan's legacy order, step by step.
+	var marked []string
+	for _, s := range legacySteps {
+		marked = append(marked, s.name)
+	}
+	marked = append(marked, "PublicEndpointExposed")
+	var order []string
+	for _, op := range p.LegacyOrder {
+		order = append(order, p.Operations[op].Name)
+	}
+	if fmt.Sprint(marked) != fmt.Sprint(order) {
+		t.Fatalf("the legacy function marks %v; the plan's legacy order is %v", marked, order)
 	}
 	// Without its legacy code the legacy-only step is missing.
 	var mismatch *shadow.MismatchError

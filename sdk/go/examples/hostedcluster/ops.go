@@ -287,7 +287,7 @@ func coreHCPChain(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	return nil
+	return privateEndpoint(ctx, r.Client, hcp)
 }
 
 func kubeconfigSync(ctx context.Context, r *run) error {
@@ -392,17 +392,21 @@ func rbacAndPolicies(ctx context.Context, r *run) error {
 }
 
 func publicEndpointExposed(ctx context.Context, r *run) error {
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cpNamespace(r), Name: "kube-apiserver"}, &corev1.Service{})
+	requeue, err := exposeEndpoint(ctx, r)
+	r.RequeueAfter(requeue)
+	return err
+}
+
+// exposeEndpoint sets the PublicEndpointExposed condition; until the Service exists, it asks to
+// be run again after a while.
+func exposeEndpoint(ctx context.Context, r *run) (requeue time.Duration, err error) {
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: cpNamespace(r), Name: "kube-apiserver"}, &corev1.Service{})
 	switch {
 	case err == nil:
-		return setCondition(ctx, r, "PublicEndpointExposed", true, "AsExpected", "the API server is exposed")
+		return 0, setCondition(ctx, r, "PublicEndpointExposed", true, "AsExpected", "the API server is exposed")
 	case apierrors.IsNotFound(err):
-		if err := setCondition(ctx, r, "PublicEndpointExposed", false, "WaitingForService", "the kube-apiserver Service does not exist yet"); err != nil {
-			return err
-		}
-		r.RequeueAfter(30 * time.Second)
-		return nil
+		return 30 * time.Second, setCondition(ctx, r, "PublicEndpointExposed", false, "WaitingForService", "the kube-apiserver Service does not exist yet")
 	default:
-		return err
+		return 0, err
 	}
 }

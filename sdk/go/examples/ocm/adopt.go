@@ -41,7 +41,10 @@ func adopt(ctx context.Context, config *rest.Config, p *plan.Plan, workers int, 
 				r.NothingToDo() // the branch this add-on does not take
 				return nil
 			}
-			cmas.retrying.Store(r.Object.Name, r.Attempt() > 1)
+			if r.Attempt() > 1 { // a retry after a 409: the sync reads the add-on afresh, as this run
+				cmas.fresh.Store(r.Object.Name, ctx)
+				defer cmas.fresh.Delete(r.Object.Name)
+			}
 			return controller.Sync(ctx, controller.SyncContext(), r.Object.Name)
 		}
 	}
@@ -66,11 +69,12 @@ func adopt(ctx context.Context, config *rest.Config, p *plan.Plan, workers int, 
 }
 
 // freshCMAs is the controller's add-on informer whose lister reads an add-on from the API
-// server, not the cache, on a retry after a 409 (the re-fetch of PR #1585).
+// server, not the cache, on a retry after a 409 (the re-fetch of PR #1585), with the retrying
+// run's context: a candidate's re-read goes as the candidate's.
 type freshCMAs struct {
 	addoninformerv1alpha1.ClusterManagementAddOnInformer
-	client   addonclient.Interface
-	retrying *sync.Map // add-on name: whether its operation is on a retry
+	client addonclient.Interface
+	fresh  *sync.Map // add-on name: the context of the run whose next read of it is afresh
 }
 
 func (f freshCMAs) Lister() addonlisters.ClusterManagementAddOnLister { return f }
@@ -78,8 +82,8 @@ func (f freshCMAs) List(s labels.Selector) ([]*cma, error) {
 	return f.ClusterManagementAddOnInformer.Lister().List(s)
 }
 func (f freshCMAs) Get(name string) (*cma, error) {
-	if retry, _ := f.retrying.Load(name); retry == true {
-		return f.client.AddonV1alpha1().ClusterManagementAddOns().Get(context.TODO(), name, metav1.GetOptions{})
+	if ctx, ok := f.fresh.LoadAndDelete(name); ok {
+		return f.client.AddonV1alpha1().ClusterManagementAddOns().Get(ctx.(context.Context), name, metav1.GetOptions{})
 	}
 	return f.ClusterManagementAddOnInformer.Lister().Get(name)
 }

@@ -5,10 +5,12 @@
 // needs: the flags, the tracing set-up, and a second status writer.
 //
 // The second writer (--second-writer) stands for OCM's addonconfiguration controller, which
-// patches the same add-ons' installProgressions: just before the controller's first real status
-// patch of each add-on that installs by placements, it writes the add-on's status, so the controller's cached
-// resourceVersion is stale and its patch meets a 409 Conflict, as in production when the two
-// race, but every time.
+// patches the same add-ons' installProgressions, and for anyone else who writes an add-on: just
+// before the controller's first real status patch of each add-on, and again before the
+// candidate's first dry-run status patch of it, it writes the add-on (the installProgressions of
+// one installed by placements, an annotation of another), so the cached resourceVersion is stale
+// and the patch meets a 409 Conflict, as in production when the two race, but every time: the
+// control's is requeued, the candidate's is retried with a fresh read.
 package main
 
 import (
@@ -19,8 +21,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -41,6 +45,10 @@ const UserAgent = "ocm-cma-install-progression/shadow-example"
 
 // SecondWriterAgent is the second status writer's.
 const SecondWriterAgent = "ocm-addon-configuration/second-writer"
+
+// SecondWriterAnnotation is what the second writer writes on an add-on installed by no
+// placement.
+const SecondWriterAnnotation = "example.io/second-writer"
 
 func main() {
 	if err := run(); err != nil {
@@ -75,7 +83,10 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &racingWriter{next: rt, writer: writer} })
+		// One writer for every transport made from the config (the control's, and the
+		// candidate's, made from a copy of it): one count of the add-ons it wrote.
+		racer := &racingWriter{writer: writer}
+		config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return racing{racer, rt} })
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -92,26 +103,43 @@ func run() error {
 	return err
 }
 
-// racingWriter patches an add-on's status (its installProgressions, with a condition, as OCM's
-// addonconfiguration controller does) before the controller's first real status patch of it
-// goes out.
+// racingWriter writes an add-on before the controller's first real status patch of it goes out,
+// and before the candidate's first dry-run one: its installProgressions, with a condition, as
+// OCM's addonconfiguration controller does, or, for an add-on installed by no placement, an
+// annotation.
 type racingWriter struct {
-	next   http.RoundTripper
-	writer addonclient.Interface
-	done   sync.Map
+	writer     addonclient.Interface
+	done, dry  sync.Map
+	generation atomic.Int64 // every write changes the add-on
 }
 
-func (w *racingWriter) RoundTrip(req *http.Request) (*http.Response, error) {
+// racing is a transport with the racing writer before it.
+type racing struct {
+	w    *racingWriter
+	next http.RoundTripper
+}
+
+func (r racing) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.w.before(req)
+	return r.next.RoundTrip(req)
+}
+
+// before writes the add-on req patches the status of, if this is the first real, or the first
+// dry-run, status patch of it.
+func (w *racingWriter) before(req *http.Request) {
 	const prefix = "/apis/addon.open-cluster-management.io/v1alpha1/clustermanagementaddons/"
 	name, isStatus := strings.CutSuffix(strings.TrimPrefix(req.URL.Path, prefix), "/status")
-	if req.Method == http.MethodPatch && isStatus && strings.HasPrefix(req.URL.Path, prefix) && req.URL.Query().Get("dryRun") == "" {
-		if _, seen := w.done.LoadOrStore(name, true); !seen {
+	if req.Method == http.MethodPatch && isStatus && strings.HasPrefix(req.URL.Path, prefix) {
+		done := &w.done
+		if req.URL.Query().Get("dryRun") != "" {
+			done = &w.dry
+		}
+		if _, seen := done.LoadOrStore(name, true); !seen {
 			if err := w.write(req.Context(), name); err != nil {
 				fmt.Fprintf(os.Stderr, "second writer: %s: %v\n", name, err)
 			}
 		}
 	}
-	return w.next.RoundTrip(req)
 }
 
 func (w *racingWriter) write(ctx context.Context, name string) error {
@@ -120,8 +148,11 @@ func (w *racingWriter) write(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	generation := strconv.FormatInt(w.generation.Add(1), 10)
 	if len(addon.Spec.InstallStrategy.Placements) == 0 {
-		return nil // installs by no placement: nothing to progress
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, SecondWriterAnnotation, generation)
+		_, err = addons.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
 	}
 	progressions := []map[string]any{}
 	for _, placement := range addon.Spec.InstallStrategy.Placements {
@@ -129,7 +160,7 @@ func (w *racingWriter) write(ctx context.Context, name string) error {
 			"name": placement.Name, "namespace": placement.Namespace,
 			"conditions": []map[string]any{{
 				"type": "Progressing", "status": "True", "reason": "Installing",
-				"message": "installing", "lastTransitionTime": metav1.Now().UTC().Format("2006-01-02T15:04:05Z"),
+				"message": "installing (write " + generation + ")", "lastTransitionTime": metav1.Now().UTC().Format("2006-01-02T15:04:05Z"),
 			}},
 		})
 	}
