@@ -124,6 +124,31 @@ struct Shadowed {
     listen: String,
     data: PathBuf,
     dir: PathBuf,
+    grpc: u16,
+    kubeconfig: PathBuf,
+    extra: Vec<String>,
+}
+
+/// The Go example controller, sending its spans to `127.0.0.1:{grpc}`, its stderr to `log`.
+fn spawn_controller(kubeconfig: &Path, grpc: u16, extra: &[String], log: &Path) -> Process {
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/plans/hostedcluster.yaml");
+    Process(
+        Command::new(go_example())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--plan")
+            .arg(plan)
+            .args(extra)
+            .env(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{grpc}"),
+            )
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).expect("the controller's log"))
+            .spawn()
+            .expect("start the Go example controller"),
+    )
 }
 
 fn start_shadowed(dir: &Path, kubeconfig: &Path, extra: &[&str]) -> Shadowed {
@@ -152,30 +177,17 @@ fn start_shadowed(dir: &Path, kubeconfig: &Path, extra: &[&str]) -> Shadowed {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/plans/hostedcluster.yaml");
-    let controller = Process(
-        Command::new(go_example())
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--plan")
-            .arg(plan)
-            .args(extra)
-            .env(
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                format!("http://127.0.0.1:{grpc}"),
-            )
-            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("controller.log")).expect("controller.log"))
-            .spawn()
-            .expect("start the Go example controller"),
-    );
+    let extra: Vec<String> = extra.iter().map(|&a| a.to_owned()).collect();
+    let controller = spawn_controller(kubeconfig, grpc, &extra, &dir.join("controller.log"));
     Shadowed {
         ingest,
         controller,
         listen,
         data,
         dir: dir.to_path_buf(),
+        grpc,
+        kubeconfig: kubeconfig.to_path_buf(),
+        extra,
     }
 }
 
@@ -200,6 +212,23 @@ impl Shadowed {
 
     fn log(&self, name: &str) -> String {
         tail(&self.dir.join(name), 30)
+    }
+
+    /// SIGTERM the controller, which must exit 0 (its spans flushed), and start a new one (its
+    /// log kept as `controller-{n}.log`).
+    fn restart_controller(&mut self, n: usize) {
+        let pid = self.controller.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let code = self.controller.0.wait().expect("wait").code();
+        let log = self.dir.join("controller.log");
+        assert_eq!(
+            code,
+            Some(0),
+            "the controller after SIGTERM {n}:\n{}",
+            tail(&log, 30)
+        );
+        std::fs::rename(&log, self.dir.join(format!("controller-{n}.log"))).expect("keep the log");
+        self.controller = spawn_controller(&self.kubeconfig, self.grpc, &self.extra, &log);
     }
 
     /// SIGTERM the controller (it flushes its spans), then the sidecar (the Parquet drains).
@@ -496,4 +525,129 @@ fn the_go_controller_in_shadow_on_kube_apiserver() {
     common::apiserver::assert_shadow_persisted_nothing(&plane.audit(), GO_DRY_RUN, GO_CONTROL);
 
     check_analysis(&data);
+}
+
+/// SIGTERMs of the controller in the middle of its reconciles.
+const RESTARTS: usize = 20;
+
+/// Whether the controller-runtime controller has finished a reconcile, from its `/metrics`
+/// (not while it is not serving yet).
+fn finished_a_reconcile(address: &str) -> bool {
+    http_exchange(address, "GET", "/metrics", "").is_ok_and(|(_, body)| {
+        body.lines()
+            .filter(|l| {
+                l.starts_with("controller_runtime_reconcile_total{")
+                    && l.contains("controller=\"hostedcluster\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .any(|n| n > 0.0)
+    })
+}
+
+/// The HyperShift shape on the real server: the legacy loop as one function with `shadow.Step`
+/// marks (`--legacy func`), so every step of both paths is paired at its mark and compared,
+/// `CoreHCPChain`'s Service (cluster IP and node port allocated by the server) and `generateName`
+/// ConfigMap included; the controller stopped by `SIGTERM` in the middle of its reconciles 20 times (each
+/// new process reconciles all 200 HostedClusters again), then run until every one is reconciled.
+/// Identical code writes no unexpected difference; a reconcile cut short is counted as cancelled,
+/// never a failure (no transport or timeout failure in the data) or a write difference.
+#[test]
+fn the_go_controllers_legacy_function_through_restarts_on_kube_apiserver() {
+    let plane = ControlPlane::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    populate(plane.kubeconfig());
+    let metrics = format!("127.0.0.1:{}", common::free_port());
+    let mut shadowed = start_shadowed(
+        dir.path(),
+        plane.kubeconfig(),
+        &["--legacy", "func", "--metrics-bind-address", &metrics],
+    );
+    for n in 1..=RESTARTS {
+        // In the middle of the new process's reconciles: it has finished one of the 200 its
+        // informers queued at start.
+        let started = Instant::now();
+        while !finished_a_reconcile(&metrics) {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "no reconcile finished after start {n}:\n{}",
+                shadowed.log("controller.log")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        shadowed.restart_controller(n);
+    }
+    wait_reconciled(plane.kubeconfig(), &shadowed);
+    let data = shadowed.stop();
+
+    let audit = plane.audit();
+    common::apiserver::assert_shadow_persisted_nothing(&audit, GO_DRY_RUN, GO_CONTROL);
+    // The Service is applied (a patch, which creates it), the ConfigMap created.
+    let creates = |agent: &str, resource: &str, dry: bool| {
+        audit
+            .iter()
+            .filter(|e| {
+                e.user_agent == agent
+                    && matches!(e.verb.as_str(), "create" | "patch")
+                    && e.resource == resource
+                    && e.succeeded()
+                    && e.dry_run() == dry
+            })
+            .count()
+    };
+    for (resource, what) in [
+        ("services", "the private endpoint Service"),
+        ("configmaps", "the generateName endpoint ConfigMap"),
+    ] {
+        assert!(
+            creates(GO_DRY_RUN, resource, true) > 0 && creates(GO_CONTROL, resource, false) > 0,
+            "{what} was not created by both runs: the comparison of allocated values was not exercised"
+        );
+    }
+
+    check_analysis(&data);
+    let (_, plan) = analysis(&data);
+    let cancelled = plan["cancelled"].as_u64().expect("cancelled");
+    eprintln!("{RESTARTS} restarts: {cancelled} reconciles cancelled");
+    assert!(
+        cancelled > 0,
+        "{RESTARTS} SIGTERMs in the middle of the reconciles cut none short: {plan}"
+    );
+    for op in plan["operations"].as_array().expect("operations") {
+        let classes = op["failures_by_class"]
+            .as_object()
+            .expect("failures_by_class");
+        assert!(
+            !classes.contains_key("transport") && !classes.contains_key("timeout"),
+            "a failure the shutdown made: {op}"
+        );
+    }
+    let unexpected: Vec<_> = plan["writes"]
+        .as_array()
+        .expect("writes")
+        .iter()
+        .filter(|w| w["intended"] != true)
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected write differences from identical code: {unexpected:#?}"
+    );
+    let chain = plan["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["operation"] == "CoreHCPChain")
+        .expect("CoreHCPChain");
+    assert!(
+        chain["executions_dry_run"].as_u64() > Some(0),
+        "CoreHCPChain was never paired: {chain}"
+    );
+    for group in plan["readiness"].as_array().expect("readiness") {
+        for finding in group["findings"].as_array().expect("findings") {
+            assert!(
+                !["unexpected-writes", "noisy-fields", "unstable-writes"]
+                    .contains(&finding["code"].as_str().unwrap_or_default()),
+                "a write finding from identical code: {finding}"
+            );
+        }
+    }
 }

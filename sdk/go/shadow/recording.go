@@ -172,9 +172,23 @@ func (r *recorder) writtenAs(verb writes.Verb, obj client.Object, subresource st
 	r.add(w)
 }
 
-// applied logs an accepted server-side apply: the answer was decoded into the configuration.
-func (r *recorder) applied(ac runtime.ApplyConfiguration, subresource string) {
+// applySent is the request of a server-side apply: the configuration before the call, which
+// decodes the answer into it (nil when not recording).
+func (r *recorder) applySent(ac runtime.ApplyConfiguration) []byte {
 	if !r.logging() {
+		return nil
+	}
+	data, err := json.Marshal(ac)
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// applied logs an accepted server-side apply whose request was sent (applySent): the answer was
+// decoded into the configuration.
+func (r *recorder) applied(ac runtime.ApplyConfiguration, subresource string, sent []byte) {
+	if !r.logging() || sent == nil {
 		return
 	}
 	data, err := json.Marshal(ac)
@@ -191,7 +205,7 @@ func (r *recorder) applied(ac runtime.ApplyConfiguration, subresource string) {
 		return
 	}
 	w := writes.Write{Verb: writes.Patch, Object: ref, Kind: gvk.Kind,
-		Request: &writes.RequestBody{ContentType: string(types.ApplyYAMLPatchType), Bytes: data}}
+		Request: &writes.RequestBody{ContentType: string(types.ApplyYAMLPatchType), Bytes: sent}}
 	w.Answer, w.HasAnswer = answer(u, gvk)
 	r.add(w)
 }
@@ -224,10 +238,11 @@ func (r *recorder) Patch(ctx context.Context, obj client.Object, patch client.Pa
 }
 
 func (r *recorder) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	sent := r.applySent(ac)
 	if err := r.Client.Apply(ctx, ac, opts...); err != nil {
 		return err
 	}
-	r.applied(ac, "")
+	r.applied(ac, "", sent)
 	return nil
 }
 
@@ -279,10 +294,11 @@ func (s *recordingSubResource) Patch(ctx context.Context, obj client.Object, pat
 }
 
 func (s *recordingSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	sent := s.recorder.applySent(ac)
 	if err := s.SubResourceClient.Apply(ctx, ac, opts...); err != nil {
 		return err
 	}
-	s.recorder.applied(ac, s.name)
+	s.recorder.applied(ac, s.name, sent)
 	return nil
 }
 
