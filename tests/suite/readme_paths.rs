@@ -218,3 +218,27 @@ fn the_path_rules_see_paths_and_skip_placeholders() {
         ["../docs/image.md", "scripts/image.sh"]
     );
 }
+
+/// The README says that each directory of its "Where things are" table has a README (but `src/`,
+/// whose module docs say it): each one does.
+#[test]
+fn every_directory_of_the_readmes_table_has_a_readme() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let table = readme
+        .split_once("## Where things are")
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or_default())
+        .expect("README.md has a section \"Where things are\"");
+    let mut dirs = Vec::new();
+    for line in table.lines().filter(|l| l.starts_with("| [")) {
+        let first = line.split(" | ").next().unwrap_or_default();
+        for path in named_paths(first) {
+            dirs.push(path.trim_end_matches('/').to_owned());
+        }
+    }
+    assert!(dirs.len() >= 8, "only {dirs:?} found in the table");
+    let missing: Vec<_> = dirs
+        .iter()
+        .filter(|d| d.as_str() != "src" && !root().join(d).join("README.md").is_file())
+        .collect();
+    assert!(missing.is_empty(), "no README.md in {missing:?}");
+}

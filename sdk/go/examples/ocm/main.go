@@ -75,7 +75,6 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("the kubeconfig %s: %w", *kubeconfig, err)
 	}
-	config.UserAgent = UserAgent
 	if *secondWriter {
 		other := rest.CopyConfig(config)
 		other.UserAgent = SecondWriterAgent
@@ -88,15 +87,23 @@ func run() error {
 		racer := &racingWriter{writer: writer}
 		config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return racing{racer, rt} })
 	}
+	// The control's User-Agent: the audit log tells its requests from the candidate's, which
+	// carry shadow.UserAgent (the dry-run config sets it).
+	config.UserAgent = UserAgent
+	// SIGTERM (the pod's shutdown) ends the context every reconcile runs in: a reconcile it cuts
+	// short is recorded as cancelled, never as a failure or a write difference.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// The spans the ingest sidecar records: the standard OTEL_EXPORTER_OTLP_* variables, every
+	// reconcile sampled, a queue deep enough for a burst; the plan's name on every span.
 	tp, err := shadow.Tracing(ctx, "ocm-addon-manager", attribute.String(shadow.PlanAttribute, p.Name))
 	if err != nil {
 		return err
 	}
 	log := funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{Verbosity: 0})
 	err = adopt(ctx, config, p, *workers, shadow.Options{Log: logr.Logger(log), ReexecuteSampleRate: *sampleRate})
-	// Flush the spans the sidecar is waiting for, whatever stopped the controller.
+	// Flush the spans the sidecar is waiting for, whatever stopped the controller, before the
+	// process exits.
 	if shutdownErr := tp.Shutdown(context.Background()); err == nil {
 		err = shutdownErr
 	}
