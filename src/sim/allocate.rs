@@ -1,9 +1,10 @@
 //! What the real API server allocates and defaults on a Service: a cluster IP from the service
 //! range and, for `NodePort` and `LoadBalancer` Services, a node port per port, each different
 //! for a dry-run create than for the real one (the server allocates for the dry run too and
-//! releases at once); the defaults of the `Service` type (type, session affinity, IP families,
-//! traffic policies, each port's protocol and target port); and, on an update that leaves them
-//! out, the allocated values kept from the stored object.
+//! releases at once); the defaults of the `Service` type (type, session affinity, traffic
+//! policies, each port's protocol and target port), on every write as the server's defaulting
+//! does, and the IP families on create; and, on an update that leaves them out, the allocated
+//! values kept from the stored object.
 
 use std::collections::HashSet;
 
@@ -48,12 +49,10 @@ fn is_set(value: &Value) -> bool {
     !(value.is_null() || value.as_str() == Some("") || value.as_u64() == Some(0))
 }
 
-/// A Service being created: defaults and allocations.
-pub(super) fn service_on_create(body: &mut Value, rng: &mut Rng, in_use: &InUse) {
-    if !body["spec"].is_object() {
-        body["spec"] = json!({});
-    }
-    let spec = &mut body["spec"];
+/// The defaults of the `Service` type, which the server's defaulting gives every write (a create
+/// and an update alike): its type, session affinity, traffic policies, each port's protocol and
+/// target port. The type.
+fn service_defaults(spec: &mut Value) -> String {
     let type_ = spec["type"]
         .as_str()
         .filter(|t| !t.is_empty())
@@ -61,16 +60,46 @@ pub(super) fn service_on_create(body: &mut Value, rng: &mut Rng, in_use: &InUse)
         .to_owned();
     spec["type"] = json!(type_);
     if type_ == "ExternalName" {
-        return;
+        return type_;
     }
     for (field, value) in [
         ("sessionAffinity", json!("None")),
-        ("ipFamilyPolicy", json!("SingleStack")),
         ("internalTrafficPolicy", json!("Cluster")),
     ] {
         if !is_set(&spec[field]) {
             spec[field] = value;
         }
+    }
+    let node_ports = matches!(type_.as_str(), "NodePort" | "LoadBalancer");
+    if node_ports && !is_set(&spec["externalTrafficPolicy"]) {
+        spec["externalTrafficPolicy"] = json!("Cluster");
+    }
+    if type_ == "LoadBalancer" && spec["allocateLoadBalancerNodePorts"].is_null() {
+        spec["allocateLoadBalancerNodePorts"] = json!(true);
+    }
+    for port in spec["ports"].as_array_mut().into_iter().flatten() {
+        if !is_set(&port["protocol"]) {
+            port["protocol"] = json!("TCP");
+        }
+        if !is_set(&port["targetPort"]) {
+            port["targetPort"] = port["port"].clone();
+        }
+    }
+    type_
+}
+
+/// A Service being created: defaults and allocations.
+pub(super) fn service_on_create(body: &mut Value, rng: &mut Rng, in_use: &InUse) {
+    if !body["spec"].is_object() {
+        body["spec"] = json!({});
+    }
+    let spec = &mut body["spec"];
+    let type_ = service_defaults(spec);
+    if type_ == "ExternalName" {
+        return;
+    }
+    if !is_set(&spec["ipFamilyPolicy"]) {
+        spec["ipFamilyPolicy"] = json!("SingleStack");
     }
     if !is_set(&spec["clusterIP"]) {
         let ip = loop {
@@ -95,20 +124,8 @@ pub(super) fn service_on_create(body: &mut Value, rng: &mut Rng, in_use: &InUse)
         spec["ipFamilies"] = json!(["IPv4"]);
     }
     let node_ports = matches!(type_.as_str(), "NodePort" | "LoadBalancer");
-    if node_ports && !is_set(&spec["externalTrafficPolicy"]) {
-        spec["externalTrafficPolicy"] = json!("Cluster");
-    }
-    if type_ == "LoadBalancer" && spec["allocateLoadBalancerNodePorts"].is_null() {
-        spec["allocateLoadBalancerNodePorts"] = json!(true);
-    }
     let mut taken: HashSet<u64> = HashSet::new();
     for port in spec["ports"].as_array_mut().into_iter().flatten() {
-        if !is_set(&port["protocol"]) {
-            port["protocol"] = json!("TCP");
-        }
-        if !is_set(&port["targetPort"]) {
-            port["targetPort"] = port["port"].clone();
-        }
         if node_ports && !is_set(&port["nodePort"]) {
             let span = NODE_PORTS.end() - NODE_PORTS.start() + 1;
             let n = loop {
@@ -125,12 +142,13 @@ pub(super) fn service_on_create(body: &mut Value, rng: &mut Rng, in_use: &InUse)
     }
 }
 
-/// A Service being updated: what the update leaves out of the allocated values is kept from
-/// the stored object (kube-apiserver's `patchAllocatedValues`).
+/// A Service being updated: the type's defaults, and what the update leaves out of the allocated
+/// values kept from the stored object (kube-apiserver's `patchAllocatedValues`).
 pub(super) fn service_on_update(old: &Value, new: &mut Value) {
     if !new["spec"].is_object() {
         return;
     }
+    service_defaults(&mut new["spec"]);
     for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
         if !is_set(&new["spec"][field]) && is_set(&old["spec"][field]) {
             new["spec"][field] = old["spec"][field].clone();
@@ -195,6 +213,21 @@ mod tests {
         assert_eq!(
             update["spec"]["ports"][0]["nodePort"],
             first["spec"]["ports"][0]["nodePort"]
+        );
+        // The type's defaults are the update's too.
+        assert_eq!(
+            (
+                &update["spec"]["sessionAffinity"],
+                &update["spec"]["internalTrafficPolicy"],
+                &update["spec"]["externalTrafficPolicy"],
+                &update["spec"]["ports"][0]["targetPort"]
+            ),
+            (
+                &json!("None"),
+                &json!("Cluster"),
+                &json!("Cluster"),
+                &json!(443)
+            )
         );
     }
 }

@@ -30,6 +30,24 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// Whether a replace (PUT) of an object that does not exist creates it (`201 Created`), as
+    /// kube-apiserver's strategies of these kinds allow (`AllowCreateOnUpdate`): Service, Event,
+    /// Lease and the RBAC kinds; not custom resources.
+    #[must_use]
+    pub fn creates_on_update(&self) -> bool {
+        !self.custom
+            && matches!(
+                (self.group.as_str(), self.plural.as_str()),
+                ("", "services" | "events")
+                    | ("events.k8s.io", "events")
+                    | ("coordination.k8s.io", "leases")
+                    | (
+                        "rbac.authorization.k8s.io",
+                        "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings"
+                    )
+            )
+    }
+
     /// Whether the real server keeps `metadata.generation` for this kind: custom resources and
     /// the built-in kinds with a spec it versions; not ConfigMap, Secret, Namespace and the like.
     #[must_use]

@@ -395,6 +395,11 @@ impl Store {
         opts: WriteOptions,
     ) -> Result<Written, ApiError> {
         Self::check_body(rt, namespace, Some(name), &body)?;
+        let k = key(rt, namespace.filter(|_| rt.namespaced), name);
+        if !opts.status && rt.creates_on_update() && !self.objects.contains_key(&k) {
+            // Created as a create would (its system fields wiped, a resourceVersion ignored).
+            return self.create(rt, namespace, body, opts);
+        }
         let precondition = meta_str(&body, "resourceVersion").map(str::to_owned);
         self.update(rt, namespace, name, precondition.as_deref(), opts, |_| {
             Ok(body)

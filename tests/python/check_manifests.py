@@ -765,6 +765,7 @@ UNNAMED_GRANTS = {
         ("hostedcontrolplanes", "patch"),
         ("secrets", "get"), ("secrets", "create"), ("secrets", "patch"),
         ("configmaps", "get"), ("configmaps", "create"), ("configmaps", "patch"),
+        ("configmaps", "list"),
         ("namespaces", "create"), ("namespaces", "patch"),
         ("clusterroles", "create"), ("clusterroles", "patch"),
         ("clusterrolebindings", "create"), ("clusterrolebindings", "patch"),

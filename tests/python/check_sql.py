@@ -421,7 +421,8 @@ class Comparison:
     def value(self, plan, where, sql, expected):
         self.compared += 1
         self.by_plan[plan] = self.by_plan.get(plan, 0) + 1
-        if isinstance(expected, bool) or isinstance(sql, bool) or expected is None or sql is None:
+        if (isinstance(expected, (bool, str)) or isinstance(sql, (bool, str))
+                or expected is None or sql is None):
             same = sql == expected
         elif isinstance(expected, float) or isinstance(sql, float):
             same = math.isclose(float(sql), float(expected), rel_tol=0.0, abs_tol=TOLERANCE)

@@ -684,3 +684,42 @@ async fn a_body_over_the_limit_gets_a_status_413() {
     let fits = cm("fits", &[("a", &"x".repeat(3_000_000))]);
     api.create(&PostParams::default(), &fits).await.unwrap();
 }
+
+/// A replace of an object that does not exist creates it where the kind's strategy allows it
+/// (a Service, a Lease, the RBAC kinds, as kube-apiserver's do; the conformance test holds the
+/// Service's against the real server), and is a 404 elsewhere (a ConfigMap).
+#[tokio::test]
+async fn a_replace_creates_a_missing_service_but_not_a_missing_config_map() {
+    let (_sim, client) = start_sim(SimConfig::default()).await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "default");
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "kas", "resourceVersion": "12345"},
+        "spec": {"type": "NodePort", "ports": [{"port": 443}]}
+    }))
+    .unwrap();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let created = services.replace("kas", &dry, &service).await.unwrap();
+    let spec = created.spec.clone().unwrap();
+    assert!(spec.cluster_ip.is_some() && spec.ports.unwrap()[0].node_port.is_some());
+    assert!(
+        services.get_opt("kas").await.unwrap().is_none(),
+        "a dry run stores nothing"
+    );
+    let created = services
+        .replace("kas", &PostParams::default(), &service)
+        .await
+        .unwrap();
+    assert_ne!(created.metadata.resource_version.as_deref(), Some("12345"));
+    assert!(created.metadata.uid.is_some());
+    assert!(services.get_opt("kas").await.unwrap().is_some());
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let err = maps
+        .replace("none", &PostParams::default(), &cm("none", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&err).0, 404);
+}
