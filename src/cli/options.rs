@@ -335,6 +335,7 @@ pub(super) fn flag_spec(
         candidate_groups: (!candidate.is_empty()).then_some(candidate),
         ramp: flag.ramp_percent,
         allow_object_override: flag.allow_object_override,
+        groups: Vec::new(),
     };
     Ok((spec, note))
 }

@@ -315,6 +315,7 @@ pub struct ReconcileRows {
     guard_refusals: UInt32Builder,
     dry_run_requests: UInt32Builder,
     cancelled: BooleanBuilder,
+    enforced_groups: ListBuilder<StringBuilder>,
     rows: usize,
 }
 
@@ -341,6 +342,7 @@ impl ReconcileRows {
             guard_refusals: UInt32Builder::with_capacity(rows),
             dry_run_requests: UInt32Builder::with_capacity(rows),
             cancelled: BooleanBuilder::with_capacity(rows),
+            enforced_groups: ListBuilder::new(StringBuilder::new()),
             rows: 0,
         }
     }
@@ -370,6 +372,12 @@ impl ReconcileRows {
         self.guard_refusals.append_value(r.guard_refusals);
         self.dry_run_requests.append_value(r.dry_run_requests);
         self.cancelled.append_value(r.cancelled);
+        append_names(
+            &mut self.enforced_groups,
+            r.flag
+                .as_ref()
+                .map_or(&[][..], |f| f.enforced_groups.as_slice()),
+        );
         self.rows += 1;
     }
 
@@ -394,6 +402,7 @@ impl ReconcileRows {
             Arc::new(self.guard_refusals.finish()),
             Arc::new(self.dry_run_requests.finish()),
             Arc::new(self.cancelled.finish()),
+            Arc::new(self.enforced_groups.finish()),
         ]);
         self.rows = 0;
         RecordBatch::try_new(Table::Reconciles.schema(), columns)

@@ -147,6 +147,7 @@ fn reconciles() -> SchemaRef {
         Field::new("guard_refusals", DataType::UInt32, false),
         Field::new("dry_run_requests", DataType::UInt32, false),
         Field::new("cancelled", DataType::Boolean, false),
+        Field::new("enforced_groups", names(), false),
     ]);
     Arc::new(Schema::new(fields))
 }

@@ -38,7 +38,7 @@ pub use record::{
 pub(crate) use record::{Trace, assemble};
 pub use writes::WriteDifference;
 
-use crate::flag::{Evaluation, FlagSpec, FlagState, LiveFlag};
+use crate::flag::{Evaluation, FlagSpec, FlagState, LiveFlag, PlanFlag};
 use crate::model::Policy;
 use crate::plan::{LookupError, ReconcilePlan};
 use crate::vocab::{CodePath, Mode};
@@ -317,8 +317,8 @@ impl<R: Reconciler> Engine<R> {
         let started = Instant::now();
         let flag = self.flag.current();
         let policies = self.policies(&flag);
-        let evaluation = evaluate(&flag, object.as_ref());
-        let (control_policy, candidate_policy) = policies.for_mode(evaluation.mode);
+        let evaluation = evaluate(&flag, &policies.flag, object.as_ref());
+        let (control_policy, candidate_policy) = policies.of(&evaluation);
         let calibrate = evaluation.mode == Mode::Calibrate;
         // Dropped before the end (a shutdown's grace expired, a timeout around the reconcile),
         // it leaves a cancelled record instead of nothing.
@@ -455,8 +455,12 @@ impl<R: Reconciler> Drop for Unfinished<'_, R> {
 struct Policies {
     spec: Arc<FlagSpec>,
     generation: u64,
+    /// The flag as this plan sees it.
+    flag: PlanFlag,
     sequential: Policy,
-    enforce: Policy,
+    /// The control in mode `enforce`, one per set of enforced groups an object can get (the
+    /// first: none).
+    enforce: Vec<(Vec<String>, Policy)>,
     candidate: Policy,
 }
 
@@ -467,28 +471,43 @@ impl Policies {
             Some(groups) => Policy::phased(plan.clone(), groups)?,
             None => Policy::phased_all_groups(plan.clone()),
         };
+        let enforce = flag
+            .enforced_sets()
+            .into_iter()
+            .map(|set| Ok((set.clone(), Policy::phased(plan.clone(), &set)?)))
+            .collect::<Result<_, LookupError>>()?;
         Ok(Self {
             spec: state.spec.clone(),
             generation: state.generation,
+            flag,
             sequential: Policy::sequential(plan.clone()),
-            enforce: Policy::phased(plan.clone(), &flag.enforced_groups)?,
+            enforce,
             candidate,
         })
     }
 
-    /// The control and the candidate of `mode`.
-    const fn for_mode(&self, mode: Mode) -> (&Policy, Option<&Policy>) {
-        match mode {
+    /// The control and the candidate of an evaluation.
+    fn of(&self, evaluation: &Evaluation) -> (&Policy, Option<&Policy>) {
+        match evaluation.mode {
             // Calibrate: no candidate; the control's own code is paired with it.
             Mode::Off | Mode::Calibrate => (&self.sequential, None),
             Mode::Shadow => (&self.sequential, Some(&self.candidate)),
-            Mode::Enforce => (&self.enforce, Some(&self.candidate)),
+            Mode::Enforce => {
+                // Every set an evaluation gives is built (`PlanFlag::enforced_sets`); the
+                // first, nothing enforced, is the fallback that never serves.
+                let control = self
+                    .enforce
+                    .iter()
+                    .find(|(set, _)| *set == evaluation.enforced_groups)
+                    .unwrap_or(&self.enforce[0]);
+                (&control.1, Some(&self.candidate))
+            }
         }
     }
 }
 
 /// The object's mode under the flag: by its UID's bucket, or its annotation when allowed.
-fn evaluate<K: Resource>(state: &FlagState, object: &K) -> Evaluation {
+fn evaluate<K: Resource>(state: &FlagState, plan: &PlanFlag, object: &K) -> Evaluation {
     let meta = object.meta();
     let fallback;
     let uid = if let Some(uid) = &meta.uid {
@@ -506,7 +525,7 @@ fn evaluate<K: Resource>(state: &FlagState, object: &K) -> Evaluation {
         .as_ref()
         .and_then(|a| a.get(crate::flag::ANNOTATION))
         .map(String::as_str);
-    state.evaluate(uid, annotation)
+    state.evaluate(plan, uid, annotation)
 }
 
 fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> ObjectKey {

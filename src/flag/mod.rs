@@ -12,16 +12,16 @@
 
 pub mod metrics;
 mod parse;
+mod ramp;
 pub mod watch;
 
-use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use sha2::{Digest, Sha256};
 
 pub use metrics::FlagMetrics;
 pub use parse::{Field, FieldError};
+pub use ramp::{GroupRamp, GroupRef, Ramp, bucket};
 
 use crate::plan::ReconcilePlan;
 use crate::vocab::Mode;
@@ -31,124 +31,6 @@ pub const ANNOTATION: &str = "shadow-reconciler.io/mode";
 
 /// The flag's key in the `feature_flag.key` span attribute.
 pub const FLAG_KEY: &str = "shadow-reconciler.mode";
-
-/// A rollout group named by the flag: `group` (every plan that has it) or `plan/group`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct GroupRef {
-    plan: Option<String>,
-    group: String,
-}
-
-impl GroupRef {
-    /// `group` or `plan/group`; `None` for an empty name or part.
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        let s = s.trim();
-        match s.split_once('/') {
-            Some((plan, group))
-                if !plan.is_empty() && !group.is_empty() && !group.contains('/') =>
-            {
-                Some(Self {
-                    plan: Some(plan.to_owned()),
-                    group: group.to_owned(),
-                })
-            }
-            Some(_) => None,
-            None if s.is_empty() => None,
-            None => Some(Self {
-                plan: None,
-                group: s.to_owned(),
-            }),
-        }
-    }
-
-    /// A group of one plan.
-    #[must_use]
-    pub fn qualified(plan: &str, group: &str) -> Self {
-        Self {
-            plan: Some(plan.to_owned()),
-            group: group.to_owned(),
-        }
-    }
-
-    /// A group of every plan that has one of this name.
-    #[must_use]
-    pub fn any_plan(group: &str) -> Self {
-        Self {
-            plan: None,
-            group: group.to_owned(),
-        }
-    }
-
-    /// The group's name in `plan`, if this reference names a group of it.
-    #[must_use]
-    pub fn in_plan<'a>(&'a self, plan: &ReconcilePlan) -> Option<&'a str> {
-        let ours = self.plan.as_deref().is_none_or(|p| p == plan.name());
-        (ours && plan.group(&self.group).is_ok()).then_some(self.group.as_str())
-    }
-}
-
-impl fmt::Display for GroupRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.plan {
-            Some(plan) => write!(f, "{plan}/{}", self.group),
-            None => f.write_str(&self.group),
-        }
-    }
-}
-
-/// A share of the objects, in basis points (0 to 10,000).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ramp(u16);
-
-impl Ramp {
-    /// Every object.
-    pub const ALL: Self = Self(10_000);
-
-    /// `percent` (0 to 100, at most two decimals).
-    #[must_use]
-    pub fn from_percent(percent: f64) -> Option<Self> {
-        if !(0.0..=100.0).contains(&percent) {
-            return None;
-        }
-        let basis = (percent * 100.0).round();
-        // In range: 0 to 10,000 after the check above.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        ((basis - percent * 100.0).abs() < 1e-6).then_some(Self(basis as u16))
-    }
-
-    /// The share as a percentage.
-    #[must_use]
-    pub fn percent(self) -> f64 {
-        f64::from(self.0) / 100.0
-    }
-
-    /// Whether an object in `bucket` (see [`bucket`]) is inside the ramp.
-    #[must_use]
-    pub const fn includes(self, bucket: u16) -> bool {
-        bucket < self.0
-    }
-}
-
-impl fmt::Display for Ramp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}%", self.percent())
-    }
-}
-
-/// The object's bucket, 0 to 9,999: the first 8 bytes of SHA-256 of its UID, modulo 10,000.
-/// Stable across restarts and replicas, so an object stays on one side of a ramp; and an object
-/// inside a ramp of p% stays inside every larger ramp.
-#[must_use]
-pub fn bucket(uid: &str) -> u16 {
-    let digest = Sha256::digest(uid.as_bytes());
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    // The remainder is below 10,000.
-    #[allow(clippy::cast_possible_truncation)]
-    let b = (u64::from_be_bytes(first) % 10_000) as u16;
-    b
-}
 
 /// The flag's content.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,6 +47,10 @@ pub struct FlagSpec {
     pub ramp: Ramp,
     /// Whether an object's [`ANNOTATION`] chooses its mode.
     pub allow_object_override: bool,
+    /// Per rollout group, its own mode and ramp: in mode `enforce`, a group named here is
+    /// enforced for the objects inside its ramp (or not at all, `shadow`), whatever
+    /// `enforced_groups` says of it.
+    pub groups: Vec<GroupRamp>,
 }
 
 impl Default for FlagSpec {
@@ -175,6 +61,7 @@ impl Default for FlagSpec {
             candidate_groups: None,
             ramp: Ramp::ALL,
             allow_object_override: false,
+            groups: Vec::new(),
         }
     }
 }
@@ -198,10 +85,14 @@ impl FlagSpec {
         check(
             Field::CandidateGroups,
             self.candidate_groups.as_deref().unwrap_or_default(),
-        )
+        )?;
+        let named: Vec<GroupRef> = self.groups.iter().map(|g| g.group.clone()).collect();
+        check(Field::Groups, &named)
     }
 
-    /// The flag as one plan sees it: the groups of that plan only.
+    /// The flag as one plan sees it: the groups of that plan only. A group's entry in
+    /// [`groups`](Self::groups) decides it (`PLAN/GROUP` before `GROUP`); else `enforced_groups`
+    /// enforces it at every object of the flag's ramp.
     #[must_use]
     pub fn for_plan(&self, plan: &ReconcilePlan) -> PlanFlag {
         let names = |groups: &[GroupRef]| -> Vec<String> {
@@ -211,8 +102,31 @@ impl FlagSpec {
                 .map(str::to_owned)
                 .collect()
         };
+        let mut enforced = Vec::new();
+        let mut plan_named = false;
+        for group in plan.groups() {
+            let name = group.name();
+            let entry = self
+                .groups
+                .iter()
+                .filter(|e| e.group.in_plan(plan) == Some(name))
+                .max_by_key(|e| e.group.plan.is_some());
+            let ramp = match entry {
+                Some(e) => (e.mode == Mode::Enforce).then_some(e.ramp),
+                None => self
+                    .enforced_groups
+                    .iter()
+                    .any(|g| g.in_plan(plan) == Some(name))
+                    .then_some(Ramp::ALL),
+            };
+            plan_named |= entry.is_some() || ramp.is_some();
+            if let Some(ramp) = ramp {
+                enforced.push((name.to_owned(), ramp));
+            }
+        }
         PlanFlag {
-            enforced_groups: names(&self.enforced_groups),
+            enforced,
+            named: plan_named,
             // A plan the list does not name evaluates every group.
             candidate_groups: self
                 .candidate_groups
@@ -232,7 +146,7 @@ impl FlagSpec {
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        format!(
+        let mut line = format!(
             "mode={} enforcedGroups=[{}] candidateGroups={} rampPercent={} allowObjectOverride={}",
             self.mode,
             list(&self.enforced_groups),
@@ -241,7 +155,12 @@ impl FlagSpec {
                 .map_or_else(|| "every group".to_owned(), |g| format!("[{}]", list(g))),
             self.ramp.percent(),
             self.allow_object_override
-        )
+        );
+        if !self.groups.is_empty() {
+            let groups: Vec<String> = self.groups.iter().map(ToString::to_string).collect();
+            line = line + " groups=[" + &groups.join(", ") + "]";
+        }
+        line
     }
 }
 
@@ -261,10 +180,52 @@ fn known(plans: &[Arc<ReconcilePlan>]) -> String {
 /// override are the [`FlagSpec`]'s, read from it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanFlag {
-    /// Groups of this plan the control enforces in mode `enforce`.
-    pub enforced_groups: Vec<String>,
+    /// Groups of this plan the control enforces in mode `enforce`, each with the share of the
+    /// objects it is enforced for, in the plan's order.
+    pub enforced: Vec<(String, Ramp)>,
+    /// The flag names a group of this plan (in `enforcedGroups` or `groups`): an object in mode
+    /// `enforce` outside every enforced group's ramp runs in `shadow`. A plan the flag names no
+    /// group of runs its phased control with nothing enforced.
+    pub named: bool,
     /// Groups of this plan the candidate evaluates; `None`: every group.
     pub candidate_groups: Option<Vec<String>>,
+}
+
+impl PlanFlag {
+    /// Every group enforced at some share of the objects.
+    #[must_use]
+    pub fn enforced_groups(&self) -> Vec<String> {
+        self.enforced.iter().map(|(g, _)| g.clone()).collect()
+    }
+
+    /// The groups enforced for an object in `bucket` (see [`bucket`]).
+    #[must_use]
+    pub fn enforced_for(&self, bucket: u16) -> Vec<String> {
+        self.enforced
+            .iter()
+            .filter(|(_, ramp)| ramp.includes(bucket))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Every set of groups an object's control can enforce under this flag: the groups of each
+    /// ramp and above, all of them (the annotation's), and none.
+    #[must_use]
+    pub fn enforced_sets(&self) -> Vec<Vec<String>> {
+        let mut sets = vec![Vec::new(), self.enforced_groups()];
+        for (_, ramp) in &self.enforced {
+            let set: Vec<String> = self
+                .enforced
+                .iter()
+                .filter(|(_, r)| r >= ramp)
+                .map(|(g, _)| g.clone())
+                .collect();
+            if !sets.contains(&set) {
+                sets.push(set);
+            }
+        }
+        sets
+    }
 }
 
 /// Where the flag in force came from.
@@ -372,12 +333,17 @@ pub struct Evaluation {
     pub reason: Reason,
     /// The ConfigMap's resourceVersion, or `None` for the command line's flag.
     pub version: Option<String>,
+    /// In mode `enforce`, the rollout groups the control enforces for this object (each
+    /// group's ramp put the object inside it); empty in every other mode.
+    pub enforced_groups: Vec<String>,
 }
 
 impl FlagState {
-    /// The mode of an object: its annotation when allowed, else the ramp.
+    /// The mode of an object of the plan `plan` (the flag as that plan sees it, from
+    /// [`FlagSpec::for_plan`]): its annotation when allowed, else the flag's ramp, then in mode
+    /// `enforce` each group's own ramp.
     #[must_use]
-    pub fn evaluate(&self, uid: &str, annotation: Option<&str>) -> Evaluation {
+    pub fn evaluate(&self, plan: &PlanFlag, uid: &str, annotation: Option<&str>) -> Evaluation {
         let flag = &self.spec;
         let version = match &self.source {
             Source::ConfigMap {
@@ -387,19 +353,37 @@ impl FlagState {
         };
         let chosen = annotation.filter(|_| flag.allow_object_override);
         if let Some(Ok(mode)) = chosen.map(str::parse::<Mode>) {
+            // A canary: every group the flag enforces, whatever its ramp.
+            let enforced_groups = if mode == Mode::Enforce {
+                plan.enforced_groups()
+            } else {
+                Vec::new()
+            };
             return Evaluation {
                 mode,
                 reason: Reason::TargetingMatch,
                 version,
+                enforced_groups,
             };
         }
-        let inside = flag.ramp == Ramp::ALL || flag.ramp.includes(bucket(uid));
-        let mode = if inside { flag.mode } else { below(flag.mode) };
+        let bucket = bucket(uid);
+        let inside = flag.ramp.includes(bucket);
+        let mut mode = if inside { flag.mode } else { below(flag.mode) };
+        let mut split = flag.ramp != Ramp::ALL;
+        let mut enforced_groups = Vec::new();
+        if mode == Mode::Enforce && plan.named {
+            enforced_groups = plan.enforced_for(bucket);
+            split |= plan.enforced.iter().any(|(_, ramp)| *ramp != Ramp::ALL);
+            if enforced_groups.is_empty() {
+                // Outside every enforced group's ramp (or every group named is in shadow).
+                mode = Mode::Shadow;
+            }
+        }
         let reason = if chosen.is_some() {
             Reason::Error
         } else if self.stale {
             Reason::Stale
-        } else if flag.ramp != Ramp::ALL {
+        } else if split {
             Reason::Split
         } else if self.source == Source::CommandLine {
             Reason::Default
@@ -410,6 +394,7 @@ impl FlagState {
             mode,
             reason,
             version,
+            enforced_groups,
         }
     }
 }

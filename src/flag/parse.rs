@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{FlagSpec, GroupRef, Ramp};
+use super::{FlagSpec, GroupRamp, GroupRef, Ramp};
 use crate::vocab::Mode;
 
 /// A key of the flag ConfigMap.
@@ -20,6 +20,8 @@ pub enum Field {
     RampPercent,
     /// `data.allowObjectOverride`.
     AllowObjectOverride,
+    /// `data.groups`: per rollout group, its mode and ramp.
+    Groups,
     /// A key the flag does not know (a typo, most often).
     Unknown,
     /// `binaryData`, which the flag does not read.
@@ -28,12 +30,13 @@ pub enum Field {
 
 impl Field {
     /// Every field.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Mode,
         Self::EnforcedGroups,
         Self::CandidateGroups,
         Self::RampPercent,
         Self::AllowObjectOverride,
+        Self::Groups,
         Self::Unknown,
         Self::BinaryData,
     ];
@@ -47,6 +50,7 @@ impl Field {
             Self::CandidateGroups => "candidateGroups",
             Self::RampPercent => "rampPercent",
             Self::AllowObjectOverride => "allowObjectOverride",
+            Self::Groups => "groups",
             Self::Unknown => "unknown",
             Self::BinaryData => "binaryData",
         }
@@ -180,14 +184,70 @@ pub(super) fn spec(
                     _ => return Err(bad("expected true or false")),
                 };
             }
+            Field::Groups => {
+                spec.groups = group_ramps(value).map_err(|m| bad(&m))?;
+            }
             Field::Unknown | Field::BinaryData => {
                 return Err(bad(
-                    "unknown key; the flag reads mode, enforcedGroups, candidateGroups, rampPercent and allowObjectOverride",
+                    "unknown key; the flag reads mode, enforcedGroups, candidateGroups, rampPercent, allowObjectOverride and groups",
                 ));
             }
         }
     }
     Ok(spec)
+}
+
+/// The `groups` key: entries separated by newlines or commas, each `GROUP: enforce PERCENT` (the
+/// percentage optional, 100 by default, with or without `%`) or `GROUP: shadow`; `GROUP` may be
+/// `PLAN/GROUP`. A group named twice is refused.
+fn group_ramps(value: &str) -> Result<Vec<GroupRamp>, String> {
+    const FORM: &str = "expected `GROUP: enforce PERCENT` or `GROUP: shadow`";
+    let mut out: Vec<GroupRamp> = Vec::new();
+    for (n, entry) in value
+        .split(['\n', ','])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        let n = n + 1;
+        let Some((name, rest)) = entry.split_once(':') else {
+            return Err(format!("entry {n}: {FORM}"));
+        };
+        let group = GroupRef::parse(name)
+            .ok_or_else(|| format!("entry {n}: {:?} is not GROUP or PLAN/GROUP", name.trim()))?;
+        let mut words = rest.split_whitespace();
+        let (mode, ramp) = match (words.next(), words.next(), words.next()) {
+            (Some("enforce"), percent, None) => {
+                let ramp = match percent {
+                    None => Ramp::ALL,
+                    Some(p) => p
+                        .strip_suffix('%')
+                        .unwrap_or(p)
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(Ramp::from_percent)
+                        .ok_or_else(|| {
+                            format!(
+                                "entry {n}: {p:?} is not a percentage from 0 to 100 with at most two decimals"
+                            )
+                        })?,
+                };
+                (Mode::Enforce, ramp)
+            }
+            (Some("shadow"), None, None) => (Mode::Shadow, Ramp::ALL),
+            (Some("shadow"), Some(_), _) => {
+                return Err(format!(
+                    "entry {n}: a group in shadow takes no percentage (its objects are all in shadow)"
+                ));
+            }
+            _ => return Err(format!("entry {n}: {FORM}")),
+        };
+        if out.iter().any(|g| g.group == group) {
+            return Err(format!("entry {n}: {group} is named twice"));
+        }
+        out.push(GroupRamp { group, mode, ramp });
+    }
+    Ok(out)
 }
 
 /// A list of groups: separated by commas, whitespace or newlines, each `group` or `plan/group`.

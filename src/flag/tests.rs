@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use sha2::{Digest, Sha256};
 
 use super::*;
 
@@ -71,11 +72,11 @@ fn keys_override_the_defaults_one_by_one() {
         .find(|p| p.name() != "hostedcluster")
         .unwrap();
     assert_eq!(
-        state.spec.for_plan(&hc).enforced_groups,
+        state.spec.for_plan(&hc).enforced_groups(),
         ["non-critical-syncs"]
     );
     assert_eq!(
-        state.spec.for_plan(&addon).enforced_groups,
+        state.spec.for_plan(&addon).enforced_groups(),
         ["status-patches"]
     );
     // The same content at a new resourceVersion changes nothing but the source.
@@ -214,7 +215,8 @@ fn the_annotation_wins_only_when_allowed() {
     flag.apply(Some(&config_map("1", &[("mode", "shadow")])))
         .unwrap();
     let state = flag.current();
-    let e = state.evaluate("u", Some("enforce"));
+    let hc = hostedcluster(&state);
+    let e = state.evaluate(&hc, "u", Some("enforce"));
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
     assert_eq!(e.version.as_deref(), Some("1"));
     flag.apply(Some(&config_map(
@@ -223,13 +225,14 @@ fn the_annotation_wins_only_when_allowed() {
     )))
     .unwrap();
     let state = flag.current();
-    let e = state.evaluate("u", Some("enforce"));
+    let hc = hostedcluster(&state);
+    let e = state.evaluate(&hc, "u", Some("enforce"));
     assert_eq!((e.mode, e.reason), (Mode::Enforce, Reason::TargetingMatch));
-    let e = state.evaluate("u", Some("off"));
+    let e = state.evaluate(&hc, "u", Some("off"));
     assert_eq!((e.mode, e.reason), (Mode::Off, Reason::TargetingMatch));
-    let e = state.evaluate("u", Some("bogus"));
+    let e = state.evaluate(&hc, "u", Some("bogus"));
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Error));
-    let e = state.evaluate("u", None);
+    let e = state.evaluate(&hc, "u", None);
     assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
 }
 
@@ -245,12 +248,13 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
     )))
     .unwrap();
     let state = flag.current();
+    let hc = hostedcluster(&state);
     let (mut enforce, mut shadow) = (0, 0);
     for i in 0..1000 {
         let uid = format!("uid-{i}");
-        let e = state.evaluate(&uid, None);
+        let e = state.evaluate(&hc, &uid, None);
         assert_eq!(e.reason, Reason::Split);
-        assert_eq!(e, state.evaluate(&uid, None), "same object, same side");
+        assert_eq!(e, state.evaluate(&hc, &uid, None), "same object, same side");
         match e.mode {
             Mode::Enforce => enforce += 1,
             Mode::Shadow => shadow += 1,
@@ -258,6 +262,179 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
         }
     }
     assert!(enforce > 400 && shadow > 400, "{enforce} / {shadow}");
+}
+
+fn hostedcluster(state: &FlagState) -> PlanFlag {
+    let plan = plans()
+        .into_iter()
+        .find(|p| p.name() == "hostedcluster")
+        .expect("shipped plan");
+    state.spec.for_plan(&plan)
+}
+
+#[test]
+fn each_group_has_its_own_ramp() {
+    let flag = live();
+    flag.apply(Some(&config_map(
+        "1",
+        &[
+            ("mode", "enforce"),
+            (
+                "groups",
+                "non-critical-syncs: enforce 100\nhostedcluster/gated-components: enforce 5%",
+            ),
+        ],
+    )))
+    .expect("valid");
+    let state = flag.current();
+    let hc = hostedcluster(&state);
+    assert_eq!(
+        hc.enforced,
+        [
+            ("non-critical-syncs".to_owned(), Ramp::ALL),
+            (
+                "gated-components".to_owned(),
+                Ramp::from_percent(5.0).unwrap()
+            ),
+        ]
+    );
+    let (mut both, mut first) = (0, 0);
+    for i in 0..2000 {
+        let uid = format!("uid-{i}");
+        let e = state.evaluate(&hc, &uid, None);
+        assert_eq!((e.mode, e.reason), (Mode::Enforce, Reason::Split), "{uid}");
+        if bucket(&uid) < 500 {
+            assert_eq!(
+                e.enforced_groups,
+                ["non-critical-syncs", "gated-components"]
+            );
+            both += 1;
+        } else {
+            assert_eq!(e.enforced_groups, ["non-critical-syncs"]);
+            first += 1;
+        }
+    }
+    assert!(both > 50 && first > 1500, "{both} / {first}");
+    // Every set an object can get has its policy.
+    let sets = hc.enforced_sets();
+    assert!(sets.contains(&vec!["non-critical-syncs".to_owned()]));
+    assert!(sets.contains(&vec![
+        "non-critical-syncs".to_owned(),
+        "gated-components".to_owned()
+    ]));
+    // The add-on plan is named by no entry: its control enforces nothing, in mode enforce.
+    let addon = plans()
+        .into_iter()
+        .find(|p| p.name() == "addon-install-progression")
+        .unwrap();
+    let addon = state.spec.for_plan(&addon);
+    assert!(!addon.named);
+    let e = state.evaluate(&addon, "uid-1", None);
+    assert_eq!((e.mode, e.enforced_groups.len()), (Mode::Enforce, 0));
+}
+
+#[test]
+fn a_group_in_shadow_is_rolled_back_whatever_enforced_groups_says() {
+    let flag = live();
+    flag.apply(Some(&config_map(
+        "1",
+        &[
+            ("mode", "enforce"),
+            ("enforcedGroups", "non-critical-syncs gated-components"),
+            (
+                "groups",
+                "gated-components: shadow, non-critical-syncs: enforce 0",
+            ),
+        ],
+    )))
+    .expect("valid");
+    let state = flag.current();
+    let hc = hostedcluster(&state);
+    assert!(hc.named);
+    assert_eq!(hc.enforced, [("non-critical-syncs".to_owned(), Ramp(0))]);
+    for i in 0..200 {
+        // Inside no group's ramp: shadow, not a phased control enforcing nothing.
+        let e = state.evaluate(&hc, &format!("uid-{i}"), None);
+        assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Split));
+        assert!(e.enforced_groups.is_empty());
+    }
+    // A canary enforces every group the flag enforces, whatever its ramp.
+    flag.apply(Some(&config_map(
+        "2",
+        &[
+            ("mode", "enforce"),
+            ("allowObjectOverride", "true"),
+            (
+                "groups",
+                "gated-components: shadow, non-critical-syncs: enforce 0",
+            ),
+        ],
+    )))
+    .expect("valid");
+    let state = flag.current();
+    let e = state.evaluate(&hostedcluster(&state), "uid-1", Some("enforce"));
+    assert_eq!(e.enforced_groups, ["non-critical-syncs"]);
+    // The qualified entry wins over the plain one.
+    flag.apply(Some(&config_map(
+        "3",
+        &[
+            ("mode", "enforce"),
+            (
+                "groups",
+                "hostedcluster/gated-components: enforce 50, gated-components: shadow",
+            ),
+        ],
+    )))
+    .expect("valid");
+    let state = flag.current();
+    assert_eq!(
+        hostedcluster(&state).enforced,
+        [("gated-components".to_owned(), Ramp(5000))]
+    );
+    assert!(state.spec.summary().ends_with(
+        " groups=[hostedcluster/gated-components: enforce 50%, gated-components: shadow]"
+    ));
+}
+
+#[test]
+fn a_bad_groups_entry_is_refused_with_what_is_wrong() {
+    let flag = live();
+    for (value, want) in [
+        (
+            "non-critical-syncs",
+            "expected `GROUP: enforce PERCENT` or `GROUP: shadow`",
+        ),
+        (
+            "non-critical-syncs: enforced 5",
+            "expected `GROUP: enforce PERCENT`",
+        ),
+        (
+            "non-critical-syncs: enforce 150",
+            "\"150\" is not a percentage",
+        ),
+        (
+            "non-critical-syncs: enforce 5 10",
+            "expected `GROUP: enforce PERCENT`",
+        ),
+        (
+            "non-critical-syncs: shadow 5",
+            "a group in shadow takes no percentage",
+        ),
+        ("a/b/c: shadow", "is not GROUP or PLAN/GROUP"),
+        (
+            "non-critical-syncs: shadow, non-critical-syncs: enforce",
+            "non-critical-syncs is named twice",
+        ),
+        ("no-such-group: enforce 5", "no plan has this rollout group"),
+    ] {
+        let err = flag
+            .apply(Some(&config_map("9", &[("groups", value)])))
+            .expect_err(value);
+        assert_eq!(err.field(), Field::Groups, "{value}");
+        let text = err.to_string();
+        assert!(text.starts_with("data.groups: "), "{text}");
+        assert!(text.contains(want), "{value}: {text}");
+    }
 }
 
 #[test]

@@ -458,6 +458,11 @@ impl Assembler {
                 mode,
                 reason,
                 version: run.flag_version.clone(),
+                enforced_groups: if mode == Mode::Enforce {
+                    run.enforced_groups.clone().unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
             });
         let policies = Policies {
             mode,

@@ -265,6 +265,17 @@ fn flag_attributes(r: &ReconcileRecord, flag: &crate::flag::Evaluation) -> Vec<K
     if let Some(version) = &flag.version {
         attributes.push(KeyValue::new(span::feature_flag::VERSION, version.clone()));
     }
+    if flag.mode == crate::vocab::Mode::Enforce {
+        attributes.push(KeyValue::new(
+            span::ENFORCED_GROUPS,
+            opentelemetry::Value::Array(opentelemetry::Array::String(
+                flag.enforced_groups
+                    .iter()
+                    .map(|g| g.clone().into())
+                    .collect(),
+            )),
+        ));
+    }
     attributes
 }
 

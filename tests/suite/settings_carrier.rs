@@ -8,6 +8,10 @@
 //! - a `FlagSpec` is built from parts outside the flag module anywhere but the command line's
 //!   one conversion (`src/cli/options.rs`): a second conversion, or a value built to be dropped.
 //!
+//! The flag module's own parts of the carrier are not second carriers: the types `FlagSpec`'s
+//! fields hold (one rollout group's mode and ramp) and the flag's answer for one object
+//! ([`OUTCOME`]: the mode it decided and the groups enforced for it).
+//!
 //! The tests at the bottom plant each in made-up files and check that it is caught.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +21,9 @@ use syn::visit::Visit;
 /// The carrier's name and the one file outside `src/flag/` that builds it from parts.
 const CARRIER: &str = "FlagSpec";
 const CONVERSION: &str = "src/cli/options.rs";
+
+/// The flag's answer for one object, declared in `src/flag/`: an outcome, not settings.
+const OUTCOME: &str = "Evaluation";
 
 /// Field names that, beside a `Mode`, make a struct carry the engine's settings.
 const SETTINGS_FIELDS: &[&str] = &[
@@ -53,8 +60,50 @@ fn is_clap_args(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
+/// Every type named in a type, generic arguments included (`Vec<GroupRamp>` names both).
+fn type_names(ty: &syn::Type, out: &mut Vec<String>) {
+    match ty {
+        syn::Type::Path(p) => {
+            for segment in &p.path.segments {
+                out.push(segment.ident.to_string());
+                if let syn::PathArguments::AngleBracketed(args) = &segment.arguments {
+                    for arg in &args.args {
+                        if let syn::GenericArgument::Type(t) = arg {
+                            type_names(t, out);
+                        }
+                    }
+                }
+            }
+        }
+        syn::Type::Reference(r) => type_names(&r.elem, out),
+        _ => {}
+    }
+}
+
+/// The types the carrier's fields hold, from its declaration in `src/flag/`.
+fn carrier_parts(files: &[(String, String)]) -> Vec<String> {
+    let mut parts = Vec::new();
+    for (_, text) in files.iter().filter(|(p, _)| p.starts_with("src/flag/")) {
+        let Ok(parsed) = syn::parse_file(text) else {
+            continue;
+        };
+        for item in parsed.items {
+            if let syn::Item::Struct(s) = item
+                && s.ident == CARRIER
+            {
+                for field in &s.fields {
+                    type_names(&field.ty, &mut parts);
+                }
+            }
+        }
+    }
+    parts
+}
+
 struct Finder<'a> {
     file: &'a str,
+    /// The carrier's parts (exempt in `src/flag/` only).
+    parts: &'a [String],
     problems: Vec<String>,
 }
 
@@ -81,7 +130,14 @@ impl<'ast> Visit<'ast> for Finder<'_> {
             })
             .map(|(name, _)| name.as_str())
             .collect();
-        if has_mode && !settings.is_empty() && item.ident != CARRIER && !is_clap_args(&item.attrs) {
+        let flag_part = self.file.starts_with("src/flag/")
+            && (item.ident == OUTCOME || self.parts.iter().any(|p| item.ident == p));
+        if has_mode
+            && !settings.is_empty()
+            && item.ident != CARRIER
+            && !flag_part
+            && !is_clap_args(&item.attrs)
+        {
             self.problems.push(format!(
                 "{}: struct {} carries the engine's mode with {}: a second settings type; use flag::{CARRIER} (held by the LiveFlag the engines read)",
                 self.file,
@@ -112,6 +168,7 @@ impl<'ast> Visit<'ast> for Finder<'_> {
 
 /// The problems of `files` (path from the repository root, text).
 fn check(files: &[(String, String)]) -> Vec<String> {
+    let parts = carrier_parts(files);
     let mut problems = Vec::new();
     for (path, text) in files {
         let parsed = match syn::parse_file(text) {
@@ -123,6 +180,7 @@ fn check(files: &[(String, String)]) -> Vec<String> {
         };
         let mut finder = Finder {
             file: path,
+            parts: &parts,
             problems: Vec::new(),
         };
         finder.visit_file(&parsed);
@@ -209,4 +267,24 @@ fn a_second_conversion_is_caught() {
     let problems = check(&files);
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert!(problems[0].starts_with("src/scenario/mod.rs: builds a FlagSpec from parts"));
+}
+
+#[test]
+fn the_carriers_parts_are_exempt_in_the_flag_module_only() {
+    let part = "pub struct GroupRamp { pub group: GroupRef, pub mode: Mode, pub ramp: Ramp }\n\
+                pub struct Evaluation { pub mode: Mode, pub enforced_groups: Vec<String> }";
+    let files = vec![
+        (
+            "src/flag/mod.rs".to_owned(),
+            format!("pub struct FlagSpec {{ pub mode: Mode, pub groups: Vec<GroupRamp> }}\n{part}"),
+        ),
+        ("src/engine/mod.rs".to_owned(), part.to_owned()),
+    ];
+    let problems = check(&files);
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems
+            .iter()
+            .all(|p| p.starts_with("src/engine/mod.rs: struct "))
+    );
 }

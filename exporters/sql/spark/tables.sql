@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS shadow_reconciles_files (
     guard_refusals BIGINT,
     dry_run_requests BIGINT,
     cancelled BOOLEAN,
+    enforced_groups ARRAY<STRING>,
     `date` DATE,
     `hour` INT
 )

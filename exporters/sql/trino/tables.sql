@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles_files (
     guard_refusals bigint,
     dry_run_requests bigint,
     cancelled boolean,
+    enforced_groups array(varchar),
     cluster varchar,
     "date" date,
     "hour" integer

@@ -38,12 +38,12 @@ func TestAConfigMapOverridesTheDefaultsKeyByKey(t *testing.T) {
 		t.Errorf("summary %q", got)
 	}
 	hc := spec.ForPlan(ps[0])
-	if len(hc.EnforcedGroups) != 2 {
-		t.Errorf("hostedcluster enforces %v", hc.EnforcedGroups)
+	if len(hc.EnforcedGroups()) != 2 {
+		t.Errorf("hostedcluster enforces %v", hc.EnforcedGroups())
 	}
 	// A plan the list does not name enforces nothing of it.
-	if addon := spec.ForPlan(ps[1]); len(addon.EnforcedGroups) != 0 {
-		t.Errorf("the add-on plan enforces %v", addon.EnforcedGroups)
+	if addon := spec.ForPlan(ps[1]); len(addon.EnforcedGroups()) != 0 {
+		t.Errorf("the add-on plan enforces %v", addon.EnforcedGroups())
 	}
 }
 

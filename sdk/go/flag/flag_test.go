@@ -2,8 +2,10 @@ package flag
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -23,6 +25,22 @@ type vectors struct {
 		RampPercent float64 `json:"ramp_percent"`
 		Expected    Mode    `json:"expected"`
 	} `json:"modes"`
+	ConfigMaps []struct {
+		Data    map[string]string `json:"data"`
+		Summary string            `json:"summary"`
+		Error   *struct {
+			Field string `json:"field"`
+			Text  string `json:"text"`
+		} `json:"error"`
+		Objects []struct {
+			Plan           string   `json:"plan"`
+			UID            string   `json:"uid"`
+			Annotation     *string  `json:"annotation"`
+			Mode           Mode     `json:"mode"`
+			Reason         Reason   `json:"reason"`
+			EnforcedGroups []string `json:"enforced_groups"`
+		} `json:"objects"`
+	} `json:"configMaps"`
 }
 
 // The Go flag buckets, ramps and chooses modes exactly as the Rust flag did.
@@ -64,5 +82,68 @@ func TestSharedFlagVectors(t *testing.T) {
 		if got := ModeFor(m.Mode, ramp, m.UID); got != m.Expected {
 			t.Errorf("ModeFor(%s, %v%%, %q) = %s, Rust says %s", m.Mode, m.RampPercent, m.UID, got, m.Expected)
 		}
+	}
+}
+
+// TestSharedConfigMapVectors reads each flag ConfigMap of the shared vectors as the Rust crate
+// does: the same refusal (key and text), or the same summary and, for every object of both
+// shipped plans, the same mode, reason and enforced groups.
+func TestSharedConfigMapVectors(t *testing.T) {
+	data, err := os.ReadFile("../../../tests/data/flag-vectors.json")
+	if err != nil {
+		t.Fatalf("the shared flag vectors: %v", err)
+	}
+	var v vectors
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("the shared flag vectors: %v", err)
+	}
+	if len(v.ConfigMaps) == 0 {
+		t.Fatal("the shared flag vectors have no configMaps section")
+	}
+	ps := plans(t)
+	byName := map[string]int{}
+	for i, p := range ps {
+		byName[p.Name] = i
+	}
+	objects := 0
+	for _, c := range v.ConfigMaps {
+		spec, err := ParseConfigMap(c.Data, nil, Default(), ps)
+		if c.Error != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("%v: accepted (%v), Rust refuses it: %s", c.Data, err, c.Error.Text)
+				continue
+			}
+			if fe.Field != c.Error.Field || fe.Error() != c.Error.Text {
+				t.Errorf("%v: refused as %s %q, Rust says %s %q", c.Data, fe.Field, fe.Error(), c.Error.Field, c.Error.Text)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: refused (%v), Rust accepts it", c.Data, err)
+			continue
+		}
+		if got := spec.Summary(); got != c.Summary {
+			t.Errorf("%v: summary %q, Rust says %q", c.Data, got, c.Summary)
+		}
+		for _, o := range c.Objects {
+			i, ok := byName[o.Plan]
+			if !ok {
+				t.Fatalf("plan %q of the vectors is not shipped", o.Plan)
+			}
+			annotation := ""
+			if o.Annotation != nil {
+				annotation = *o.Annotation
+			}
+			e := spec.ForPlan(ps[i]).Evaluate(o.UID, annotation, o.Annotation != nil, true, false, "42")
+			if e.Mode != o.Mode || e.Reason != o.Reason || !slices.Equal(e.EnforcedGroups, o.EnforcedGroups) {
+				t.Errorf("%v: %s %s (annotation %v): %s %s %v, Rust says %s %s %v", c.Data, o.Plan, o.UID, annotation,
+					e.Mode, e.Reason, e.EnforcedGroups, o.Mode, o.Reason, o.EnforcedGroups)
+			}
+			objects++
+		}
+	}
+	if objects == 0 {
+		t.Fatal("no object was compared")
 	}
 }

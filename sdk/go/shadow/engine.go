@@ -160,15 +160,6 @@ type Engine[T client.Object, S any] struct {
 	unknownSteps sync.Map // names Step marked that the legacy path does not have, logged once
 }
 
-type policies struct {
-	generation uint64
-	spec       flag.Spec
-	flag       flag.PlanFlag
-	sequential *model.Policy
-	enforce    *model.Policy
-	candidate  *model.Policy
-}
-
 // MismatchError says that the plan and the registered operations differ.
 type MismatchError struct {
 	Plan                         string
@@ -195,27 +186,6 @@ func New[T client.Object, S any](p *plan.Plan, real client.Client, ops map[strin
 
 // Plan is the engine's plan.
 func (e *Engine[T, S]) Plan() *plan.Plan { return e.plan }
-
-func (e *Engine[T, S]) policiesFor(state FlagState) (*policies, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.policies != nil && e.policies.generation == state.Generation && sameSpec(e.policies.spec, state.Spec) {
-		return e.policies, nil
-	}
-	pf := state.Spec.ForPlan(e.plan)
-	enforce, err := model.NewPhased(e.plan, pf.EnforcedGroups)
-	if err != nil {
-		return nil, err
-	}
-	candidate := model.NewPhasedAll(e.plan)
-	if pf.CandidateGroups != nil {
-		if candidate, err = model.NewPhased(e.plan, pf.CandidateGroups); err != nil {
-			return nil, err
-		}
-	}
-	e.policies = &policies{state.Generation, state.Spec, pf, model.NewSequential(e.plan), enforce, candidate}
-	return e.policies, nil
-}
 
 // Outcome is one reconcile's result.
 type Outcome struct {
@@ -308,7 +278,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		attrs = append(attrs, attribute.String(attrFlagVersion, eval.Version))
 	}
 	if out.Mode == flag.Enforce {
-		attrs = append(attrs, attribute.StringSlice(attrEnforcedGroups, pol.flag.EnforcedGroups))
+		attrs = append(attrs, attribute.StringSlice(attrEnforcedGroups, eval.EnforcedGroups))
 	}
 	if out.Mode != flag.Off {
 		// Always sent, so the sidecar evaluates the candidate this engine ran; empty: every
@@ -327,7 +297,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 
 	controlPolicy := pol.sequential
 	if out.Mode == flag.Enforce {
-		controlPolicy = pol.enforce
+		controlPolicy = pol.enforceFor(eval.EnforcedGroups)
 	}
 	// The candidate side of the reconcile, and the policy whose code is paired with the
 	// control's: the phased candidate when the control runs the legacy path.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
 )
 
@@ -123,5 +125,53 @@ func (f *Flag) change(next FlagState) {
 func sameSpec(a, b flag.Spec) bool {
 	return a.Mode == b.Mode && a.Ramp == b.Ramp && a.AllowObjectOverride == b.AllowObjectOverride &&
 		slices.Equal(a.EnforcedGroups, b.EnforcedGroups) && slices.Equal(a.CandidateGroups, b.CandidateGroups) &&
+		slices.Equal(a.Groups, b.Groups) &&
 		(a.CandidateGroups == nil) == (b.CandidateGroups == nil)
+}
+
+// policies are the engine's policies under one flag: built once per flag generation.
+type policies struct {
+	generation uint64
+	spec       flag.Spec
+	flag       flag.PlanFlag
+	sequential *model.Policy
+	// enforce is the control in mode enforce, per set of enforced groups an object can get
+	// (keyed by the names joined with commas).
+	enforce   map[string]*model.Policy
+	candidate *model.Policy
+}
+
+// enforceFor is the control enforcing groups (every set an evaluation gives is built: the
+// fallback, nothing enforced, never serves).
+func (p *policies) enforceFor(groups []string) *model.Policy {
+	if pol, ok := p.enforce[strings.Join(groups, ",")]; ok {
+		return pol
+	}
+	return p.enforce[""]
+}
+
+func (e *Engine[T, S]) policiesFor(state FlagState) (*policies, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.policies != nil && e.policies.generation == state.Generation && sameSpec(e.policies.spec, state.Spec) {
+		return e.policies, nil
+	}
+	pf := state.Spec.ForPlan(e.plan)
+	enforce := map[string]*model.Policy{}
+	for _, set := range pf.EnforcedSets() {
+		pol, err := model.NewPhased(e.plan, set)
+		if err != nil {
+			return nil, err
+		}
+		enforce[strings.Join(set, ",")] = pol
+	}
+	candidate := model.NewPhasedAll(e.plan)
+	if pf.CandidateGroups != nil {
+		var err error
+		if candidate, err = model.NewPhased(e.plan, pf.CandidateGroups); err != nil {
+			return nil, err
+		}
+	}
+	e.policies = &policies{state.Generation, state.Spec, pf, model.NewSequential(e.plan), enforce, candidate}
+	return e.policies, nil
 }
