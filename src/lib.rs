@@ -8,7 +8,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | 7 | [`scenario`]: what `simulate` runs (population, faults, both controllers, settling) |
-//! | 6 | [`wiring`]: engines assembled with the process's flag and sinks (`run`, `simulate`, embedding controllers) |
+//! | 6 | [`wiring`]: engines assembled with the process's flag and sinks (`run`, `simulate`, embedding controllers); [`rollout`]: the driver moving rollout groups through their ramps on the gates' figures |
 //! | 5 | [`telemetry`]: metrics, traces, logs, endpoints; [`analyze`]: verdicts and readiness from the Parquet data; [`manifests`]: the generated parts of `deploy/` |
 //! | 4 | [`reconcilers`]: the reference reconcilers; [`dataset`]: the Parquet dataset; [`ingest`]: records rebuilt from a Go controller's spans |
 //! | 3 | [`engine`]: the control for real, the candidate in shadow, the record and its sinks, the controller |
@@ -52,6 +52,7 @@ pub mod manifests;
 pub mod model;
 pub mod plan;
 pub mod reconcilers;
+pub mod rollout;
 pub mod scenario;
 pub mod sim;
 pub mod telemetry;

@@ -83,7 +83,13 @@ pub fn analyze_at(
             });
         }
     }
-    let mut counts = scan::scan_at(location, plans, settings.threads, &settings.clusters)?;
+    let mut counts = scan::scan_since(
+        location,
+        plans,
+        settings.threads,
+        &settings.clusters,
+        settings.since_us,
+    )?;
     for s in &counts.skipped {
         tracing::warn!(path = %s.path.display(), error = %s.error, "skipped a Parquet file that cannot be read");
     }

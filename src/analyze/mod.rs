@@ -47,6 +47,9 @@ pub struct Settings {
     pub threads: usize,
     /// Only these clusters' data (empty: every cluster's).
     pub clusters: Vec<String>,
+    /// Only the reconciles that started at this time or later (µs since the Unix epoch); every
+    /// reconcile when `None`.
+    pub since_us: Option<i64>,
 }
 
 impl Default for Settings {
@@ -58,6 +61,7 @@ impl Default for Settings {
             confidence: 0.99,
             threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
             clusters: Vec::new(),
+            since_us: None,
         }
     }
 }

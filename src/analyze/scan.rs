@@ -39,7 +39,8 @@ pub const STEP_COLUMNS: [&str; 15] = [
     "blocked_by",
 ];
 /// Columns of `reconciles` the analysis reads (`cancelled`: in parts written since it exists).
-pub const RECONCILE_COLUMNS: [&str; 4] = ["plan", "plan_hash", "guard_refusals", "?cancelled"];
+pub const RECONCILE_COLUMNS: [&str; 5] =
+    ["time", "plan", "plan_hash", "guard_refusals", "?cancelled"];
 
 /// A file that could not be read, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -144,6 +145,21 @@ pub fn scan_at(
     threads: usize,
     only: &[String],
 ) -> Result<Counts, reader::ReadError> {
+    scan_since(location, plans, threads, only, None)
+}
+
+/// [`scan_at`] of the reconciles that started at `since_us` (microseconds since the Unix
+/// epoch) or later, every table alike: a reconcile counts whole or not at all.
+///
+/// # Panics
+/// If a counting thread panicked (a bug), rather than return partial counts.
+pub fn scan_since(
+    location: &Location,
+    plans: &[ReconcilePlan],
+    threads: usize,
+    only: &[String],
+    since_us: Option<i64>,
+) -> Result<Counts, reader::ReadError> {
     // Only whole parts: a file whose sibling in the other table is missing (a writer died
     // between its two renames) is reported as skipped, never counted. A part counts whole or
     // not at all: when one of its files cannot be read, its sibling is skipped too, so that no
@@ -168,6 +184,7 @@ pub fn scan_at(
         plans,
         hashes,
         several,
+        since_us: since_us.unwrap_or(i64::MIN),
     };
     let mut total = Counts::new(plans);
     total.skipped.extend(parts.orphans.iter().map(|o| Skipped {
@@ -277,7 +294,7 @@ fn count_part(
                     writes,
                     ctx.location,
                     (ctx.plans, &resolve),
-                    cluster,
+                    (cluster, ctx.since_us),
                     &mut counts.plans,
                 )
             }),
@@ -312,6 +329,8 @@ struct Ctx<'a> {
     hashes: Vec<String>,
     /// Several clusters: objects and namespaces are named with their cluster.
     several: bool,
+    /// Rows of reconciles that started before this time (µs) are not counted.
+    since_us: i64,
 }
 
 impl Ctx<'_> {
@@ -344,6 +363,7 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
         let batch = batch?;
         let plan = string_column(path, &batch, "plan")?;
         let hash = string_column(path, &batch, "plan_hash")?;
+        let time = reader::time_column(&batch, path)?;
         let refusals = batch
             .column_by_name("guard_refusals")
             .and_then(|c| c.as_primitive_opt::<UInt32Type>())
@@ -357,6 +377,9 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
         };
         counts.rows += batch.num_rows() as u64;
         for i in 0..batch.num_rows() {
+            if time.value(i) < ctx.since_us {
+                continue;
+            }
             match ctx.resolve(plan.value(i), hash.value(i)) {
                 Resolved::Plan(p) if cancelled.is_some_and(|c| c.value(i)) => {
                     counts.plans[p].cancelled += 1;
@@ -606,6 +629,10 @@ fn count_steps(
                 ctx.resolve(b.plan.value(i), b.hash.value(i))
             };
             previous = resolved;
+            // After the lookup, which caches it for the next row.
+            if b.time.value(i) < ctx.since_us {
+                continue;
+            }
             let p = match resolved {
                 Resolved::Plan(p) => p,
                 Resolved::OtherVersion(p) => {

@@ -16,7 +16,8 @@ use crate::plan::ReconcilePlan;
 use crate::vocab::CodePath;
 
 /// Columns of `writes` the analysis reads.
-pub const WRITE_COLUMNS: [&str; 16] = [
+pub const WRITE_COLUMNS: [&str; 17] = [
+    "time",
     "plan",
     "mode",
     "object_namespace",
@@ -54,7 +55,7 @@ pub fn count_writes(
     path: &Path,
     location: &Location,
     (plans, resolve): (&[ReconcilePlan], &Resolve<'_>),
-    cluster: Option<&str>,
+    (cluster, since_us): (Option<&str>, i64),
     into: &mut [super::counts::PlanCounts],
 ) -> Result<(), reader::ReadError> {
     let invalid = |message: String| reader::ReadError::Invalid {
@@ -83,8 +84,7 @@ pub fn count_writes(
             col("object_subresource")?,
         );
         let (control, candidate) = (col("control_action")?, col("candidate_action")?);
-        let object_namespace = col("object_namespace")?;
-        let mode = col("mode")?;
+        let (object_namespace, mode) = (col("object_namespace")?, col("mode")?);
         let fields = batch
             .column_by_name("fields")
             .and_then(|c| c.as_list_opt::<i32>())
@@ -101,7 +101,8 @@ pub fn count_writes(
             .column_by_name("fields_total")
             .and_then(|c| c.as_primitive_opt::<arrow_array::types::UInt32Type>())
             .ok_or_else(|| invalid("column fields_total is not uint32".into()))?;
-        for i in 0..batch.num_rows() {
+        let time = reader::time_column(&batch, path)?;
+        for i in (0..batch.num_rows()).filter(|&i| time.value(i) >= since_us) {
             let Some(p) = resolve(plan.value(i), hash.value(i)) else {
                 continue;
             };

@@ -45,6 +45,10 @@ pub struct AnalyzeArgs {
     /// clusters, each one's readiness is also reported beside the fleet's.
     #[arg(long = "cluster", value_name = "NAME")]
     pub clusters: Vec<String>,
+    /// Only the reconciles that started at this time or later (RFC 3339, `2026-12-05T06:00:00Z`):
+    /// the data since a change, such as a rollout step's start.
+    #[arg(long, value_name = "TIME", value_parser = parse_since)]
+    pub since: Option<i64>,
     /// Confidence of the Wilson intervals (0.5 to 0.9999).
     #[arg(long, default_value_t = 0.99, value_parser = parse_confidence)]
     pub confidence: f64,
@@ -52,6 +56,13 @@ pub struct AnalyzeArgs {
     /// json.
     #[arg(long, default_value = "auto")]
     pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
+}
+
+fn parse_since(s: &str) -> Result<i64, String> {
+    let t: k8s_openapi::jiff::Timestamp = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not an RFC 3339 time such as 2026-12-05T06:00:00Z: {e}"))?;
+    Ok(t.as_microsecond())
 }
 
 fn parse_confidence(s: &str) -> Result<f64, String> {
@@ -73,6 +84,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         min_samples: args.min_samples,
         confidence: args.confidence,
         clusters: args.clusters.clone(),
+        since_us: args.since,
         ..analyze::Settings::default()
     };
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();

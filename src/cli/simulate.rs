@@ -26,7 +26,8 @@ pub(super) struct SimulateArgs {
     /// ClusterManagementAddOns in the simulated cluster.
     #[arg(long, default_value_t = 60, conflicts_with = "model_only")]
     addons: usize,
-    /// The faults: healthy, missing-secrets, conflict-storm or mixed.
+    /// The faults: healthy, missing-secrets, conflict-storm or mixed; or rollout (the missing
+    /// secrets, then two rollout groups driven to enforce by their gates: docs/rollout.md).
     #[arg(long, default_value = "mixed", conflicts_with = "model_only")]
     scenario: scenario::Scenario,
     /// The engines' mode: off, calibrate (the control against its own code: the comparison's noise), shadow or enforce.

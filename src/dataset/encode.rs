@@ -316,6 +316,7 @@ pub struct ReconcileRows {
     dry_run_requests: UInt32Builder,
     cancelled: BooleanBuilder,
     enforced_groups: ListBuilder<StringBuilder>,
+    flag_version: StringBuilder,
     rows: usize,
 }
 
@@ -343,6 +344,7 @@ impl ReconcileRows {
             dry_run_requests: UInt32Builder::with_capacity(rows),
             cancelled: BooleanBuilder::with_capacity(rows),
             enforced_groups: ListBuilder::new(StringBuilder::new()),
+            flag_version: strings(rows, 8),
             rows: 0,
         }
     }
@@ -378,6 +380,8 @@ impl ReconcileRows {
                 .as_ref()
                 .map_or(&[][..], |f| f.enforced_groups.as_slice()),
         );
+        self.flag_version
+            .append_option(r.flag.as_ref().and_then(|f| f.version.as_deref()));
         self.rows += 1;
     }
 
@@ -403,6 +407,7 @@ impl ReconcileRows {
             Arc::new(self.dry_run_requests.finish()),
             Arc::new(self.cancelled.finish()),
             Arc::new(self.enforced_groups.finish()),
+            Arc::new(self.flag_version.finish()),
         ]);
         self.rows = 0;
         RecordBatch::try_new(Table::Reconciles.schema(), columns)

@@ -273,6 +273,24 @@ fn named(
     })
 }
 
+/// The `time` column of a batch of any table (when the reconcile started, µs).
+///
+/// # Errors
+/// The column is missing or not a timestamp in microseconds.
+pub fn time_column<'a>(
+    batch: &'a RecordBatch,
+    path: &Path,
+) -> Result<&'a arrow_array::TimestampMicrosecondArray, ReadError> {
+    use arrow_array::cast::AsArray;
+    batch
+        .column_by_name("time")
+        .and_then(|c| c.as_primitive_opt::<arrow_array::types::TimestampMicrosecondType>())
+        .ok_or_else(|| ReadError::Invalid {
+            path: path.to_owned(),
+            message: "column time is not a timestamp in µs".to_owned(),
+        })
+}
+
 /// [`open`] for a file of the dataset at `location`: a remote file's projected column chunks are
 /// fetched at once, with concurrent range requests, before they are decoded.
 pub fn open_at(

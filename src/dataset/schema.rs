@@ -148,6 +148,7 @@ fn reconciles() -> SchemaRef {
         Field::new("dry_run_requests", DataType::UInt32, false),
         Field::new("cancelled", DataType::Boolean, false),
         Field::new("enforced_groups", names(), false),
+        Field::new("flag_version", DataType::Utf8, true),
     ]);
     Arc::new(Schema::new(fields))
 }

@@ -13,6 +13,8 @@
 pub mod metrics;
 mod parse;
 mod ramp;
+pub mod rollout;
+mod rollout_metrics;
 pub mod watch;
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -22,6 +24,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 pub use metrics::FlagMetrics;
 pub use parse::{Field, FieldError};
 pub use ramp::{GroupRamp, GroupRef, Ramp, bucket};
+pub use rollout_metrics::RolloutMetrics;
 
 use crate::plan::ReconcilePlan;
 use crate::vocab::Mode;

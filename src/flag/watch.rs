@@ -173,7 +173,7 @@ impl Watcher {
         let event = KubeEvent {
             type_,
             reason: reason.into(),
-            note: Some(truncate(note, 1024)),
+            note: Some(crate::util::truncate(note, 1024)),
             action: "ApplyFlag".into(),
             secondary: None,
         };
@@ -181,17 +181,4 @@ impl Watcher {
             tracing::warn!(%error, flag = %self.target, reason, "cannot publish the flag's Event");
         }
     }
-}
-
-/// At most `max` bytes, cut at a character boundary (the Events API limits a note to 1 kB).
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max.saturating_sub(3);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push_str("...");
-    }
-    s
 }

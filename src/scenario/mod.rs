@@ -8,6 +8,7 @@
 //! nothing here may use a module of its layer or above.
 
 pub mod population;
+pub mod rollout;
 mod settings;
 pub mod summary;
 mod tally;
@@ -59,6 +60,11 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     } = tokio::time::timeout_at(deadline.into(), World::create(settings))
         .await
         .map_err(|_| ScenarioError::Deadline(settings.duration))??;
+    if settings.scenario == Scenario::Rollout {
+        rollout::prepare(&client)
+            .await
+            .map_err(ScenarioError::Population)?;
+    }
 
     // The restart: both controllers start and queue every object for their workers.
     let tally = Arc::new(Tally::new());
@@ -100,6 +106,15 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
         deadline,
     )
     .await;
+    let timeline = if settings.scenario == Scenario::Rollout {
+        Some(
+            rollout::drive(&client, settings, &tally, planted.hosted_clusters, deadline)
+                .await
+                .map_err(ScenarioError::Rollout)?,
+        )
+    } else {
+        None
+    };
     let _ = stop.send(true);
     stop_by(deadline + reserve / 2, controllers).await;
     if let Some(watch) = flag_watch {
@@ -111,6 +126,7 @@ pub async fn run(settings: &Settings) -> Result<Summary, ScenarioError> {
     let mut summary = Summary {
         planted,
         settled,
+        rollout: timeline,
         elapsed: started.elapsed(),
         ..tally.summary()
     };

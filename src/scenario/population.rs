@@ -154,18 +154,32 @@ fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
 /// until the API server serves them (`Established`), which a real server reports a moment after
 /// the create.
 pub async fn create_crds(client: &kube::Client) -> Result<(), kube::Error> {
+    apply_crds(
+        client,
+        &[
+            HostedCluster::crd(),
+            HostedControlPlane::crd(),
+            ClusterManagementAddOn::crd(),
+        ],
+    )
+    .await
+}
+
+/// Applies `all` and waits until each is `Established`.
+///
+/// # Errors
+/// The server refused one, or did not establish it within a minute.
+pub async fn apply_crds(
+    client: &kube::Client,
+    all: &[CustomResourceDefinition],
+) -> Result<(), kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let apply = PatchParams::apply("shadow-reconciler").force();
-    let all = [
-        HostedCluster::crd(),
-        HostedControlPlane::crd(),
-        ClusterManagementAddOn::crd(),
-    ];
-    for crd in &all {
+    for crd in all {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &apply, &Patch::Apply(crd)).await?;
     }
-    for crd in &all {
+    for crd in all {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let established = |c: &CustomResourceDefinition| {
             c.status

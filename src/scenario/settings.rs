@@ -20,15 +20,19 @@ pub enum Scenario {
     ConflictStorm,
     /// Missing secrets, the conflict storm, and 1% of requests answered 503.
     Mixed,
+    /// The missing secrets, then the flip to enforce driven by the data: two `ShadowRollout`s,
+    /// one advancing to 100%, one rolled back by its gates (`scenario::rollout`).
+    Rollout,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Healthy,
         Self::MissingSecrets,
         Self::ConflictStorm,
         Self::Mixed,
+        Self::Rollout,
     ];
 
     /// The scenario's name.
@@ -39,11 +43,12 @@ impl Scenario {
             Self::MissingSecrets => "missing-secrets",
             Self::ConflictStorm => "conflict-storm",
             Self::Mixed => "mixed",
+            Self::Rollout => "rollout",
         }
     }
 
     pub(crate) const fn missing_secrets(self) -> bool {
-        matches!(self, Self::MissingSecrets | Self::Mixed)
+        matches!(self, Self::MissingSecrets | Self::Mixed | Self::Rollout)
     }
 
     pub(super) const fn conflict_storm(self) -> bool {
@@ -64,9 +69,15 @@ impl fmt::Display for Scenario {
 impl FromStr for Scenario {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|sc| sc.as_str() == s).ok_or_else(|| {
-            format!("unknown scenario {s:?}; expected one of healthy, missing-secrets, conflict-storm, mixed")
-        })
+        Self::ALL
+            .into_iter()
+            .find(|sc| sc.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown scenario {s:?}; expected one of {}",
+                    Self::ALL.map(Self::as_str).join(", ")
+                )
+            })
     }
 }
 
@@ -186,4 +197,7 @@ pub enum ScenarioError {
     /// The flag settings are invalid.
     #[error(transparent)]
     Flag(#[from] crate::flag::FieldError),
+    /// The rollout scenario could not run.
+    #[error("rollout scenario: {0}")]
+    Rollout(String),
 }

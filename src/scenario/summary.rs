@@ -78,9 +78,43 @@ pub struct Summary {
     /// `shadow_dry_runs` is what the guard sent, and what was persisted is in the cluster's audit
     /// log, not here.
     pub cluster: Option<String>,
+    /// The rollouts' timeline (scenario `rollout`).
+    pub rollout: Option<super::rollout::Timeline>,
 }
 
 impl Summary {
+    /// What the shadow sent and what the API server answered.
+    fn fmt_requests(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.cluster {
+            None => {
+                writeln!(
+                    f,
+                    "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)",
+                    self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals
+                )?;
+                writeln!(
+                    f,
+                    "API simulator: {} requests, {} with an injected fault",
+                    self.requests, self.faulted
+                )?;
+            }
+            Some(url) => {
+                writeln!(
+                    f,
+                    "shadow: {} dry-run mutations sent, {} guard refusals (must be 0); what the cluster persisted is in its audit log (user agent {})",
+                    self.shadow_dry_runs,
+                    self.guard_refusals,
+                    crate::engine::dryrun::USER_AGENT
+                )?;
+                writeln!(
+                    f,
+                    "API server: {url} (a real cluster: no injected 503s; the conflict storm is a real second writer)"
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// Adds one record.
     pub fn add(&mut self, r: &ReconcileRecord) {
         if r.cancelled {
@@ -246,32 +280,9 @@ impl fmt::Display for Summary {
             },
             self.would_be_retry_successes()
         )?;
-        match &self.cluster {
-            None => {
-                writeln!(
-                    f,
-                    "shadow: {} dry-run mutations, {} persisted mutations (must be 0), {} guard refusals (must be 0)",
-                    self.shadow_dry_runs, self.shadow_persisted, self.guard_refusals
-                )?;
-                writeln!(
-                    f,
-                    "API simulator: {} requests, {} with an injected fault",
-                    self.requests, self.faulted
-                )?;
-            }
-            Some(url) => {
-                writeln!(
-                    f,
-                    "shadow: {} dry-run mutations sent, {} guard refusals (must be 0); what the cluster persisted is in its audit log (user agent {})",
-                    self.shadow_dry_runs,
-                    self.guard_refusals,
-                    crate::engine::dryrun::USER_AGENT
-                )?;
-                writeln!(
-                    f,
-                    "API server: {url} (a real cluster: no injected 503s; the conflict storm is a real second writer)"
-                )?;
-            }
+        self.fmt_requests(f)?;
+        if let Some(timeline) = &self.rollout {
+            write!(f, "{timeline}")?;
         }
         writeln!(f)?;
         writeln!(f, "{}", crate::model::COUNTS_LEGEND)?;

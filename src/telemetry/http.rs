@@ -21,6 +21,7 @@ pub struct Telemetry {
     registry: Registry,
     metrics: EngineMetrics,
     flag: crate::flag::FlagMetrics,
+    rollout: crate::flag::RolloutMetrics,
     ingest: crate::ingest::IngestMetrics,
     ready: AtomicBool,
     /// The reconciled kinds not listed yet, by CRD name (`/readyz` names them).
@@ -51,12 +52,15 @@ impl Telemetry {
             EngineMetrics::register(&registry).expect("distinct families in a fresh registry");
         let flag = crate::flag::FlagMetrics::register(&registry)
             .expect("distinct families in a fresh registry");
+        let rollout = crate::flag::RolloutMetrics::register(&registry)
+            .expect("distinct families in a fresh registry");
         let ingest = crate::ingest::IngestMetrics::register(&registry)
             .expect("distinct families in a fresh registry");
         Self {
             registry,
             metrics,
             flag,
+            rollout,
             ingest,
             ready: AtomicBool::new(false),
             unlisted: std::sync::Mutex::new(std::collections::BTreeSet::new()),
@@ -76,6 +80,12 @@ impl Telemetry {
         &self.flag
     }
 
+    /// The rollout driver's metrics.
+    #[must_use]
+    pub fn rollout(&self) -> &crate::flag::RolloutMetrics {
+        &self.rollout
+    }
+
     /// The ingest's metrics (for `ingest`).
     #[must_use]
     pub fn ingest(&self) -> &crate::ingest::IngestMetrics {
@@ -90,6 +100,7 @@ impl Telemetry {
             .flag
             .collectors()
             .into_iter()
+            .chain(self.rollout.collectors())
             .chain(self.ingest.collectors())
         {
             names.extend(collector.desc().iter().map(|d| d.fq_name.clone()));

@@ -10,3 +10,18 @@ pub mod time;
 pub mod yaml;
 
 pub use rng::Rng;
+
+/// At most `max` bytes of `s`, cut at a character boundary and ending in `...` when cut (the
+/// Events API limits a note to 1 kB).
+#[must_use]
+pub fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max.saturating_sub(3);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}

@@ -19,6 +19,14 @@ pub const fn from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// The current time in seconds since the Unix epoch (for timestamp gauges).
+#[must_use]
+pub fn now_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// The current time as RFC 3339 in UTC, seconds precision (as `creationTimestamp`).
 #[must_use]
 pub fn now_rfc3339() -> String {

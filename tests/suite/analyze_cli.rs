@@ -610,3 +610,81 @@ fn markdown_answers_in_its_first_2_kb() {
         "the answer comes first in the document"
     );
 }
+
+/// `--since` counts the reconciles that started then or later, whole (their steps with them):
+/// the figures equal those of the rows at or after the cut.
+#[test]
+fn since_counts_only_the_reconciles_from_then() {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use shadow_reconciler::dataset::{Location, reader};
+    let data = dataset("mixed");
+    let mut rows: Vec<(i64, String, bool)> = Vec::new();
+    let parts = reader::parts_at(&Location::Local(data.to_owned())).unwrap();
+    for (path, _) in &parts.pairs {
+        for batch in reader::open(
+            path,
+            &["time", "plan", "kind", "namespace", "name", "cancelled"],
+        )
+        .unwrap()
+        {
+            let batch = batch.unwrap();
+            let column = |n: &str| batch.column_by_name(n).unwrap();
+            let time = reader::time_column(&batch, path).unwrap();
+            let (plan, kind, namespace, name) = (
+                column("plan").as_string::<i32>(),
+                column("kind").as_string::<i32>(),
+                column("namespace").as_string::<i32>(),
+                column("name").as_string::<i32>(),
+            );
+            let cancelled = column("cancelled").as_boolean();
+            for i in (0..batch.num_rows()).filter(|&i| plan.value(i) == "hostedcluster") {
+                let ns = if namespace.is_valid(i) {
+                    namespace.value(i)
+                } else {
+                    ""
+                };
+                let object = format!("{}/{ns}/{}", kind.value(i), name.value(i));
+                rows.push((time.value(i), object, cancelled.value(i)));
+            }
+        }
+    }
+    rows.sort();
+    let cut = rows[rows.len() / 2].0;
+    let since = k8s_openapi::jiff::Timestamp::from_microsecond(cut)
+        .unwrap()
+        .to_string();
+    let after: Vec<&(i64, String, bool)> = rows.iter().filter(|r| r.0 >= cut && !r.2).collect();
+    let objects: std::collections::BTreeSet<&str> = after.iter().map(|r| r.1.as_str()).collect();
+    let out = bin(&[
+        "analyze",
+        data.to_str().unwrap(),
+        "--since",
+        &since,
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.code().is_some_and(|c| c != 2),
+        "{}",
+        text(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hc = json["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plan"] == "hostedcluster")
+        .unwrap();
+    assert_eq!(hc["reconciles"], after.len(), "since {since}");
+    assert_eq!(hc["objects"], objects.len(), "since {since}");
+    assert!(after.len() < rows.len() && !objects.is_empty());
+
+    let out = bin(&["analyze", data.to_str().unwrap(), "--since", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("\"yesterday\" is not an RFC 3339 time"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -182,7 +182,7 @@ const CASES: &[Case] = &[
         files: &[],
         args: &["simulate", "--scenario", "nosuch"],
         code: 2,
-        line: "error: invalid value 'nosuch' for '--scenario <SCENARIO>': unknown scenario \"nosuch\"; expected one of healthy, missing-secrets, conflict-storm, mixed",
+        line: "error: invalid value 'nosuch' for '--scenario <SCENARIO>': unknown scenario \"nosuch\"; expected one of healthy, missing-secrets, conflict-storm, mixed, rollout",
     },
     // run.
     Case {

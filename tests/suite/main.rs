@@ -32,6 +32,7 @@ mod plan_validation;
 mod properties;
 mod readme_paths;
 mod report;
+mod rollout;
 mod settings_carrier;
 mod shared_vectors;
 mod shipped_plans;

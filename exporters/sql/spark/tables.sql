@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS shadow_reconciles_files (
     dry_run_requests BIGINT,
     cancelled BOOLEAN,
     enforced_groups ARRAY<STRING>,
+    flag_version STRING,
     `date` DATE,
     `hour` INT
 )

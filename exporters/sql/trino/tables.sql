@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles_files (
     dry_run_requests bigint,
     cancelled boolean,
     enforced_groups array(varchar),
+    flag_version varchar,
     cluster varchar,
     "date" date,
     "hour" integer

@@ -1,0 +1,499 @@
+//! The driver's loop: while it holds the namespace's rollout Lease, every interval it reads the
+//! `ShadowRollout` objects, applies a person's action, evaluates the gates of each step over the
+//! data since the step began, writes each rollout's status (the truth a restarted driver resumes
+//! from), publishes an Event per decision, and writes the flag ConfigMap's `groups` key from
+//! every rollout's status. It writes nothing else: the flag's other keys (`mode`, the kill
+//! switch) stay a person's.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::gates;
+use super::prom;
+use crate::dataset::Location;
+use crate::flag::RolloutMetrics;
+use crate::flag::rollout::{
+    ACTION_ANNOTATION, Action, Decision, GateResult, Observation, Phase, Policy, RolloutStatus,
+    ShadowRollout, Verdict, evolve, start,
+};
+use crate::plan::ReconcilePlan;
+
+/// The Events' reporting controller.
+const REPORTER: &str = "shadow-reconciler-rollout";
+
+/// The driver's settings.
+#[derive(Clone)]
+pub struct Settings {
+    /// The namespace of the rollouts, the flag ConfigMap and the Lease.
+    pub namespace: String,
+    /// The flag ConfigMap's name.
+    pub flag: String,
+    /// The Lease's name.
+    pub lease: String,
+    /// Who holds it (the pod's name).
+    pub identity: String,
+    /// How long a held Lease lasts without renewal.
+    pub lease_duration: Duration,
+    /// How often the rollouts are evaluated.
+    pub interval: Duration,
+    /// Where the dataset is read.
+    pub location: Location,
+    /// The plans the gates judge.
+    pub plans: Vec<ReconcilePlan>,
+    /// Called before each evaluation: commits the process's open Parquet part, so the gates see
+    /// the reconciles up to now.
+    pub flush: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("namespace", &self.namespace)
+            .field("flag", &self.flag)
+            .field("lease", &self.lease)
+            .field("identity", &self.identity)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one round did.
+#[derive(Clone, Debug, Default)]
+pub struct Round {
+    /// Whether this process held the Lease.
+    pub leader: bool,
+    /// Each rollout's name and the decisions taken for it.
+    pub decisions: Vec<(String, Decision)>,
+    /// Each rollout's name and its status after the round.
+    pub statuses: Vec<(String, RolloutStatus)>,
+    /// The flag's `groups` key after the round (`None`: not written).
+    pub groups: Option<String>,
+    /// The flag ConfigMap's resourceVersion after the round: the version the reconciles
+    /// evaluated under this round's decisions carry (`reconciles.flag_version`).
+    pub flag_version: Option<String>,
+}
+
+/// The driver.
+pub struct Driver {
+    client: Client,
+    settings: Settings,
+    metrics: Option<RolloutMetrics>,
+    recorder: Recorder,
+}
+
+impl Driver {
+    /// A driver of `settings.namespace`.
+    #[must_use]
+    pub fn new(client: Client, settings: Settings, metrics: Option<RolloutMetrics>) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTER.into(),
+                instance: Some(settings.identity.clone()),
+            },
+        );
+        Self {
+            client,
+            settings,
+            metrics,
+            recorder,
+        }
+    }
+
+    /// Rounds every interval until `shutdown` resolves; then gives the Lease up.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()> + Send) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            match self.round().await {
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, namespace = %self.settings.namespace, "rollout round failed; retrying at the next interval");
+                }
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = tokio::time::sleep(self.settings.interval) => {}
+            }
+        }
+        self.release().await;
+    }
+
+    /// One round: the Lease, then every rollout, then the flag.
+    ///
+    /// # Errors
+    /// The API server refused or could not be reached (the Lease, the list, the flag).
+    pub async fn round(&mut self) -> Result<Round, kube::Error> {
+        let leader = self.hold_lease().await?;
+        if let Some(m) = &self.metrics {
+            m.leader(leader);
+        }
+        let mut round = Round {
+            leader,
+            ..Round::default()
+        };
+        if !leader {
+            return Ok(round);
+        }
+        if let Some(flush) = &self.settings.flush {
+            let flush = flush.clone();
+            let _ = tokio::task::spawn_blocking(move || flush()).await;
+        }
+        let api: Api<ShadowRollout> =
+            Api::namespaced(self.client.clone(), &self.settings.namespace);
+        let mut rollouts = api.list(&ListParams::default()).await?.items;
+        rollouts.sort_by_key(ResourceExt::name_any);
+        let mut entries = Vec::new();
+        for rollout in &rollouts {
+            let name = rollout.name_any();
+            match self.handle(&api, rollout).await {
+                Ok((policy, status, decisions)) => {
+                    entries.push(policy.entry(&status).to_string());
+                    round
+                        .decisions
+                        .extend(decisions.into_iter().map(|d| (name.clone(), d)));
+                    round.statuses.push((name, status));
+                }
+                Err(problem) => {
+                    tracing::warn!(rollout = %name, %problem, "rollout not driven");
+                    // Its group keeps the entry the flag has.
+                    if let Some(entry) = self.kept_entry(rollout).await {
+                        entries.push(entry);
+                    }
+                }
+            }
+        }
+        (round.groups, round.flag_version) = self.write_flag(&entries).await?;
+        Ok(round)
+    }
+
+    /// The rollout's decision for this round, its status written and its Events published.
+    async fn handle(
+        &self,
+        api: &Api<ShadowRollout>,
+        rollout: &ShadowRollout,
+    ) -> Result<(Policy, RolloutStatus, Vec<Decision>), String> {
+        let name = rollout.name_any();
+        let policy = match Policy::of(&rollout.spec) {
+            Ok(p) => p,
+            Err(problem) => {
+                let mut status = rollout.status.clone().unwrap_or_default();
+                if status.message != problem {
+                    status.message.clone_from(&problem);
+                    let _ = self.write_status(api, &name, &status, false).await;
+                    self.publish(
+                        rollout,
+                        EventType::Warning,
+                        "InvalidRollout",
+                        problem.clone(),
+                    )
+                    .await;
+                }
+                return Err(problem);
+            }
+        };
+        let group = policy.group.to_string();
+        if let Some(m) = &self.metrics {
+            m.declare(&name, &group);
+        }
+        let now = Timestamp::now();
+        let (mut status, mut decisions) = match &rollout.status {
+            Some(s) if s.step_started_at.is_some() => (s.clone(), Vec::new()),
+            _ => {
+                let (s, d) = start(&policy, now);
+                (s, vec![d])
+            }
+        };
+        let annotation = rollout.annotations().get(ACTION_ANNOTATION).cloned();
+        let action = match annotation.as_deref().map(Action::parse) {
+            Some(Ok(a)) => Some(a),
+            Some(Err(problem)) => {
+                self.publish(
+                    rollout,
+                    EventType::Warning,
+                    "InvalidAction",
+                    problem.clone(),
+                )
+                .await;
+                status.message = problem;
+                None
+            }
+            None => None,
+        };
+        let observation = if matches!(status.phase, Phase::Progressing | Phase::Paused) {
+            self.observe(rollout, &policy, &status).await
+        } else {
+            None
+        };
+        let (next, more) = evolve(&policy, &status, action, observation.as_ref(), now);
+        decisions.extend(more);
+        status = next;
+        status.observed_generation = rollout.metadata.generation;
+        self.write_status(api, &name, &status, annotation.is_some())
+            .await
+            .map_err(|e| format!("cannot write the status: {e}"))?;
+        if let Some(m) = &self.metrics {
+            if let Some(report) = status.last_gate.as_ref().filter(|_| observation.is_some()) {
+                m.gates(&name, &group, report);
+            }
+            for d in &decisions {
+                m.decision(&name, &group, d);
+            }
+            m.status(&name, &group, status.phase, status.step, status.ramp);
+        }
+        for d in &decisions {
+            let type_ = if matches!(d.kind.as_str(), "RolledBack" | "Aborted") {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            tracing::info!(rollout = %name, group = %group, decision = %d.kind, step = d.step + 1, ramp = d.ramp, message = %d.message, "rollout decision");
+            self.publish(rollout, type_, &d.kind, d.message.clone())
+                .await;
+        }
+        Ok((policy, status, decisions))
+    }
+
+    /// The gates' figures over the data since the step began; `None` when they cannot be read
+    /// (nothing moves on a round without figures).
+    async fn observe(
+        &self,
+        rollout: &ShadowRollout,
+        policy: &Policy,
+        status: &RolloutStatus,
+    ) -> Option<Observation> {
+        let name = rollout.name_any();
+        let since = status
+            .step_started_at
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .map_or(i64::MIN, Timestamp::as_microsecond);
+        let location = self.settings.location.clone();
+        let plans = self.settings.plans.clone();
+        let group = policy.group.clone();
+        let gates_spec = rollout.spec.gates.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            gates::observe(&location, &group, &plans, &gates_spec, since)
+        })
+        .await;
+        let mut observation = match read {
+            Ok(Ok(o)) => o,
+            Ok(Err(error)) => {
+                tracing::warn!(rollout = %name, %error, "cannot read the data of the gates; nothing moves this round");
+                if let Some(m) = &self.metrics {
+                    m.gates_error(&name, &policy.group.to_string());
+                }
+                return None;
+            }
+            Err(error) => {
+                tracing::error!(rollout = %name, %error, "the gates' reading panicked; nothing moves this round");
+                return None;
+            }
+        };
+        if let Some(url) = &rollout.spec.gates.prometheus_url {
+            for gate in &rollout.spec.gates.prometheus {
+                observation.gates.push(prom::evaluate(url, gate).await);
+            }
+        }
+        Some(observation)
+    }
+
+    /// Writes `status` (and removes the action annotation once applied).
+    async fn write_status(
+        &self,
+        api: &Api<ShadowRollout>,
+        name: &str,
+        status: &RolloutStatus,
+        clear_action: bool,
+    ) -> Result<(), kube::Error> {
+        let patch = serde_json::json!({ "status": status });
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        if clear_action {
+            let patch = serde_json::json!({"metadata": {"annotations": {ACTION_ANNOTATION: null}}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The flag's current entry for an undriven rollout's group, kept as it is.
+    async fn kept_entry(&self, rollout: &ShadowRollout) -> Option<String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.settings.namespace);
+        let cm = api.get_opt(&self.settings.flag).await.ok().flatten()?;
+        let groups = cm.data?.get("groups")?.clone();
+        let wanted = rollout.spec.group.trim();
+        groups
+            .split(['\n', ','])
+            .map(str::trim)
+            .find(|e| e.split_once(':').is_some_and(|(g, _)| g.trim() == wanted))
+            .map(str::to_owned)
+    }
+
+    /// Writes the flag's `groups` key when it differs; returns what it holds and the
+    /// ConfigMap's resourceVersion.
+    async fn write_flag(
+        &self,
+        entries: &[String],
+    ) -> Result<(Option<String>, Option<String>), kube::Error> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.settings.namespace);
+        let groups = entries.join("\n");
+        let cm = api.get_opt(&self.settings.flag).await?;
+        let version = cm
+            .as_ref()
+            .and_then(|c| c.metadata.resource_version.clone());
+        let current = cm
+            .and_then(|cm| cm.data)
+            .and_then(|d| d.get("groups").cloned());
+        if current.as_deref().map(str::trim) == Some(groups.trim())
+            || (current.is_none() && entries.is_empty())
+        {
+            return Ok((current, version));
+        }
+        let patch = serde_json::json!({"data": {"groups": groups}});
+        let written = match api
+            .patch(
+                &self.settings.flag,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(cm) => cm,
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                let cm = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(self.settings.flag.clone()),
+                        namespace: Some(self.settings.namespace.clone()),
+                        ..Default::default()
+                    },
+                    data: Some(BTreeMap::from([("groups".to_owned(), groups.clone())])),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &cm).await?
+            }
+            Err(e) => return Err(e),
+        };
+        let version = written.metadata.resource_version;
+        tracing::info!(flag = %self.settings.flag, groups = %groups.replace('\n', ", "), version = ?version, "rollout wrote the flag's groups");
+        Ok((Some(groups), version))
+    }
+
+    /// Takes or renews the Lease; whether this process holds it.
+    async fn hold_lease(&self) -> Result<bool, kube::Error> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
+        let now = Timestamp::now();
+        let seconds = i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let me = &self.settings.identity;
+        let Some(mut lease) = api.get_opt(&self.settings.lease).await? else {
+            let lease = Lease {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(self.settings.lease.clone()),
+                    namespace: Some(self.settings.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(me.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(MicroTime(now)),
+                    renew_time: Some(MicroTime(now)),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let mine = holder.as_deref() == Some(me.as_str());
+        let expired = spec.renew_time.as_ref().is_none_or(|t| {
+            let lasts = spec.lease_duration_seconds.unwrap_or(seconds);
+            now.duration_since(t.0) > SignedDuration::from_secs(i64::from(lasts))
+        });
+        if !mine && holder.is_some() && !expired {
+            return Ok(false);
+        }
+        if !mine {
+            spec.holder_identity = Some(me.clone());
+            spec.acquire_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            tracing::info!(lease = %self.settings.lease, previous = ?holder, "took the rollout Lease");
+        }
+        spec.renew_time = Some(MicroTime(now));
+        spec.lease_duration_seconds = Some(seconds);
+        match api
+            .replace(&self.settings.lease, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the Lease up, so another replica drives at once.
+    async fn release(&self) {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
+        let Ok(Some(mut lease)) = api.get_opt(&self.settings.lease).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.renew_time = None;
+        if let Err(error) = api
+            .replace(&self.settings.lease, &PostParams::default(), &lease)
+            .await
+        {
+            tracing::warn!(%error, "cannot give the rollout Lease up; it expires on its own");
+        }
+        if let Some(m) = &self.metrics {
+            m.leader(false);
+        }
+    }
+
+    async fn publish(&self, rollout: &ShadowRollout, type_: EventType, reason: &str, note: String) {
+        let event = KubeEvent {
+            type_,
+            reason: reason.into(),
+            note: Some(crate::util::truncate(note, 1024)),
+            action: "Rollout".into(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .recorder
+            .publish(&event, &rollout.object_ref(&()))
+            .await
+        {
+            tracing::warn!(%error, rollout = %rollout.name_any(), reason, "cannot publish the rollout's Event");
+        }
+    }
+}
+
+/// A gate that could not be evaluated: it waits, never passes.
+#[must_use]
+pub fn unavailable(name: &str, why: String) -> GateResult {
+    GateResult {
+        name: name.to_owned(),
+        result: Verdict::Waiting,
+        message: why,
+        figures: BTreeMap::new(),
+    }
+}

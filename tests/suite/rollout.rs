@@ -1,0 +1,243 @@
+//! The `rollout` scenario: the flip to enforce driven by the data. The good group advances
+//! through every step to 100%, the bad one is rolled back by its gates; each decision is checked
+//! against the records the run wrote (which flag version each reconcile ran under, which groups
+//! it enforced), not against timing.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampMicrosecondType;
+use shadow_reconciler::dataset::{Location, ParquetSink, SinkConfig, reader};
+use shadow_reconciler::flag::bucket;
+use shadow_reconciler::flag::rollout::{Phase, RolloutStatus};
+use shadow_reconciler::scenario::rollout::{Entry, Timeline};
+use shadow_reconciler::scenario::{Scenario, Settings, run};
+
+/// One HostedCluster reconcile of the dataset.
+struct Record {
+    time: i64,
+    uid: String,
+    mode: String,
+    groups: Vec<String>,
+    flag_version: Option<String>,
+}
+
+fn records(dir: &std::path::Path) -> Vec<Record> {
+    let parts = reader::parts_at(&Location::Local(dir.to_owned())).unwrap();
+    assert!(parts.orphans.is_empty(), "{:?}", parts.orphans);
+    let columns = [
+        "time",
+        "uid",
+        "mode",
+        "plan",
+        "enforced_groups",
+        "flag_version",
+    ];
+    let mut out = Vec::new();
+    for (path, _) in &parts.pairs {
+        for batch in reader::open(path, &columns).unwrap() {
+            let batch = batch.unwrap();
+            let column = |name: &str| batch.column_by_name(name).unwrap();
+            let time = column("time").as_primitive::<TimestampMicrosecondType>();
+            let (uid, mode, plan, version) = (
+                column("uid").as_string::<i32>(),
+                column("mode").as_string::<i32>(),
+                column("plan").as_string::<i32>(),
+                column("flag_version").as_string::<i32>(),
+            );
+            let groups = column("enforced_groups").as_list::<i32>();
+            for i in (0..batch.num_rows()).filter(|&i| plan.value(i) == "hostedcluster") {
+                let names = groups.value(i);
+                out.push(Record {
+                    time: time.value(i),
+                    uid: uid.value(i).to_owned(),
+                    mode: mode.value(i).to_owned(),
+                    groups: names
+                        .as_string::<i32>()
+                        .iter()
+                        .flatten()
+                        .map(str::to_owned)
+                        .collect(),
+                    flag_version: version.is_valid(i).then(|| version.value(i).to_owned()),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn micros(rfc3339: &str) -> i64 {
+    rfc3339
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .unwrap()
+        .as_microsecond()
+}
+
+fn status(timeline: &Timeline, name: &str) -> RolloutStatus {
+    timeline
+        .statuses
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or_else(
+            || panic!("no status of {name}:\n{timeline}"),
+            |(_, s)| s.clone(),
+        )
+}
+
+/// Each step's decision passed every gate, and the objects the gates counted are objects the
+/// records show enforced in that step (between its start and the decision), each inside the
+/// step's ramp.
+fn check_steps(decisions: &[&Entry], records: &[Record], timeline: &Timeline) {
+    let basis_points = [1000_u16, 2500, 5000, 10_000];
+    for (k, pair) in decisions.windows(2).enumerate() {
+        let (began, judged) = (micros(&pair[0].time), micros(&pair[1].time));
+        assert!(
+            pair[1].gates.iter().all(|(_, r, _)| r == "Passed"),
+            "{timeline}"
+        );
+        assert!(pair[1].enforced_objects >= 10, "{timeline}");
+        let enforced: BTreeSet<&str> = records
+            .iter()
+            .filter(|r| {
+                (began..=judged).contains(&r.time)
+                    && r.mode == "enforce"
+                    && r.groups.iter().any(|g| g == "gated-components")
+            })
+            .map(|r| r.uid.as_str())
+            .collect();
+        assert!(
+            pair[1].enforced_objects <= enforced.len() as u64,
+            "step {}: the gates counted {} objects, the records show {}",
+            k + 1,
+            pair[1].enforced_objects,
+            enforced.len()
+        );
+        for uid in &enforced {
+            assert!(
+                bucket(uid) < basis_points[k],
+                "{uid} enforced outside step {}'s ramp",
+                k + 1
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_good_group_reaches_100_percent_and_the_bad_one_is_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(ParquetSink::start(SinkConfig::new(dir.path()), None));
+    let settings = Settings {
+        scenario: Scenario::Rollout,
+        progress: false,
+        // A bound for a broken run, not a speed target: the rollouts must end before it.
+        duration: Duration::from_mins(10),
+        parquet: Some(sink.clone()),
+        ..Settings::default()
+    };
+    let summary = run(&settings).await.unwrap();
+    sink.shutdown(Duration::from_secs(30)).unwrap();
+    let timeline = summary
+        .rollout
+        .clone()
+        .expect("the rollout scenario's timeline");
+    let (good, bad) = (
+        status(&timeline, "gated-components"),
+        status(&timeline, "critical-core"),
+    );
+    assert_eq!(
+        (good.phase, good.step, good.rollbacks),
+        (Phase::Completed, 3, 0),
+        "{timeline}"
+    );
+    assert!((good.ramp - 100.0).abs() < f64::EPSILON, "{timeline}");
+    assert_eq!(
+        (bad.phase, bad.rollbacks),
+        (Phase::RolledBack, 1),
+        "{timeline}"
+    );
+    let records = records(dir.path());
+
+    let decisions: Vec<&Entry> = timeline
+        .entries
+        .iter()
+        .filter(|e| e.group == "hostedcluster/gated-components")
+        .collect();
+    let kinds: Vec<String> = decisions
+        .iter()
+        .map(|e| format!("{} {}", e.kind, e.ramp))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Started 10",
+            "Advanced 25",
+            "Advanced 50",
+            "Advanced 100",
+            "Completed 100"
+        ],
+        "{timeline}"
+    );
+    check_steps(&decisions, &records, &timeline);
+
+    check_rollback(&timeline, &records);
+}
+
+/// The bad group: rolled back at its first step by a failed gate, with its figures; no object
+/// outside its 10% ever enforced it; and no reconcile that ran under the flag the rollback
+/// wrote, or any later one, enforced it. Those that did after the decision ran under the flag
+/// before it (the documented bound: the flag's propagation).
+fn check_rollback(timeline: &Timeline, records: &[Record]) {
+    let rolled = timeline
+        .entries
+        .iter()
+        .find(|e| e.group == "hostedcluster/critical-core" && e.kind == "RolledBack")
+        .unwrap_or_else(|| panic!("no rollback:\n{timeline}"));
+    assert!(
+        rolled
+            .gates
+            .iter()
+            .any(|(_, r, m)| r == "Failed" && !m.is_empty()),
+        "{timeline}"
+    );
+    let written = rolled
+        .flag_version
+        .clone()
+        .expect("the rollback's flag version");
+    let from = timeline
+        .flag_versions
+        .iter()
+        .position(|v| v.as_ref() == Some(&written))
+        .unwrap();
+    let after: BTreeSet<&String> = timeline.flag_versions[from..].iter().flatten().collect();
+    let enforcing: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.groups.iter().any(|g| g == "critical-core"))
+        .collect();
+    assert!(
+        !enforcing.is_empty(),
+        "critical-core was enforced in its first step"
+    );
+    for r in &enforcing {
+        assert!(
+            bucket(&r.uid) < 1000,
+            "{} enforced critical-core outside its 10% ramp",
+            r.uid
+        );
+        assert!(
+            r.flag_version.as_ref().is_none_or(|v| !after.contains(v)),
+            "{} enforced critical-core under flag version {v:?}, written at or after the rollback",
+            r.uid,
+            v = r.flag_version
+        );
+    }
+    let late = enforcing
+        .iter()
+        .filter(|r| r.time > micros(&rolled.time))
+        .count();
+    println!(
+        "{timeline}\nreconciles enforcing critical-core after its rollback was decided: {late}, each under the flag before it"
+    );
+}
