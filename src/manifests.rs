@@ -5,12 +5,14 @@
 //! fails when the committed files are stale.
 //!
 //! Layer 5 of the crate (docs/design.md, "Layers"): builds on [`reconcilers`](crate::reconcilers),
-//! [`plan`](crate::plan); nothing here may use a module of its layer or above.
+//! [`flag`](crate::flag) (the `ShadowRollout` kind), [`plan`](crate::plan); nothing here may use
+//! a module of its layer or above.
 
 use std::path::{Path, PathBuf};
 
 use kube::CustomResourceExt;
 
+use crate::flag::rollout::ShadowRollout;
 use crate::reconcilers::addon::ClusterManagementAddOn;
 use crate::reconcilers::hostedcluster::{HostedCluster, HostedControlPlane};
 
@@ -116,6 +118,17 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         kustomization.push_str(".yaml\n");
     }
     files.push(("deploy/crds/kustomization.yaml".to_owned(), kustomization));
+    // The rollout's kind, installed with deploy/rollout.
+    let rollout = ShadowRollout::crd();
+    let path = format!(
+        "deploy/rollout/{}.yaml",
+        rollout.metadata.name.clone().unwrap_or_default()
+    );
+    let yaml = serde_saphyr::to_string(&rollout).map_err(|source| Error::Serialize {
+        path: path.clone(),
+        source,
+    })?;
+    files.push((path, format!("{HEADER}{yaml}")));
     files.extend(prometheus_rule()?);
     // The chart's RBAC: kustomize's files, templated (one source for the grants).
     files.push(chart_template(

@@ -54,6 +54,15 @@ pub struct IngestArgs {
     pub max_request_bytes: usize,
     #[command(flatten)]
     pub parquet: super::options::ParquetArgs,
+    #[command(flatten)]
+    pub rollout: super::rollout::RolloutArgs,
+    /// With --rollout: the flag ConfigMap the controller reads and the driver writes.
+    #[arg(long, value_name = "NAME", default_value = "shadow-reconciler-flag")]
+    pub flag_name: String,
+    /// With --rollout: its namespace, also the rollouts' and the Lease's [default:
+    /// `POD_NAMESPACE` from the environment, else shadow-reconciler].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub flag_namespace: Option<String>,
     /// Log lines: auto, human or json.
     #[arg(long, default_value = "auto")]
     pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
@@ -114,6 +123,26 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
+        let driver = if args.rollout.rollout {
+            let config = super::options::cluster_config(None, None).await?;
+            let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+            let namespace = args.flag_namespace.clone().unwrap_or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|ns| !ns.is_empty())
+                    .unwrap_or_else(|| "shadow-reconciler".to_owned())
+            });
+            args.rollout.driver(
+                &client,
+                (&namespace, &args.flag_name),
+                (args.parquet.parquet_dir.as_deref(), parquet.as_ref()),
+                plans.iter().map(|p| (**p).clone()).collect(),
+                &telemetry,
+            )?
+        } else {
+            None
+        };
+        let driver_task = driver.map(|d| tokio::spawn(d.run(until(stopped.clone()))));
         let (grpc, grpc_task) = receiver::serve_grpc(args.otlp_grpc, ingest.clone(), until(stopped.clone())).await?;
         let (http, http_task) = receiver::serve_http(args.otlp_http, ingest.clone(), until(stopped)).await?;
         // Listening before saying it is ready: whoever waits for that may signal at once.
@@ -124,6 +153,9 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         terminated.await;
         let _ = stop.send(true);
         let _ = tokio::join!(grpc_task, http_task);
+        if let Some(task) = driver_task {
+            let _ = task.await;
+        }
         server.shutdown().await.context("the metrics endpoint failed")?;
         if let Some(parquet) = parquet {
             let grace = args.parquet.grace();

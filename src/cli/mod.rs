@@ -9,6 +9,7 @@ mod manifests;
 mod options;
 mod parquet;
 mod plan;
+mod rollout;
 mod run;
 mod sim;
 mod simulate;

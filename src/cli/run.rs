@@ -7,8 +7,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use shadow_reconciler::engine::controller::crd_name;
 use shadow_reconciler::flag::LiveFlag;
 use shadow_reconciler::plan::ReconcilePlan;
+use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
+use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 use shadow_reconciler::scenario;
 use shadow_reconciler::wiring::Wiring;
 
@@ -52,6 +55,8 @@ pub(super) struct RunArgs {
     parquet: ParquetArgs,
     #[command(flatten)]
     flag: FlagArgs,
+    #[command(flatten)]
+    rollout: super::rollout::RolloutArgs,
     /// The cluster's kubeconfig (default: KUBECONFIG, ~/.kube/config, or the pod's service
     /// account).
     #[arg(long, value_name = "FILE")]
@@ -97,10 +102,6 @@ async fn controllers(
     (hostedcluster, addon): (bool, bool),
     flag: &Arc<LiveFlag>,
 ) -> anyhow::Result<ExitCode> {
-    use shadow_reconciler::engine::controller::crd_name;
-    use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
-    use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
-
     let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     config.headers.push((
         http::header::USER_AGENT,
@@ -186,10 +187,52 @@ async fn controllers(
         ));
     }
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
+    if let Some(driver) = rollout_driver(
+        args,
+        &client,
+        (hostedcluster, addon),
+        parquet.as_ref(),
+        &telemetry,
+    )? {
+        tasks.push(tokio::spawn(driver.run(until_stopped(stopped.clone()))));
+    }
     terminated.await;
     let _ = stop.send(true);
     stop_all(tasks, server, traces, parquet, args.parquet.grace()).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rollout driver of `--rollout`, over the plans of the controllers run.
+fn rollout_driver(
+    args: &RunArgs,
+    client: &kube::Client,
+    (hostedcluster, addon): (bool, bool),
+    parquet: Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
+    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+) -> anyhow::Result<Option<shadow_reconciler::rollout::Driver>> {
+    if !args.rollout.rollout {
+        return Ok(None);
+    }
+    let Some(target) = args.flag.target() else {
+        anyhow::bail!(
+            "--rollout writes the flag ConfigMap the controllers watch: drop --no-flag-watch"
+        );
+    };
+    let plans: Vec<shadow_reconciler::plan::ReconcilePlan> = [
+        hostedcluster.then(HostedClusterReconciler::plan),
+        addon.then(AddOnReconciler::plan),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|p| (*p).clone())
+    .collect();
+    args.rollout.driver(
+        client,
+        (&target.namespace, &target.name),
+        (args.parquet.parquet_dir.as_deref(), parquet),
+        plans,
+        telemetry,
+    )
 }
 
 /// Stops the controllers (reconciles in flight finish), then the endpoints, then flushes the

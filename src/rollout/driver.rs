@@ -214,8 +214,8 @@ impl Driver {
             }
         };
         let annotation = rollout.annotations().get(ACTION_ANNOTATION).cloned();
-        let action = match annotation.as_deref().map(Action::parse) {
-            Some(Ok(a)) => Some(a),
+        let (action, refused) = match annotation.as_deref().map(Action::parse) {
+            Some(Ok(a)) => (Some(a), None),
             Some(Err(problem)) => {
                 self.publish(
                     rollout,
@@ -224,10 +224,9 @@ impl Driver {
                     problem.clone(),
                 )
                 .await;
-                status.message = problem;
-                None
+                (None, Some(problem))
             }
-            None => None,
+            None => (None, None),
         };
         let observation = if matches!(status.phase, Phase::Progressing | Phase::Paused) {
             self.observe(rollout, &policy, &status).await
@@ -237,6 +236,12 @@ impl Driver {
         let (next, more) = evolve(&policy, &status, action, observation.as_ref(), now);
         decisions.extend(more);
         status = next;
+        if let Some(problem) = refused {
+            status.message = format!(
+                "{problem} (not applied; the annotation is removed); {}",
+                status.message
+            );
+        }
         status.observed_generation = rollout.metadata.generation;
         self.write_status(api, &name, &status, annotation.is_some())
             .await
@@ -370,16 +375,10 @@ impl Driver {
         {
             Ok(cm) => cm,
             Err(kube::Error::Api(e)) if e.code == 404 => {
-                let cm = ConfigMap {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(self.settings.flag.clone()),
-                        namespace: Some(self.settings.namespace.clone()),
-                        ..Default::default()
-                    },
-                    data: Some(BTreeMap::from([("groups".to_owned(), groups.clone())])),
-                    ..Default::default()
-                };
-                api.create(&PostParams::default(), &cm).await?
+                // Not created here: the driver may write its flag ConfigMap, not create
+                // ConfigMaps (a create cannot be restricted to a name).
+                tracing::error!(flag = %self.settings.flag, namespace = %self.settings.namespace, "the flag ConfigMap does not exist: create it (deploy/base/flag-configmap.yaml, or `kubectl create configmap`) for the rollouts to reach the controllers");
+                return Err(kube::Error::Api(e));
             }
             Err(e) => return Err(e),
         };

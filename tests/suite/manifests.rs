@@ -31,3 +31,43 @@ fn a_changed_or_missing_manifest_is_reported() {
     assert_eq!(stale.len(), 2, "{stale:?}");
     assert!(stale.iter().all(|p| p.starts_with("deploy/")));
 }
+
+/// The example rollouts of `deploy/rollout/` are rollouts the driver accepts, their `PromQL`
+/// parses, and the driver's Role grants writes only to its flag ConfigMap and its rollouts.
+#[test]
+fn the_shipped_rollouts_and_the_drivers_role_are_what_the_driver_needs() {
+    use shadow_reconciler::flag::rollout::{Policy, ShadowRollout};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("deploy/rollout/rollouts.yaml")).unwrap();
+    let rollouts: Vec<ShadowRollout> = serde_saphyr::from_multiple(&text).unwrap();
+    assert!(rollouts.len() >= 2);
+    for r in &rollouts {
+        Policy::of(&r.spec).unwrap_or_else(|e| panic!("{:?}: {e}", r.metadata.name));
+        for gate in &r.spec.gates.prometheus {
+            promql_parser::parser::parse(&gate.query)
+                .unwrap_or_else(|e| panic!("{}: {e}", gate.name));
+        }
+    }
+    let rbac = std::fs::read_to_string(root.join("deploy/rollout/rbac.yaml")).unwrap();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&rbac).unwrap();
+    let rules = docs[0]["rules"].as_array().unwrap();
+    for rule in rules {
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let resources = rule["resources"][0].as_str().unwrap();
+        let writes = verbs
+            .iter()
+            .any(|v| ["create", "update", "patch", "delete"].contains(v));
+        let named = rule.get("resourceNames").is_some();
+        match resources {
+            "shadowrollouts" | "shadowrollouts/status" | "events" => {}
+            "configmaps" => assert!(named, "configmaps written by name only"),
+            "leases" => assert!(named || verbs == ["create"], "{rule}"),
+            other => assert!(!writes, "the driver writes {other}"),
+        }
+    }
+}

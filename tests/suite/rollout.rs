@@ -10,10 +10,17 @@ use std::time::Duration;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampMicrosecondType;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use shadow_reconciler::dataset::{Location, ParquetSink, SinkConfig, reader};
 use shadow_reconciler::flag::bucket;
-use shadow_reconciler::flag::rollout::{Phase, RolloutStatus};
-use shadow_reconciler::scenario::rollout::{Entry, Timeline};
+use shadow_reconciler::flag::rollout::{ACTION_ANNOTATION, Phase, RolloutStatus, ShadowRollout};
+use shadow_reconciler::rollout::{Driver, Round, Settings as DriverSettings};
+use shadow_reconciler::scenario::rollout::{Entry, Timeline, prepare};
+use shadow_reconciler::sim::SimConfig;
+
+use crate::common;
 use shadow_reconciler::scenario::{Scenario, Settings, run};
 
 /// One HostedCluster reconcile of the dataset.
@@ -240,4 +247,134 @@ fn check_rollback(timeline: &Timeline, records: &[Record]) {
     println!(
         "{timeline}\nreconciles enforcing critical-core after its rollback was decided: {late}, each under the flag before it"
     );
+}
+
+/// A driver of the scenario's namespace reading `dir`.
+fn driver(client: &kube::Client, identity: &str, dir: &std::path::Path, lease: Duration) -> Driver {
+    Driver::new(
+        client.clone(),
+        DriverSettings {
+            namespace: "shadow-reconciler".into(),
+            flag: "shadow-reconciler-flag".into(),
+            lease: "shadow-reconciler-rollout".into(),
+            identity: identity.into(),
+            lease_duration: lease,
+            interval: Duration::from_secs(1),
+            location: Location::Local(dir.to_owned()),
+            plans: vec![shadow_reconciler::plan::embedded::load("hostedcluster").unwrap()],
+            flush: None,
+        },
+        None,
+    )
+}
+
+async fn act(client: &kube::Client, rollout: &str, action: &str) {
+    let api: Api<ShadowRollout> = Api::namespaced(client.clone(), "shadow-reconciler");
+    let patch = serde_json::json!({"metadata": {"annotations": {ACTION_ANNOTATION: action}}});
+    api.patch(rollout, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+async fn flag_groups(client: &kube::Client) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shadow-reconciler");
+    cms.get("shadow-reconciler-flag")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["groups"]
+        .clone()
+}
+
+fn of<'a>(round: &'a Round, name: &str) -> &'a RolloutStatus {
+    round
+        .statuses
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or_else(|| panic!("no {name} in {round:?}"), |(_, s)| s)
+}
+
+/// The driver's I/O on the simulator: one leader per Lease, a person's actions applied once
+/// (the annotation removed), a bad action refused with the known ones, the flag's `groups` key
+/// written from the statuses, and a restarted driver resuming from the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_leads_alone_applies_actions_once_and_resumes_from_the_status() {
+    let (sim, client) = common::start_sim(SimConfig::default()).await;
+    prepare(&client).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut a = driver(&client, "a", data.path(), Duration::from_hours(1));
+    let mut b = driver(&client, "b", data.path(), Duration::from_hours(1));
+    let first = a.round().await.unwrap();
+    assert!(first.leader);
+    assert_eq!(first.decisions.len(), 2, "{first:?}");
+    assert_eq!(
+        flag_groups(&client).await,
+        "hostedcluster/critical-core: enforce 10%\nhostedcluster/gated-components: enforce 10%"
+    );
+    // No data: each step waits for its objects.
+    assert!(
+        of(&first, "gated-components")
+            .message
+            .contains("0 of 10 objects enforced"),
+        "{first:?}"
+    );
+    assert!(!b.round().await.unwrap().leader, "two drivers led at once");
+
+    act(&client, "critical-core", "promote").await;
+    act(&client, "gated-components", "promot").await;
+    let round = a.round().await.unwrap();
+    let core = of(&round, "critical-core");
+    assert_eq!(
+        (core.step, core.phase),
+        (1, Phase::Progressing),
+        "{round:?}"
+    );
+    assert_eq!(round.decisions.len(), 1, "{round:?}");
+    assert_eq!(round.decisions[0].1.kind, "Promoted");
+    let gated = of(&round, "gated-components");
+    assert!(
+        gated
+            .message
+            .contains("known: promote, pause, resume, abort, restart"),
+        "{gated:?}"
+    );
+    let api: Api<ShadowRollout> = Api::namespaced(client.clone(), "shadow-reconciler");
+    for name in ["critical-core", "gated-components"] {
+        let r = api.get(name).await.unwrap();
+        assert!(
+            !r.annotations().contains_key(ACTION_ANNOTATION),
+            "{name}: the action stays"
+        );
+    }
+    // Applied once: the next round decides nothing.
+    assert!(a.round().await.unwrap().decisions.is_empty());
+
+    act(&client, "critical-core", "abort").await;
+    a.round().await.unwrap();
+    assert_eq!(
+        flag_groups(&client).await,
+        "hostedcluster/critical-core: shadow\nhostedcluster/gated-components: enforce 10%"
+    );
+
+    // A restarted driver (same identity) resumes: no new start, the steps as the status says.
+    let mut again = driver(&client, "a", data.path(), Duration::from_hours(1));
+    let resumed = again.round().await.unwrap();
+    assert!(
+        resumed.leader && resumed.decisions.is_empty(),
+        "{resumed:?}"
+    );
+    assert_eq!(of(&resumed, "critical-core").phase, Phase::Aborted);
+    assert_eq!(of(&resumed, "gated-components").step, 0);
+
+    // Another replica takes over only once the Lease has expired.
+    let mut short = driver(&client, "a", data.path(), Duration::from_secs(1));
+    assert!(short.round().await.unwrap().leader);
+    let mut c = driver(&client, "c", data.path(), Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert!(
+        c.round().await.unwrap().leader,
+        "the expired Lease was not taken over"
+    );
+    assert!(!short.round().await.unwrap().leader);
+    drop(sim);
 }
