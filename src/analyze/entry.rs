@@ -129,6 +129,10 @@ pub fn analyze_at(
         plans: reports,
         readiness,
         clusters,
+        rollouts: crate::dataset::rollouts::read(location).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the rollouts' record cannot be read; the report leaves it out");
+            Vec::new()
+        }),
     })
 }
 

@@ -496,4 +496,8 @@ pub struct Analysis {
     /// its readiness judged on its own data. The fleet's verdicts (`plans`) count an object of
     /// one cluster apart from a namesake in another.
     pub clusters: Vec<clusters::ClusterReport>,
+    /// The rollout driver's record (`table=rollouts`): every evaluation of every rollout's
+    /// step, oldest first; absent when no driver wrote to the dataset.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<crate::dataset::rollouts::Row>,
 }

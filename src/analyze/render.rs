@@ -1,7 +1,9 @@
 //! The analysis as a terminal table, JSON, Markdown, or a self-contained HTML report.
 
+mod escape;
 pub mod html;
 mod markdown;
+mod rollouts;
 
 pub use markdown::markdown;
 

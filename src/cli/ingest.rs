@@ -135,7 +135,10 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
             args.rollout.driver(
                 &client,
                 (&namespace, &args.flag_name),
-                (args.parquet.parquet_dir.as_deref(), parquet.as_ref()),
+                (
+                    (args.parquet.parquet_dir.as_deref(), parquet.as_ref()),
+                    &args.parquet.cluster,
+                ),
                 plans.iter().map(|p| (**p).clone()).collect(),
                 &telemetry,
             )?

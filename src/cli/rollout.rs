@@ -40,7 +40,7 @@ impl RolloutArgs {
         &self,
         client: &kube::Client,
         flag: (&str, &str),
-        dataset: (Option<&str>, Option<&Arc<ParquetSink>>),
+        (dataset, cluster): ((Option<&str>, Option<&Arc<ParquetSink>>), &str),
         plans: Vec<ReconcilePlan>,
         metrics: &shadow_reconciler::telemetry::http::Telemetry,
     ) -> anyhow::Result<Option<Driver>> {
@@ -60,6 +60,7 @@ impl RolloutArgs {
         let sink = sink.clone();
         let settings = Settings {
             namespace: flag.0.to_owned(),
+            cluster: cluster.to_owned(),
             flag: flag.1.to_owned(),
             lease: self.rollout_lease.clone(),
             identity,

@@ -229,7 +229,10 @@ fn rollout_driver(
     args.rollout.driver(
         client,
         (&target.namespace, &target.name),
-        (args.parquet.parquet_dir.as_deref(), parquet),
+        (
+            (args.parquet.parquet_dir.as_deref(), parquet),
+            &args.parquet.cluster,
+        ),
         plans,
         telemetry,
     )

@@ -11,6 +11,7 @@ pub mod lock;
 pub mod open;
 pub mod reader;
 pub mod repair;
+pub mod rollouts;
 mod rowgroup;
 pub mod schema;
 pub mod sink;

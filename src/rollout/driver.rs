@@ -21,6 +21,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use super::gates;
 use super::prom;
 use crate::dataset::Location;
+use crate::dataset::rollouts as record;
 use crate::flag::RolloutMetrics;
 use crate::flag::rollout::{
     ACTION_ANNOTATION, Action, Decision, GateResult, Observation, Phase, Policy, RolloutStatus,
@@ -36,6 +37,8 @@ const REPORTER: &str = "shadow-reconciler-rollout";
 pub struct Settings {
     /// The namespace of the rollouts, the flag ConfigMap and the Lease.
     pub namespace: String,
+    /// The cluster's name in the records (`--cluster`).
+    pub cluster: String,
     /// The flag ConfigMap's name.
     pub flag: String,
     /// The Lease's name.
@@ -153,11 +156,19 @@ impl Driver {
         let mut rollouts = api.list(&ListParams::default()).await?.items;
         rollouts.sort_by_key(ResourceExt::name_any);
         let mut entries = Vec::new();
+        let mut rows = Vec::new();
         for rollout in &rollouts {
             let name = rollout.name_any();
             match self.handle(&api, rollout).await {
                 Ok((policy, status, decisions)) => {
                     entries.push(policy.entry(&status).to_string());
+                    rows.push(row(
+                        &self.settings.cluster,
+                        &name,
+                        &policy,
+                        &status,
+                        &decisions,
+                    ));
                     round
                         .decisions
                         .extend(decisions.into_iter().map(|d| (name.clone(), d)));
@@ -173,6 +184,7 @@ impl Driver {
             }
         }
         (round.groups, round.flag_version) = self.write_flag(&entries).await?;
+        self.record(rows, round.flag_version.clone()).await;
         Ok(round)
     }
 
@@ -310,6 +322,27 @@ impl Driver {
             }
         }
         Some(observation)
+    }
+
+    /// The Parquet record of the round (one row per rollout driven), beside the reconciles; a
+    /// failure to write it is logged, never a failed round.
+    async fn record(&self, mut rows: Vec<record::Row>, version: Option<String>) {
+        if rows.is_empty() {
+            return;
+        }
+        for r in &mut rows {
+            r.flag_version.clone_from(&version);
+        }
+        let location = self.settings.location.clone();
+        let identity = self.settings.identity.clone();
+        match tokio::task::spawn_blocking(move || record::write(&location, &identity, &rows)).await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "cannot write the rollouts' Parquet record of this round");
+            }
+            Err(error) => tracing::error!(%error, "writing the rollouts' record panicked"),
+        }
     }
 
     /// Writes `status` (and removes the action annotation once applied).
@@ -483,6 +516,49 @@ impl Driver {
         {
             tracing::warn!(%error, rollout = %rollout.name_any(), reason, "cannot publish the rollout's Event");
         }
+    }
+}
+
+/// The record's row of one rollout after a round.
+fn row(
+    cluster: &str,
+    name: &str,
+    policy: &Policy,
+    status: &RolloutStatus,
+    decisions: &[Decision],
+) -> record::Row {
+    let now = Timestamp::now();
+    let gate = status.last_gate.as_ref();
+    record::Row {
+        time_us: now.as_microsecond(),
+        cluster: cluster.to_owned(),
+        rollout: name.to_owned(),
+        group: policy.group.to_string(),
+        phase: status.phase.as_str().to_owned(),
+        step: status.step + 1,
+        ramp: if status.phase.enforces() {
+            status.ramp
+        } else {
+            0.0
+        },
+        result: gate
+            .map(|g| g.result.as_str().to_owned())
+            .unwrap_or_default(),
+        decision: decisions
+            .iter()
+            .map(|d| d.kind.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        // What was decided, else what the step waits for.
+        message: decisions
+            .last()
+            .map_or_else(|| status.message.clone(), |d| d.message.clone()),
+        enforced_objects: gate.map_or(0, |g| g.enforced_objects),
+        gates: gate.map_or_else(
+            || "[]".to_owned(),
+            |g| serde_json::to_string(&g.gates).unwrap_or_default(),
+        ),
+        flag_version: None,
     }
 }
 

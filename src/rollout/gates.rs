@@ -289,6 +289,8 @@ fn rate_gate(
 struct Analysed {
     /// The worst readiness of the group over its plans, with its summary.
     readiness: Option<(Readiness, String)>,
+    /// The window holds too few objects for the analyzer to judge anything.
+    too_few: bool,
     /// Guard refusals in the window.
     refusals: u64,
     /// Objects written differently, undeclared, by the group's operations.
@@ -317,6 +319,7 @@ fn analysed(
     };
     let mut out = Analysed {
         readiness: None,
+        too_few: false,
         refusals: 0,
         differences: 0,
         difference_names: Vec::new(),
@@ -332,6 +335,12 @@ fn analysed(
         let Some(g) = report.readiness.iter().find(|g| g.group == name) else {
             continue;
         };
+        // The plan's data covers too few objects to judge anything (a finding of no
+        // operation); a member tested in too few objects is not this.
+        out.too_few |= g
+            .findings
+            .iter()
+            .any(|f| f.code == analyze::FindingCode::TooFewObjects && f.operations.is_empty());
         if out.readiness.as_ref().is_none_or(|(r, _)| g.readiness > *r) {
             out.readiness = Some((
                 g.readiness,
@@ -368,18 +377,26 @@ pub fn observe(
     let mut results = Vec::new();
     let Analysed {
         readiness,
+        too_few,
         refusals,
         differences,
         difference_names,
     } = from;
     if gates.readiness != ReadinessGate::Off {
+        let no_data = readiness.is_none();
         let (r, summary) = readiness.unwrap_or((
             Readiness::Inconclusive,
             "no reconcile of the group's plans since the step began".to_owned(),
         ));
+        // An analysis of too few objects judged nothing: the step waits for more, whatever
+        // the gate asks; `inconclusive` for any other reason (members never exercised, or
+        // tested in too few objects) passes with `BlockNotReady`: the same objects reconciled
+        // again add no evidence, and the comparisons of enforced and other objects are the
+        // direct measure of the step.
         let result = match (r, gates.readiness) {
             (Readiness::NotReady, _) => Verdict::Failed,
             (Readiness::Inconclusive, ReadinessGate::RequireReady) => Verdict::Waiting,
+            (Readiness::Inconclusive, _) if too_few || no_data => Verdict::Waiting,
             _ => Verdict::Passed,
         };
         results.push(GateResult {

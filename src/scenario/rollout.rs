@@ -60,7 +60,15 @@ pub struct Timeline {
     pub rounds: u32,
     /// The flag ConfigMap's resourceVersion after each round, in order.
     pub flag_versions: Vec<Option<String>>,
+    /// The driver stopped deciding: [`STALL_ROUNDS`] rounds in a row without a decision, each
+    /// after every HostedCluster was reconciled again. The gates wait for evidence the
+    /// population does not give (too few objects for a step's minimum, say): more rounds on the
+    /// same objects add nothing.
+    pub stalled: bool,
 }
+
+/// Rounds in a row without a decision after which the scenario stops driving.
+pub const STALL_ROUNDS: u32 = 3;
 
 /// The two rollouts of the scenario: name, group, steps.
 fn rollouts() -> [(&'static str, &'static str, &'static [f64]); 2] {
@@ -179,6 +187,7 @@ pub async fn drive(
         client.clone(),
         DriverSettings {
             namespace: NAMESPACE.into(),
+            cluster: crate::dataset::encode::DEFAULT_CLUSTER.into(),
             flag: "shadow-reconciler-flag".into(),
             lease: "shadow-reconciler-rollout".into(),
             identity: "simulate".into(),
@@ -195,6 +204,7 @@ pub async fn drive(
     let begun = Instant::now();
     let mut timeline = Timeline::default();
     let hcs: Api<HostedCluster> = Api::all(client.clone());
+    let mut quiet = 0;
     while Instant::now() < deadline {
         let round = driver
             .round()
@@ -215,12 +225,21 @@ pub async fn drive(
                 .statuses
                 .iter()
                 .all(|(_, s)| !matches!(s.phase, Phase::Progressing | Phase::Paused));
+        quiet = if round.decisions.is_empty() {
+            quiet + 1
+        } else {
+            0
+        };
         if ended {
             break;
         }
-        let before = tally.progress().records;
+        if quiet >= STALL_ROUNDS {
+            timeline.stalled = true;
+            break;
+        }
+        tally.mark();
         touch_all(client, &hcs, timeline.rounds).await;
-        wait_for_reconciles(tally, before + hosted_clusters as u64, deadline).await;
+        wait_for_reconciles(tally, hosted_clusters, deadline).await;
     }
     Ok(timeline)
 }
@@ -290,10 +309,10 @@ async fn touch_all(client: &kube::Client, api: &Api<HostedCluster>, round: u32) 
     }
 }
 
-/// Waits until the tally holds `want` records (the touched HostedClusters reconciled), or the
-/// deadline.
-async fn wait_for_reconciles(tally: &Tally, want: u64, deadline: Instant) {
-    while tally.progress().records < want && Instant::now() < deadline {
+/// Waits until every touched HostedCluster was reconciled since the touch, or the deadline.
+async fn wait_for_reconciles(tally: &Tally, objects: usize, deadline: Instant) {
+    let plan = crate::reconcilers::hostedcluster::HostedClusterReconciler::plan();
+    while tally.reconciled_since_mark(plan.name()) < objects && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -339,6 +358,18 @@ impl std::fmt::Display for Timeline {
                 )
             })
             .collect();
-        writeln!(f, "  result: {}", ends.join("; "))
+        writeln!(f, "  result: {}", ends.join("; "))?;
+        if self.stalled {
+            writeln!(
+                f,
+                "  stalled: no decision in {STALL_ROUNDS} rounds, each after every HostedCluster was reconciled again; the gates wait for what these objects do not give:"
+            )?;
+            for (name, s) in &self.statuses {
+                if matches!(s.phase, Phase::Progressing | Phase::Paused) {
+                    writeln!(f, "    {name}: {}", s.message)?;
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -27,6 +27,8 @@ struct State {
     last_record: Option<Instant>,
     /// When an object was first seen or its outcome last changed.
     last_change: Option<Instant>,
+    /// The objects reconciled (not cut short) since [`Tally::mark`], per plan.
+    since_mark: HashMap<String, std::collections::HashSet<(String, String)>>,
 }
 
 /// A snapshot of a run's progress: O(1) to take.
@@ -61,6 +63,7 @@ impl Tally {
                 failing: HashMap::new(),
                 last_record: None,
                 last_change: None,
+                since_mark: HashMap::new(),
             }),
         }
     }
@@ -79,6 +82,20 @@ impl Tally {
             last_record: state.last_record,
             last_change: state.last_change,
         }
+    }
+
+    /// Forgets the objects reconciled so far, for [`reconciled_since_mark`](Self::reconciled_since_mark).
+    pub fn mark(&self) {
+        self.lock().since_mark.clear();
+    }
+
+    /// Distinct objects of `plan` reconciled (not cut short) since the last [`mark`](Self::mark).
+    #[must_use]
+    pub fn reconciled_since_mark(&self, plan: &str) -> usize {
+        self.lock()
+            .since_mark
+            .get(plan)
+            .map_or(0, std::collections::HashSet::len)
     }
 
     /// Whether a record of `plan` arrived.
@@ -111,6 +128,11 @@ impl Sink for Tally {
             record.object.namespace.clone().unwrap_or_default(),
             record.object.name.clone(),
         );
+        state
+            .since_mark
+            .entry(key.0.clone())
+            .or_default()
+            .insert((key.1.clone(), key.2.clone()));
         let before = state.failing.insert(key, failed);
         if before != Some(failed) {
             state.last_change = Some(now);

@@ -132,6 +132,36 @@ fn check_steps(decisions: &[&Entry], records: &[Record], timeline: &Timeline) {
     }
 }
 
+/// The driver's Parquet record holds every decision of the timeline, in order, with the gates
+/// and the flag version of its round.
+fn check_record(dir: &std::path::Path, timeline: &Timeline) {
+    let rows =
+        shadow_reconciler::dataset::rollouts::read(&Location::Local(dir.to_owned())).unwrap();
+    let recorded: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| !r.decision.is_empty())
+        .flat_map(|r| {
+            r.decision
+                .split(',')
+                .map(|d| (r.group.clone(), d.to_owned()))
+        })
+        .collect();
+    let mut expected: Vec<(String, String)> = timeline
+        .entries
+        .iter()
+        .map(|e| (e.group.clone(), e.kind.clone()))
+        .collect();
+    let mut recorded_sorted = recorded.clone();
+    recorded_sorted.sort();
+    expected.sort();
+    assert_eq!(recorded_sorted, expected, "{timeline}");
+    for r in rows.iter().filter(|r| r.decision.contains("RolledBack")) {
+        assert_eq!(r.result, "Failed");
+        assert!(r.gates.contains("\"Failed\""), "{}", r.gates);
+        assert!(r.flag_version.is_some());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_good_group_reaches_100_percent_and_the_bad_one_is_rolled_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -188,8 +218,47 @@ async fn the_good_group_reaches_100_percent_and_the_bad_one_is_rolled_back() {
         "{timeline}"
     );
     check_steps(&decisions, &records, &timeline);
+    check_record(dir.path(), &timeline);
 
     check_rollback(&timeline, &records);
+}
+
+/// A population too small for the steps' minimum (10 objects enforced, 10% of 20 HostedClusters
+/// is 2): no gate can pass, so the driver waits, and the scenario ends after
+/// `STALL_ROUNDS` rounds without a decision instead of running to its deadline; the printed
+/// timeline says what each rollout waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_population_too_small_for_the_steps_stalls_and_says_why() {
+    use shadow_reconciler::scenario::rollout::STALL_ROUNDS;
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(ParquetSink::start(SinkConfig::new(dir.path()), None));
+    let settings = Settings {
+        scenario: Scenario::Rollout,
+        hosted_clusters: 20,
+        addons: 2,
+        progress: false,
+        // A bound for a broken run, not a speed target: the stall must end the run before it.
+        duration: Duration::from_mins(10),
+        parquet: Some(sink.clone()),
+        ..Settings::default()
+    };
+    let summary = run(&settings).await.unwrap();
+    sink.shutdown(Duration::from_secs(30)).unwrap();
+    let timeline = summary.rollout.expect("the rollout scenario's timeline");
+    assert!(timeline.stalled, "{timeline}");
+    assert!(summary.settled, "{timeline}");
+    // The first round starts both rollouts; then STALL_ROUNDS rounds decide nothing.
+    assert_eq!(timeline.rounds, STALL_ROUNDS + 1, "{timeline}");
+    for name in ["gated-components", "critical-core"] {
+        let s = status(&timeline, name);
+        assert_eq!((s.phase, s.step), (Phase::Progressing, 0), "{timeline}");
+        assert!(s.message.contains("waiting for"), "{name}: {}", s.message);
+    }
+    let printed = timeline.to_string();
+    assert!(
+        printed.contains("stalled: no decision in 3 rounds"),
+        "{printed}"
+    );
 }
 
 /// The bad group: rolled back at its first step by a failed gate, with its figures; no object
@@ -255,6 +324,7 @@ fn driver(client: &kube::Client, identity: &str, dir: &std::path::Path, lease: D
         client.clone(),
         DriverSettings {
             namespace: "shadow-reconciler".into(),
+            cluster: "default".into(),
             flag: "shadow-reconciler-flag".into(),
             lease: "shadow-reconciler-rollout".into(),
             identity: identity.into(),

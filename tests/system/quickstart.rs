@@ -87,12 +87,30 @@ fn runbook_patches_leave_valid_flags(plane: &ControlPlane, path: &str) {
         let spec = flag
             .parse(&cm)
             .unwrap_or_else(|e| panic!("{patch}: the flag is refused: {e}"));
-        let mode = patch
-            .split("\"mode\":\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .expect("each runbook patch sets a mode");
-        assert_eq!(spec.mode.to_string(), mode, "{patch}");
+        let key = |name: &str| {
+            patch
+                .split(&format!("\"{name}\":\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+        };
+        let mode = key("mode");
+        let groups = key("groups");
+        assert!(
+            mode.is_some() || groups.is_some(),
+            "{patch}: each runbook patch sets a mode or per-group ramps"
+        );
+        if let Some(mode) = mode {
+            assert_eq!(spec.mode.to_string(), mode, "{patch}");
+        }
+        if let Some(groups) = groups {
+            let got: Vec<String> = spec
+                .groups
+                .iter()
+                .map(|g| g.to_string().trim_end_matches('%').to_owned())
+                .collect();
+            let want: Vec<&str> = groups.split(',').map(str::trim).collect();
+            assert_eq!(got, want, "{patch}: the groups the flag gives");
+        }
     }
 }
 

@@ -11,12 +11,7 @@ use std::fmt::Write as _;
 use super::super::answer::Answer;
 use crate::analyze::{Analysis, PlanReport, Readiness, Verdict, stats};
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use super::escape::escape;
 
 /// `name` escaped, with a line-break opportunity between the words of a CamelCase name, so a
 /// narrow column breaks `KubeconfigAndPasswordSync` between words, never inside one.
@@ -560,6 +555,7 @@ pub fn render(a: &Analysis) -> String {
     if let Some(line) = super::clusters_line(a) {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&line));
     }
+    super::rollouts::html(&mut out, &a.rollouts);
     for (i, plan) in a.plans.iter().enumerate() {
         plan_section(&mut out, plan, a.confidence, i);
     }
