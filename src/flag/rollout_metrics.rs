@@ -184,8 +184,18 @@ impl RolloutMetrics {
         }
     }
 
-    /// Declares a rollout's series at zero, so alerts see them before the first rollback.
+    /// Declares a rollout's series at zero, so alerts see them before the first rollback or
+    /// the first evaluation that could not read its data.
     pub fn declare(&self, rollout: &str, group: &str) {
         self.rollbacks.with_label_values(&[rollout, group]);
+        for result in [
+            Verdict::Passed.as_str(),
+            Verdict::Waiting.as_str(),
+            Verdict::Failed.as_str(),
+            "error",
+        ] {
+            self.evaluations
+                .with_label_values(&[rollout, group, result]);
+        }
     }
 }

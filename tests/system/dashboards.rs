@@ -384,32 +384,31 @@ fn without_thresholds(expr: Expr) -> Expr {
 fn every_expression_returns_data_from_prometheus_after_a_simulate_run() {
     let prometheus_bin = tool("prometheus");
     let dir = tempfile::tempdir().unwrap();
-    // The simulated run, serving /metrics on after it ends.
-    let sim_port = free_port();
-    let sim_addr = format!("127.0.0.1:{sim_port}");
-    let stdout = std::fs::File::create(dir.path().join("simulate.out")).unwrap();
-    let stderr = std::fs::File::create(dir.path().join("simulate.err")).unwrap();
-    let _simulate = Process(
-        Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-            .args([
-                "simulate",
-                "--hosted-clusters",
-                "40",
-                "--addons",
-                "6",
-                "--serve",
-            ])
-            .args(["--listen", &sim_addr, "--parquet-dir"])
-            .arg(dir.path().join("data"))
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .unwrap(),
-    );
+    // Two simulated runs, serving /metrics on after they end: the default scenario, and the
+    // rollout scenario (whose driver feeds the rollout row and alerts).
+    let simulate = |name: &str, args: &[&str]| {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let stdout = std::fs::File::create(dir.path().join(format!("{name}.out"))).unwrap();
+        let stderr = std::fs::File::create(dir.path().join(format!("{name}.err"))).unwrap();
+        let process = Process(
+            Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
+                .arg("simulate")
+                .args(args)
+                .args(["--serve", "--listen", &addr, "--parquet-dir"])
+                .arg(dir.path().join(name))
+                .stdout(stdout)
+                .stderr(stderr)
+                .spawn()
+                .unwrap(),
+        );
+        (addr, process)
+    };
+    let (sim_addr, _simulate) = simulate("simulate", &["--hosted-clusters", "40", "--addons", "6"]);
+    let (rollout_addr, _rollout) = simulate("rollout", &["--scenario", "rollout"]);
     let prom_port = free_port();
     let prom_addr = format!("127.0.0.1:{prom_port}");
     let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: shadow-reconciler\n    static_configs:\n      - targets: ['{sim_addr}']\n",
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: shadow-reconciler\n    static_configs:\n      - targets: ['{sim_addr}', '{rollout_addr}']\n",
         root().join("exporters/prometheus/rules.yaml").display()
     );
     std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
@@ -431,25 +430,24 @@ fn every_expression_returns_data_from_prometheus_after_a_simulate_run() {
             .spawn()
             .unwrap(),
     );
-    // Wait for the run to end (its summary is printed) and a few scrapes after it.
+    // Wait for the runs to end (their summaries are printed) and a few scrapes after them.
     let started = Instant::now();
-    let done = || {
-        std::fs::read_to_string(dir.path().join("simulate.err"))
-            .is_ok_and(|s| s.contains("run finished; still serving"))
-    };
-    while !done() {
-        assert!(
-            started.elapsed() < Duration::from_mins(4),
-            "simulate did not finish: {}",
-            std::fs::read_to_string(dir.path().join("simulate.err")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(500));
+    for name in ["simulate", "rollout"] {
+        let err = || std::fs::read_to_string(dir.path().join(format!("{name}.err")));
+        while !err().is_ok_and(|s| s.contains("run finished; still serving")) {
+            assert!(
+                started.elapsed() < Duration::from_mins(6),
+                "{name} did not finish: {}",
+                err().unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
     std::thread::sleep(Duration::from_secs(8));
     let up = query(&prom_addr, "up{job=\"shadow-reconciler\"} == 1");
     assert_eq!(
         up,
-        Ok(1),
+        Ok(2),
         "Prometheus scrapes the run: {}",
         std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
     );
