@@ -255,6 +255,7 @@ impl Driver {
             );
         }
         status.observed_generation = rollout.metadata.generation;
+        status.step_of = format!("{}/{}", status.step + 1, policy.steps.len());
         self.write_status(api, &name, &status, annotation.is_some())
             .await
             .map_err(|e| format!("cannot write the status: {e}"))?;

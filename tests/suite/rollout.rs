@@ -191,6 +191,10 @@ async fn the_good_group_reaches_100_percent_and_the_bad_one_is_rolled_back() {
     );
     assert!((good.ramp - 100.0).abs() < f64::EPSILON, "{timeline}");
     assert_eq!(
+        (good.step_of.as_str(), bad.step_of.as_str()),
+        ("4/4", "1/3")
+    );
+    assert_eq!(
         (bad.phase, bad.rollbacks),
         (Phase::RolledBack, 1),
         "{timeline}"

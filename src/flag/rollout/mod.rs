@@ -34,7 +34,7 @@ pub const HISTORY: usize = 20;
     shortname = "srollout",
     printcolumn = r#"{"name":"Group","type":"string","jsonPath":".spec.group"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Step","type":"integer","jsonPath":".status.step"}"#,
+    printcolumn = r#"{"name":"Step","type":"string","jsonPath":".status.stepOf"}"#,
     printcolumn = r#"{"name":"Ramp","type":"number","jsonPath":".status.ramp"}"#,
     printcolumn = r#"{"name":"Gate","type":"string","jsonPath":".status.lastGate.result"}"#,
     printcolumn = r#"{"name":"Rollbacks","type":"integer","jsonPath":".status.rollbacks"}"#,
@@ -143,6 +143,10 @@ pub struct RolloutStatus {
     pub phase: Phase,
     /// The step's index (0 first).
     pub step: u32,
+    /// The step as people count it, of how many: `2/4` is the second of four steps (what
+    /// `kubectl get shadowrollouts` shows).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub step_of: String,
     /// The step's ramp, in percent (the group's entry in the flag; `shadow` unless the phase
     /// is `Progressing`, `Paused` or `Completed`).
     pub ramp: f64,
