@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
 use crate::flag::rollout::ShadowRollout;
@@ -82,7 +83,7 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
     ];
     let mut files = Vec::new();
     let mut names = Vec::new();
-    for mut crd in crds {
+    for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let path = format!("deploy/crds/{name}.yaml");
         let yaml = serde_saphyr::to_string(&crd).map_err(|source| Error::Serialize {
@@ -90,23 +91,7 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
             source,
         })?;
         files.push((path, format!("{HEADER}{yaml}")));
-        // Helm installs crds/ as it is, untemplated: the labels kustomize adds to every object
-        // (less managed-by, which names the tool) are written in.
-        crd.metadata.labels = Some(
-            CHART_LABELS
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
-        let path = format!("{CHART}/crds/{name}.yaml");
-        let yaml = serde_saphyr::to_string(&crd).map_err(|source| Error::Serialize {
-            path: path.clone(),
-            source,
-        })?;
-        files.push((
-            path,
-            format!("{HEADER}# Installed by Helm before the templates, never upgraded or deleted by it (deploy/README.md, Helm).\n{yaml}"),
-        ));
+        files.push(chart_crd(crd)?);
         names.push(name);
     }
     let mut kustomization = format!(
@@ -129,6 +114,7 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         source,
     })?;
     files.push((path, format!("{HEADER}{yaml}")));
+    files.push(chart_crd(rollout)?);
     files.extend(prometheus_rule()?);
     // The chart's RBAC: kustomize's files, templated (one source for the grants).
     files.push(chart_template(
@@ -141,6 +127,11 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         include_str!("../deploy/overlays/standalone/rbac-reconcilers.yaml"),
         Some(".Values.controller.enabled"),
     ));
+    files.push(chart_template(
+        "deploy/rollout/rbac-rollout.yaml",
+        include_str!("../deploy/rollout/rbac-rollout.yaml"),
+        Some("and .Values.controller.enabled .Values.rollout.enabled"),
+    ));
     // The sidecar overlay mounts the shipped plans; kustomize reads files only inside the overlay.
     for name in crate::plan::embedded::NAMES {
         if let Some((_, text)) = crate::plan::embedded::text(name) {
@@ -151,6 +142,29 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         }
     }
     Ok(files)
+}
+
+/// A CRD for the Helm chart's `crds/`, which Helm installs as it is, untemplated: the labels
+/// kustomize adds to every object (less managed-by, which names the tool) are written in.
+fn chart_crd(mut crd: CustomResourceDefinition) -> Result<(String, String), Error> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crd.metadata.labels = Some(
+        CHART_LABELS
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    let path = format!("{CHART}/crds/{name}.yaml");
+    let yaml = serde_saphyr::to_string(&crd).map_err(|source| Error::Serialize {
+        path: path.clone(),
+        source,
+    })?;
+    Ok((
+        path,
+        format!(
+            "{HEADER}# Installed by Helm before the templates, never upgraded or deleted by it (deploy/README.md, Helm).\n{yaml}"
+        ),
+    ))
 }
 
 /// The rules of `exporters/prometheus/rules.yaml` as a prometheus-operator `PrometheusRule`: the

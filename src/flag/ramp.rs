@@ -56,6 +56,14 @@ impl GroupRef {
         }
     }
 
+    /// Whether the two references can name the same group: the same name, and the same plan or
+    /// one of them of any plan.
+    #[must_use]
+    pub fn overlaps(&self, other: &Self) -> bool {
+        self.group == other.group
+            && (self.plan.is_none() || other.plan.is_none() || self.plan == other.plan)
+    }
+
     /// The group's name in `plan`, if this reference names a group of it.
     #[must_use]
     pub fn in_plan<'a>(&'a self, plan: &ReconcilePlan) -> Option<&'a str> {

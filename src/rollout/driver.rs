@@ -19,14 +19,15 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::gates;
+use super::groups::merged_groups;
 use super::prom;
 use crate::dataset::Location;
 use crate::dataset::rollouts as record;
-use crate::flag::RolloutMetrics;
 use crate::flag::rollout::{
     ACTION_ANNOTATION, Action, Decision, GateResult, Observation, Phase, Policy, RolloutStatus,
     ShadowRollout, Verdict, evolve, start,
 };
+use crate::flag::{GroupRamp, RolloutMetrics};
 use crate::plan::ReconcilePlan;
 
 /// The Events' reporting controller.
@@ -161,7 +162,7 @@ impl Driver {
             let name = rollout.name_any();
             match self.handle(&api, rollout).await {
                 Ok((policy, status, decisions)) => {
-                    entries.push(policy.entry(&status).to_string());
+                    entries.push(policy.entry(&status));
                     rows.push(row(
                         &self.settings.cluster,
                         &name,
@@ -175,11 +176,8 @@ impl Driver {
                     round.statuses.push((name, status));
                 }
                 Err(problem) => {
+                    // Its group keeps the entry the flag has (`merged_groups`).
                     tracing::warn!(rollout = %name, %problem, "rollout not driven");
-                    // Its group keeps the entry the flag has.
-                    if let Some(entry) = self.kept_entry(rollout).await {
-                        entries.push(entry);
-                    }
                 }
             }
         }
@@ -365,27 +363,14 @@ impl Driver {
         Ok(())
     }
 
-    /// The flag's current entry for an undriven rollout's group, kept as it is.
-    async fn kept_entry(&self, rollout: &ShadowRollout) -> Option<String> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.settings.namespace);
-        let cm = api.get_opt(&self.settings.flag).await.ok().flatten()?;
-        let groups = cm.data?.get("groups")?.clone();
-        let wanted = rollout.spec.group.trim();
-        groups
-            .split(['\n', ','])
-            .map(str::trim)
-            .find(|e| e.split_once(':').is_some_and(|(g, _)| g.trim() == wanted))
-            .map(str::to_owned)
-    }
-
-    /// Writes the flag's `groups` key when it differs; returns what it holds and the
-    /// ConfigMap's resourceVersion.
+    /// Writes the flag's `groups` key when it differs (the driven groups' entries as
+    /// `driven` says, every other entry kept); returns what it holds and the ConfigMap's
+    /// resourceVersion.
     async fn write_flag(
         &self,
-        entries: &[String],
+        driven: &[GroupRamp],
     ) -> Result<(Option<String>, Option<String>), kube::Error> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.settings.namespace);
-        let groups = entries.join("\n");
         let cm = api.get_opt(&self.settings.flag).await?;
         let version = cm
             .as_ref()
@@ -393,8 +378,9 @@ impl Driver {
         let current = cm
             .and_then(|cm| cm.data)
             .and_then(|d| d.get("groups").cloned());
+        let groups = merged_groups(current.as_deref(), driven);
         if current.as_deref().map(str::trim) == Some(groups.trim())
-            || (current.is_none() && entries.is_empty())
+            || (current.is_none() && driven.is_empty())
         {
             return Ok((current, version));
         }

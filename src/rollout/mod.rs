@@ -11,6 +11,7 @@
 
 pub mod driver;
 pub mod gates;
+pub mod groups;
 pub mod prom;
 
 pub use driver::{Driver, Round, Settings};

@@ -780,6 +780,15 @@ UNNAMED_GRANTS = {
     },
     # Events get generated names.
     "shadow-reconciler-flag": {("events", "create"), ("events", "patch")},
+    # The driver drives whatever rollouts people create in its namespace; create cannot be
+    # limited by name (its Lease, once); Events get generated names.
+    "shadow-reconciler-rollout": {
+        ("shadowrollouts", "get"), ("shadowrollouts", "list"), ("shadowrollouts", "watch"),
+        ("shadowrollouts", "patch"),
+        ("shadowrollouts/status", "get"), ("shadowrollouts/status", "patch"),
+        ("leases", "create"),
+        ("events", "create"), ("events", "patch"),
+    },
 }
 
 

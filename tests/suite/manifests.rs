@@ -32,13 +32,13 @@ fn a_changed_or_missing_manifest_is_reported() {
     assert!(stale.iter().all(|p| p.starts_with("deploy/")));
 }
 
-/// The example rollouts of `deploy/rollout/` are rollouts the driver accepts, their `PromQL`
+/// The example rollouts of `deploy/rollout/example-rollouts.yaml` are rollouts the driver accepts, their `PromQL`
 /// parses, and the driver's Role grants writes only to its flag ConfigMap and its rollouts.
 #[test]
 fn the_shipped_rollouts_and_the_drivers_role_are_what_the_driver_needs() {
     use shadow_reconciler::flag::rollout::{Policy, ShadowRollout};
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("deploy/rollout/rollouts.yaml")).unwrap();
+    let text = std::fs::read_to_string(root.join("deploy/rollout/example-rollouts.yaml")).unwrap();
     let rollouts: Vec<ShadowRollout> = serde_saphyr::from_multiple(&text).unwrap();
     assert!(rollouts.len() >= 2);
     for r in &rollouts {
@@ -48,7 +48,7 @@ fn the_shipped_rollouts_and_the_drivers_role_are_what_the_driver_needs() {
                 .unwrap_or_else(|e| panic!("{}: {e}", gate.name));
         }
     }
-    let rbac = std::fs::read_to_string(root.join("deploy/rollout/rbac.yaml")).unwrap();
+    let rbac = std::fs::read_to_string(root.join("deploy/rollout/rbac-rollout.yaml")).unwrap();
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&rbac).unwrap();
     let rules = docs[0]["rules"].as_array().unwrap();
     for rule in rules {

@@ -572,6 +572,9 @@ fn standalone(node: &Node) {
         || format!("up: {:?}\n{}", prometheus.query("up"), prometheus.log()),
     );
 
+    runbook_data_step(node);
+    driver_starts_a_rollout(node, &prometheus);
+
     // The flag flipped with kubectl apply: one rollout group to enforce, in the running pod.
     let flag = std::fs::read_to_string(repo().join("deploy/base/flag-configmap.yaml"))
         .expect("read the flag ConfigMap");
@@ -714,6 +717,118 @@ fn standalone(node: &Node) {
         mine.len(),
         shadow.len()
     );
+}
+
+/// The rollout runbook's data step (docs/flag.md, step 2) as written, on the shipped image: the
+/// image's own binary analyses the volume in the pod through `kubectl exec`, and its exit code
+/// (0 ready, 1 not ready, 3 inconclusive) comes back.
+fn runbook_data_step(node: &Node) {
+    let doc = std::fs::read_to_string(repo().join("docs/flag.md")).expect("read docs/flag.md");
+    let command = doc
+        .split('`')
+        .find(|span| {
+            span.starts_with("kubectl ") && span.contains(" exec ") && span.contains(" analyze ")
+        })
+        .expect("docs/flag.md's runbook analyses the data with kubectl exec")
+        .replace("PLAN/GROUP", "hostedcluster/non-critical-syncs");
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let out = node.kubectl_output(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)) && stdout.contains("non-critical-syncs"),
+        "{command}: exit {:?}\n{stdout}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("runbook data step: exit {:?}", out.status.code());
+}
+
+/// The shipped overlay runs the rollout driver: the pod holds the Lease, and a `ShadowRollout`
+/// created with kubectl (the first of deploy/rollout/example-rollouts.yaml) is started at its
+/// first step, its status written and its group's entry added to the flag's `groups` key,
+/// beside a person's entry of another group, which stays. Then both are removed again.
+fn driver_starts_a_rollout(node: &Node, prometheus: &Prometheus) {
+    eventually(
+        "the pod holding the rollout Lease",
+        || prometheus.sum("shadow_reconciler_rollout_leader") >= 1.0,
+        || format!("{:?}", prometheus.query("shadow_reconciler_rollout_leader")),
+    );
+    node.kubectl(&[
+        "-n",
+        NAMESPACE,
+        "patch",
+        "configmap",
+        "shadow-reconciler-flag",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"groups":"critical-core: shadow"}}"#,
+    ]);
+    let examples = std::fs::read_to_string(repo().join("deploy/rollout/example-rollouts.yaml"))
+        .expect("read the example rollouts");
+    let first = examples
+        .split("\n---\n")
+        .next()
+        .expect("a first example rollout");
+    assert!(
+        first.contains("group: hostedcluster/non-critical-syncs"),
+        "{first}"
+    );
+    apply_stdin(node, first);
+    let get = |what: &[&str]| {
+        node.kubectl_output(&[&["-n", NAMESPACE, "get"], what].concat())
+            .stdout
+    };
+    eventually(
+        "the driver starting the rollout and writing its group into the flag",
+        || {
+            let status = get(&[
+                "shadowrollout",
+                "non-critical-syncs",
+                "-o",
+                "jsonpath={.status.phase} {.status.stepOf}",
+            ]);
+            let groups = get(&[
+                "configmap",
+                "shadow-reconciler-flag",
+                "-o",
+                "jsonpath={.data.groups}",
+            ]);
+            String::from_utf8_lossy(&status) == "Progressing 1/4"
+                && String::from_utf8_lossy(&groups)
+                    == "critical-core: shadow\nhostedcluster/non-critical-syncs: enforce 5%"
+        },
+        || {
+            format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&get(&["shadowrollout", "-o", "yaml"])),
+                String::from_utf8_lossy(&get(&[
+                    "configmap",
+                    "shadow-reconciler-flag",
+                    "-o",
+                    "yaml"
+                ]))
+            )
+        },
+    );
+    node.kubectl(&[
+        "-n",
+        NAMESPACE,
+        "delete",
+        "shadowrollout",
+        "non-critical-syncs",
+    ]);
+    node.kubectl(&[
+        "-n",
+        NAMESPACE,
+        "patch",
+        "configmap",
+        "shadow-reconciler-flag",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/data/groups"}]"#,
+    ]);
 }
 
 /// The `HostedClusters` of the `missing-secrets` population the sidecar's controller reconciles:
