@@ -572,7 +572,7 @@ fn standalone(node: &Node) {
         || format!("up: {:?}\n{}", prometheus.query("up"), prometheus.log()),
     );
 
-    runbook_data_step(node);
+    runbook_data_step(node, &data);
     driver_starts_a_rollout(node, &prometheus);
 
     // The flag flipped with kubectl apply: one rollout group to enforce, in the running pod.
@@ -721,8 +721,19 @@ fn standalone(node: &Node) {
 
 /// The rollout runbook's data step (docs/flag.md, step 2) as written, on the shipped image: the
 /// image's own binary analyses the volume in the pod through `kubectl exec`, and its exit code
-/// (0 ready, 1 not ready, 3 inconclusive) comes back.
-fn runbook_data_step(node: &Node) {
+/// (0 ready, 1 not ready, 3 inconclusive) comes back. Run once the pod has committed a part of
+/// reconciles to the volume (`data`, the node's side of it), as the runbook's step 1 has.
+fn runbook_data_step(node: &Node, data: &Path) {
+    let committed = || {
+        walkdir(data.join("table=reconciles"))
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "parquet"))
+    };
+    eventually(
+        "a committed part of reconciles on the volume",
+        committed,
+        || format!("{:?}", walkdir(data.to_path_buf())),
+    );
     let doc = std::fs::read_to_string(repo().join("docs/flag.md")).expect("read docs/flag.md");
     let command = doc
         .split('`')
@@ -741,6 +752,23 @@ fn runbook_data_step(node: &Node) {
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("runbook data step: exit {:?}", out.status.code());
+}
+
+/// Every file under `dir`, recursively (none if it does not exist).
+fn walkdir(dir: PathBuf) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
 }
 
 /// The shipped overlay runs the rollout driver: the pod holds the Lease, and a `ShadowRollout`
