@@ -26,11 +26,12 @@ pub struct AnalyzeArgs {
     /// Output format on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Also write the HTML report here.
+    /// Also write the HTML report here; `-`: on stdout, instead of the report in --format,
+    /// which goes to stderr (through `kubectl exec` from a pod that can write no file).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Write the suggested plan (the analysed plan with the findings applied) here: the plan given
-    /// with --plan, or the only plan in the data.
+    /// with --plan, or the only plan in the data. `-`: on stdout, as --html -.
     #[arg(long, value_name = "FILE")]
     pub suggest: Option<PathBuf>,
     /// Fewer objects than this make a verdict inconclusive (each object counts once, however
@@ -76,9 +77,30 @@ fn parse_confidence(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `-`: standard output.
+fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// Whether `--html -` or `--suggest -` takes stdout from the report.
+fn stdout_taken(args: &AnalyzeArgs) -> bool {
+    [&args.html, &args.suggest]
+        .into_iter()
+        .flatten()
+        .any(|p| is_stdout(p))
+}
+
 /// Runs the analysis and prints it; the exit code is the readiness (0, 1 or 3).
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     shadow_reconciler::telemetry::logging::init(args.log_format);
+    if args
+        .html
+        .as_deref()
+        .zip(args.suggest.as_deref())
+        .is_some_and(|(h, s)| is_stdout(h) && is_stdout(s))
+    {
+        anyhow::bail!("--html - and --suggest - both want stdout: send one of them to a file");
+    }
     let plans = load_plans(&args.plans)?;
     let settings = analyze::Settings {
         min_samples: args.min_samples,
@@ -96,14 +118,24 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     for selector in &args.groups {
         gated.extend(analysis.groups(selector)?);
     }
-    if args.format == Format::Table {
-        out(analyze::render::table_styled(&analysis, colour()));
+    let report = if args.format == Format::Table {
+        analyze::render::table_styled(&analysis, colour() && !stdout_taken(args))
     } else {
-        out(analyze::render::render(&analysis, args.format));
+        analyze::render::render(&analysis, args.format)
+    };
+    if stdout_taken(args) {
+        eprint!("{report}");
+    } else {
+        out(report);
     }
     if let Some(path) = &args.html {
-        write(path, &analyze::render::render(&analysis, Format::Html))?;
-        eprintln!("HTML report: {}", path.display());
+        let html = analyze::render::render(&analysis, Format::Html);
+        if is_stdout(path) {
+            out(html);
+        } else {
+            write(path, &html)?;
+            eprintln!("HTML report: {}", path.display());
+        }
     }
     if let Some(path) = &args.suggest {
         // The plan given with --plan, or the only one analysed.
@@ -139,10 +171,18 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
                 path.display()
             );
         } else {
-            write(path, &suggestion.text)?;
+            if is_stdout(path) {
+                out(&suggestion.text);
+            } else {
+                write(path, &suggestion.text)?;
+            }
             eprintln!(
                 "suggested plan: {} ({} changes: {})",
-                path.display(),
+                if is_stdout(path) {
+                    "on stdout".to_owned()
+                } else {
+                    path.display().to_string()
+                },
                 suggestion.changes.len(),
                 suggestion.changes.join("; ")
             );

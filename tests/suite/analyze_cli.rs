@@ -392,6 +392,46 @@ fn the_suggested_plan_passes_plan_check_and_records_its_evidence() {
     ]);
     let stdout = text(&out.stdout);
     assert!(!stdout.contains("plan hostedcluster"), "{stdout}");
+
+    // `-`: the same plan, or the same report, on stdout (what `kubectl exec` brings out of a pod
+    // that can write no file); the report in --format goes to stderr.
+    let piped = bin(&[
+        "analyze",
+        dataset("mixed").to_str().unwrap(),
+        "--plan",
+        shipped,
+        "--suggest",
+        "-",
+        LOW[0],
+        LOW[1],
+    ]);
+    assert_eq!(piped.status.code(), Some(1), "{}", text(&piped.stderr));
+    assert_eq!(text(&piped.stdout).trim_end(), yaml.trim_end());
+    assert!(text(&piped.stderr).contains("suggested plan: on stdout"));
+    assert!(text(&piped.stderr).contains("hostedcluster"));
+    let html = bin(&[
+        "analyze",
+        dataset("mixed").to_str().unwrap(),
+        "--html",
+        "-",
+        LOW[0],
+        LOW[1],
+    ]);
+    assert!(
+        text(&html.stdout).starts_with("<!DOCTYPE html>"),
+        "{}",
+        text(&html.stdout)
+    );
+    let both = bin(&[
+        "analyze",
+        dataset("mixed").to_str().unwrap(),
+        "--html",
+        "-",
+        "--suggest",
+        "-",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", text(&both.stderr));
+    assert!(text(&both.stderr).contains("both want stdout"));
 }
 
 /// Data that asks for no plan change: `--suggest` writes nothing and says so, and no format
