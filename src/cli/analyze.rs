@@ -138,55 +138,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.suggest {
-        // The plan given with --plan, or the only one analysed.
-        let report = match (args.plans.len(), analysis.plans.as_slice()) {
-            (1, _) => analysis
-                .plans
-                .iter()
-                .find(|r| r.plan == plans[0].plan.name()),
-            (_, [only]) => Some(only),
-            _ => None,
-        }
-        .with_context(|| {
-            format!(
-                "--suggest: which plan? The data holds {}; pass that plan with --plan FILE",
-                analysis
-                    .plans
-                    .iter()
-                    .map(|r| r.plan.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
-        let loaded = plans
-            .iter()
-            .find(|p| p.plan.name() == report.plan)
-            .context("the analysed plan was loaded")?;
-        let suggestion = analyze::suggest::suggest(&loaded.plan, &loaded.text, report)?;
-        if suggestion.changes.is_empty() {
-            // Nothing written: a copy of the plan would read like a suggestion.
-            eprintln!(
-                "suggested plan: nothing to suggest, the data asks for no change to plan {} ({} not written)",
-                report.plan,
-                path.display()
-            );
-        } else {
-            if is_stdout(path) {
-                out(&suggestion.text);
-            } else {
-                write(path, &suggestion.text)?;
-            }
-            eprintln!(
-                "suggested plan: {} ({} changes: {})",
-                if is_stdout(path) {
-                    "on stdout".to_owned()
-                } else {
-                    path.display().to_string()
-                },
-                suggestion.changes.len(),
-                suggestion.changes.join("; ")
-            );
-        }
+        suggest(path, args, &plans, &analysis)?;
     }
     if gated.is_empty() {
         return Ok(ExitCode::from(analysis.readiness.exit_code()));
@@ -200,6 +152,66 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         .max()
         .unwrap_or(analyze::Readiness::Inconclusive);
     Ok(ExitCode::from(worst.exit_code()))
+}
+
+/// `--suggest`: the analysed plan with the findings applied, to `path` (`-`: stdout), or a
+/// line saying there is nothing to suggest.
+fn suggest(
+    path: &Path,
+    args: &AnalyzeArgs,
+    plans: &[LoadedPlan],
+    analysis: &analyze::Analysis,
+) -> anyhow::Result<()> {
+    // The plan given with --plan, or the only one analysed.
+    let report = match (args.plans.len(), analysis.plans.as_slice()) {
+        (1, _) => analysis
+            .plans
+            .iter()
+            .find(|r| r.plan == plans[0].plan.name()),
+        (_, [only]) => Some(only),
+        _ => None,
+    }
+    .with_context(|| {
+        format!(
+            "--suggest: which plan? The data holds {}; pass that plan with --plan FILE",
+            analysis
+                .plans
+                .iter()
+                .map(|r| r.plan.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let loaded = plans
+        .iter()
+        .find(|p| p.plan.name() == report.plan)
+        .context("the analysed plan was loaded")?;
+    let suggestion = analyze::suggest::suggest(&loaded.plan, &loaded.text, report)?;
+    if suggestion.changes.is_empty() {
+        // Nothing written: a copy of the plan would read like a suggestion.
+        eprintln!(
+            "suggested plan: nothing to suggest, the data asks for no change to plan {} ({} not written)",
+            report.plan,
+            path.display()
+        );
+    } else {
+        if is_stdout(path) {
+            out(&suggestion.text);
+        } else {
+            write(path, &suggestion.text)?;
+        }
+        eprintln!(
+            "suggested plan: {} ({} changes: {})",
+            if is_stdout(path) {
+                "on stdout".to_owned()
+            } else {
+                path.display().to_string()
+            },
+            suggestion.changes.len(),
+            suggestion.changes.join("; ")
+        );
+    }
+    Ok(())
 }
 
 /// Adds to the answer the diff of each analysed plan's suggested edits. Every analysed plan was
