@@ -288,17 +288,33 @@ impl Driver {
         status: &RolloutStatus,
     ) -> Option<Observation> {
         let name = rollout.name_any();
-        let since = status
-            .step_started_at
-            .as_deref()
-            .and_then(|t| t.parse::<Timestamp>().ok())
-            .map_or(i64::MIN, Timestamp::as_microsecond);
+        let micros = |t: Option<&str>| {
+            t.and_then(|t| t.parse::<Timestamp>().ok())
+                .map_or(i64::MIN, Timestamp::as_microsecond)
+        };
+        let since = micros(status.step_started_at.as_deref());
+        // A status written before `startedAt` existed: its step's start.
+        let readiness_since = micros(
+            status
+                .started_at
+                .as_deref()
+                .or(status.step_started_at.as_deref()),
+        );
         let location = self.settings.location.clone();
         let plans = self.settings.plans.clone();
         let group = policy.group.clone();
         let gates_spec = rollout.spec.gates.clone();
         let read = tokio::task::spawn_blocking(move || {
-            gates::observe(&location, &group, &plans, &gates_spec, since)
+            gates::observe(
+                &location,
+                &group,
+                &plans,
+                &gates_spec,
+                gates::Windows {
+                    step_us: since,
+                    readiness_us: readiness_since,
+                },
+            )
         })
         .await;
         let mut observation = match read {

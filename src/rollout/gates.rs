@@ -360,6 +360,16 @@ fn analysed(
     Ok(out)
 }
 
+/// The records the gates read: since the step began, and for readiness since the rollout
+/// started (µs since the Unix epoch).
+#[derive(Clone, Copy, Debug)]
+pub struct Windows {
+    /// The step's start.
+    pub step_us: i64,
+    /// The rollout's start (or its last restart).
+    pub readiness_us: i64,
+}
+
 /// Every gate of the data: readiness, the two comparisons, guard refusals, write differences.
 ///
 /// # Errors
@@ -370,23 +380,30 @@ pub fn observe(
     group: &GroupRef,
     plans: &[ReconcilePlan],
     gates: &Gates,
-    since_us: i64,
+    windows: Windows,
 ) -> Result<Observation, GateError> {
+    let since_us = windows.step_us;
     let c = compare(location, group, plans, since_us)?;
-    let from = analysed(location, group, plans, since_us)?;
-    let mut results = Vec::new();
+    // Readiness judges the plan for the group from every step's records since the rollout
+    // started: the evidence does not expire with a step (a step's window alone often holds too
+    // few objects to judge anything), and the records before the rollout, all in shadow, are
+    // what `analyze --group` judged before anyone created it. The rest judges the step, from
+    // its window.
     let Analysed {
-        readiness,
-        too_few,
+        readiness, too_few, ..
+    } = analysed(location, group, plans, windows.readiness_us)?;
+    let Analysed {
         refusals,
         differences,
         difference_names,
-    } = from;
+        ..
+    } = analysed(location, group, plans, since_us)?;
+    let mut results = Vec::new();
     if gates.readiness != ReadinessGate::Off {
         let no_data = readiness.is_none();
         let (r, summary) = readiness.unwrap_or((
             Readiness::Inconclusive,
-            "no reconcile of the group's plans since the step began".to_owned(),
+            "no reconcile of the group's plans recorded".to_owned(),
         ));
         // An analysis of too few objects judged nothing: the step waits for more, whatever
         // the gate asks; `inconclusive` for any other reason (members never exercised, or

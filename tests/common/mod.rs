@@ -4,6 +4,7 @@
 pub mod apiserver;
 pub mod hostedcluster;
 pub mod node;
+pub mod records;
 
 /// A valid plan of three operations and two rollout groups, which the validation tests break
 /// line by line (`tests/suite/plan_validation.rs`) and the shared plan vectors edit

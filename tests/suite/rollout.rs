@@ -7,13 +7,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::Array;
-use arrow_array::cast::AsArray;
-use arrow_array::types::TimestampMicrosecondType;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use shadow_reconciler::dataset::{Location, ParquetSink, SinkConfig, reader};
+use shadow_reconciler::dataset::{Location, ParquetSink, SinkConfig};
 use shadow_reconciler::flag::bucket;
 use shadow_reconciler::flag::rollout::{ACTION_ANNOTATION, Phase, RolloutStatus, ShadowRollout};
 use shadow_reconciler::rollout::{Driver, Round, Settings as DriverSettings};
@@ -21,60 +18,8 @@ use shadow_reconciler::scenario::rollout::{Entry, Timeline, prepare};
 use shadow_reconciler::sim::SimConfig;
 
 use crate::common;
+use common::records::{Record, records};
 use shadow_reconciler::scenario::{Scenario, Settings, run};
-
-/// One HostedCluster reconcile of the dataset.
-struct Record {
-    time: i64,
-    uid: String,
-    mode: String,
-    groups: Vec<String>,
-    flag_version: Option<String>,
-}
-
-fn records(dir: &std::path::Path) -> Vec<Record> {
-    let parts = reader::parts_at(&Location::Local(dir.to_owned())).unwrap();
-    assert!(parts.orphans.is_empty(), "{:?}", parts.orphans);
-    let columns = [
-        "time",
-        "uid",
-        "mode",
-        "plan",
-        "enforced_groups",
-        "flag_version",
-    ];
-    let mut out = Vec::new();
-    for (path, _) in &parts.pairs {
-        for batch in reader::open(path, &columns).unwrap() {
-            let batch = batch.unwrap();
-            let column = |name: &str| batch.column_by_name(name).unwrap();
-            let time = column("time").as_primitive::<TimestampMicrosecondType>();
-            let (uid, mode, plan, version) = (
-                column("uid").as_string::<i32>(),
-                column("mode").as_string::<i32>(),
-                column("plan").as_string::<i32>(),
-                column("flag_version").as_string::<i32>(),
-            );
-            let groups = column("enforced_groups").as_list::<i32>();
-            for i in (0..batch.num_rows()).filter(|&i| plan.value(i) == "hostedcluster") {
-                let names = groups.value(i);
-                out.push(Record {
-                    time: time.value(i),
-                    uid: uid.value(i).to_owned(),
-                    mode: mode.value(i).to_owned(),
-                    groups: names
-                        .as_string::<i32>()
-                        .iter()
-                        .flatten()
-                        .map(str::to_owned)
-                        .collect(),
-                    flag_version: version.is_valid(i).then(|| version.value(i).to_owned()),
-                });
-            }
-        }
-    }
-    out
-}
 
 fn micros(rfc3339: &str) -> i64 {
     rfc3339

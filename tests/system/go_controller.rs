@@ -22,11 +22,11 @@ use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
 
 const HOSTED_CLUSTERS: usize = 200;
 /// The candidate's User-Agent (`sdk/go/shadow`: `UserAgent`).
-const GO_DRY_RUN: &str = "shadow-reconciler-go-dry-run/0.1.0";
+pub(crate) const GO_DRY_RUN: &str = "shadow-reconciler-go-dry-run/0.1.0";
 /// The example controller's User-Agent.
-const GO_CONTROL: &str = "shadow-reconciler-go-example/0.1.0";
+pub(crate) const GO_CONTROL: &str = "shadow-reconciler-go-example/0.1.0";
 /// A bound for a broken run, not a speed target.
-const PATIENCE: Duration = Duration::from_mins(10);
+pub(crate) const PATIENCE: Duration = Duration::from_mins(10);
 
 fn binary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
@@ -53,14 +53,14 @@ fn go_example() -> &'static Path {
     })
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime")
 }
 
-async fn client(kubeconfig: &Path) -> kube::Client {
+pub(crate) async fn client(kubeconfig: &Path) -> kube::Client {
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig"),
         &kube::config::KubeConfigOptions::default(),
@@ -91,7 +91,7 @@ fn start_simulator(dir: &Path) -> (Process, PathBuf, PathBuf) {
     (process, kubeconfig, stdout)
 }
 
-fn populate(kubeconfig: &Path) -> serde_json::Value {
+pub(crate) fn populate(kubeconfig: &Path) -> serde_json::Value {
     let out = binary()
         .args([
             "sim",
@@ -118,7 +118,7 @@ fn populate(kubeconfig: &Path) -> serde_json::Value {
 }
 
 /// The Go controller with `ingest` as its sidecar.
-struct Shadowed {
+pub(crate) struct Shadowed {
     ingest: Process,
     controller: Process,
     listen: String,
@@ -152,6 +152,18 @@ fn spawn_controller(kubeconfig: &Path, grpc: u16, extra: &[String], log: &Path) 
 }
 
 fn start_shadowed(dir: &Path, kubeconfig: &Path, extra: &[&str]) -> Shadowed {
+    start_shadowed_with(dir, kubeconfig, extra, &[], kubeconfig)
+}
+
+/// As [`start_shadowed`], with more arguments for `ingest` (`ingest_extra`) and its
+/// `KUBECONFIG` (the rollout driver's identity).
+pub(crate) fn start_shadowed_with(
+    dir: &Path,
+    kubeconfig: &Path,
+    extra: &[&str],
+    ingest_extra: &[&str],
+    ingest_kubeconfig: &Path,
+) -> Shadowed {
     let (grpc, listen) = (common::free_port(), common::free_port());
     let listen = format!("127.0.0.1:{listen}");
     let data = dir.join("data");
@@ -162,6 +174,8 @@ fn start_shadowed(dir: &Path, kubeconfig: &Path, extra: &[&str]) -> Shadowed {
             .args(["--otlp-http", "127.0.0.1:0", "--listen", &listen])
             .arg("--parquet-dir")
             .arg(&data)
+            .args(ingest_extra)
+            .env("KUBECONFIG", ingest_kubeconfig)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("ingest.log")).expect("ingest.log"))
             .spawn()
@@ -210,7 +224,7 @@ impl Shadowed {
             .sum()
     }
 
-    fn log(&self, name: &str) -> String {
+    pub(crate) fn log(&self, name: &str) -> String {
         tail(&self.dir.join(name), 30)
     }
 
@@ -232,7 +246,7 @@ impl Shadowed {
     }
 
     /// SIGTERM the controller (it flushes its spans), then the sidecar (the Parquet drains).
-    fn stop(mut self) -> PathBuf {
+    pub(crate) fn stop(mut self) -> PathBuf {
         for (process, log) in [
             (&mut self.controller, "controller.log"),
             (&mut self.ingest, "ingest.log"),

@@ -16,6 +16,7 @@ pub fn start(policy: &Policy, now: Timestamp) -> (RolloutStatus, Decision) {
         step: 0,
         ramp: policy.steps[0].0.percent(),
         step_started_at: Some(now.to_string()),
+        started_at: Some(now.to_string()),
         ..RolloutStatus::default()
     };
     let decision = decide(
@@ -181,6 +182,7 @@ fn act(
             status.phase = Phase::Progressing;
             status.ramp = step_ramp(status.step);
             status.step_started_at = Some(now.to_string());
+            status.started_at = Some(now.to_string());
             let message = format!(
                 "by hand: {} enforced again at step {} ({}%), its gates from now",
                 policy.group,
@@ -217,6 +219,7 @@ fn act(
             status.step = 0;
             status.ramp = step_ramp(0);
             status.step_started_at = Some(now.to_string());
+            status.started_at = Some(now.to_string());
             status.last_gate = None;
             let message = format!("by hand: {} from step 1 ({}%)", policy.group, status.ramp);
             Some(decide(status, now, "Restarted", message))

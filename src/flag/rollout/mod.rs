@@ -72,7 +72,7 @@ pub struct RolloutStep {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Gates {
-    /// The analyzer's readiness of the group over the records since the step began.
+    /// The analyzer's readiness of the group over the records since the rollout started.
     #[serde(default)]
     pub readiness: ReadinessGate,
     /// The two-sided confidence of the comparison's bound (0.5 to 0.999999). Default 0.95.
@@ -150,9 +150,13 @@ pub struct RolloutStatus {
     /// The step's ramp, in percent (the group's entry in the flag; `shadow` unless the phase
     /// is `Progressing`, `Paused` or `Completed`).
     pub ramp: f64,
-    /// When the step began (RFC 3339): the gates read the records since then.
+    /// When the step began (RFC 3339): the gates of the step read the records since then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_started_at: Option<String>,
+    /// When the rollout started, or was last restarted or promoted back after a rollback
+    /// (RFC 3339): the readiness gate reads the records since then, every step's together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
     /// The spec's generation the status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

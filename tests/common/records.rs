@@ -1,0 +1,61 @@
+//! The reconciles of a dataset as the rollout tests read them (`tests/suite/rollout.rs`, the Go
+//! controller driven by its sidecar in `tests/system/go_controller.rs`).
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampMicrosecondType;
+use shadow_reconciler::dataset::{Location, reader};
+
+/// One HostedCluster reconcile of a dataset: what the rollout tests check each decision against.
+pub struct Record {
+    pub time: i64,
+    pub uid: String,
+    pub mode: String,
+    pub groups: Vec<String>,
+    pub flag_version: Option<String>,
+}
+
+/// The `HostedCluster` reconciles of the dataset at `dir` (whole parts; no orphan allowed).
+pub fn records(dir: &std::path::Path) -> Vec<Record> {
+    let parts = reader::parts_at(&Location::Local(dir.to_owned())).unwrap();
+    assert!(parts.orphans.is_empty(), "{:?}", parts.orphans);
+    let columns = [
+        "time",
+        "uid",
+        "mode",
+        "plan",
+        "enforced_groups",
+        "flag_version",
+    ];
+    let mut out = Vec::new();
+    for (path, _) in &parts.pairs {
+        for batch in reader::open(path, &columns).unwrap() {
+            let batch = batch.unwrap();
+            let column = |name: &str| batch.column_by_name(name).unwrap();
+            let time = column("time").as_primitive::<TimestampMicrosecondType>();
+            let (uid, mode, plan, version) = (
+                column("uid").as_string::<i32>(),
+                column("mode").as_string::<i32>(),
+                column("plan").as_string::<i32>(),
+                column("flag_version").as_string::<i32>(),
+            );
+            let groups = column("enforced_groups").as_list::<i32>();
+            for i in (0..batch.num_rows()).filter(|&i| plan.value(i) == "hostedcluster") {
+                let names = groups.value(i);
+                out.push(Record {
+                    time: time.value(i),
+                    uid: uid.value(i).to_owned(),
+                    mode: mode.value(i).to_owned(),
+                    groups: names
+                        .as_string::<i32>()
+                        .iter()
+                        .flatten()
+                        .map(str::to_owned)
+                        .collect(),
+                    flag_version: version.is_valid(i).then(|| version.value(i).to_owned()),
+                });
+            }
+        }
+    }
+    out
+}
