@@ -127,6 +127,8 @@ pub(crate) struct Shadowed {
     grpc: u16,
     kubeconfig: PathBuf,
     extra: Vec<String>,
+    ingest_args: Vec<String>,
+    ingest_kubeconfig: PathBuf,
 }
 
 /// The Go example controller, sending its spans to `127.0.0.1:{grpc}`, its stderr to `log`.
@@ -166,23 +168,55 @@ pub(crate) fn start_shadowed_with(
 ) -> Shadowed {
     let (grpc, listen) = (common::free_port(), common::free_port());
     let listen = format!("127.0.0.1:{listen}");
-    let data = dir.join("data");
+    let ingest_args: Vec<String> = [
+        "ingest",
+        "--plan",
+        "hostedcluster",
+        "--log-format",
+        "json",
+        "--otlp-grpc",
+        &format!("127.0.0.1:{grpc}"),
+        "--otlp-http",
+        "127.0.0.1:0",
+        "--listen",
+        &listen,
+        "--parquet-dir",
+        dir.join("data").to_str().expect("a UTF-8 path"),
+    ]
+    .iter()
+    .map(|&a| a.to_owned())
+    .chain(ingest_extra.iter().map(|&a| a.to_owned()))
+    .collect();
+    let ingest = spawn_ingest(dir, &listen, &ingest_args, ingest_kubeconfig);
+    let extra: Vec<String> = extra.iter().map(|&a| a.to_owned()).collect();
+    let controller = spawn_controller(kubeconfig, grpc, &extra, &dir.join("controller.log"));
+    Shadowed {
+        ingest,
+        controller,
+        listen,
+        data: dir.join("data"),
+        dir: dir.to_path_buf(),
+        grpc,
+        kubeconfig: kubeconfig.to_path_buf(),
+        extra,
+        ingest_args,
+        ingest_kubeconfig: ingest_kubeconfig.to_path_buf(),
+    }
+}
+
+/// `ingest` with `args`, its stderr to `dir/ingest.log`, once it answers `/readyz` on `listen`.
+fn spawn_ingest(dir: &Path, listen: &str, args: &[String], kubeconfig: &Path) -> Process {
     let ingest = Process(
         binary()
-            .args(["ingest", "--plan", "hostedcluster", "--log-format", "json"])
-            .args(["--otlp-grpc", &format!("127.0.0.1:{grpc}")])
-            .args(["--otlp-http", "127.0.0.1:0", "--listen", &listen])
-            .arg("--parquet-dir")
-            .arg(&data)
-            .args(ingest_extra)
-            .env("KUBECONFIG", ingest_kubeconfig)
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("ingest.log")).expect("ingest.log"))
             .spawn()
             .expect("start ingest"),
     );
     let started = Instant::now();
-    while !http_exchange(&listen, "GET", "/readyz", "").is_ok_and(|(head, _)| head.contains(" 200"))
+    while !http_exchange(listen, "GET", "/readyz", "").is_ok_and(|(head, _)| head.contains(" 200"))
     {
         assert!(
             started.elapsed() < PATIENCE,
@@ -191,18 +225,7 @@ pub(crate) fn start_shadowed_with(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let extra: Vec<String> = extra.iter().map(|&a| a.to_owned()).collect();
-    let controller = spawn_controller(kubeconfig, grpc, &extra, &dir.join("controller.log"));
-    Shadowed {
-        ingest,
-        controller,
-        listen,
-        data,
-        dir: dir.to_path_buf(),
-        grpc,
-        kubeconfig: kubeconfig.to_path_buf(),
-        extra,
-    }
+    ingest
 }
 
 impl Shadowed {
@@ -243,6 +266,28 @@ impl Shadowed {
         );
         std::fs::rename(&log, self.dir.join(format!("controller-{n}.log"))).expect("keep the log");
         self.controller = spawn_controller(&self.kubeconfig, self.grpc, &self.extra, &log);
+    }
+
+    /// SIGTERM the sidecar, which must exit 0 (its Parquet drained, its Lease released), and
+    /// start a new one with the same arguments (the old log kept as `ingest-{n}.log`).
+    pub(crate) fn restart_ingest(&mut self, n: usize) {
+        let pid = self.ingest.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let code = self.ingest.0.wait().expect("wait").code();
+        let log = self.dir.join("ingest.log");
+        assert_eq!(
+            code,
+            Some(0),
+            "ingest after SIGTERM {n}:\n{}",
+            tail(&log, 30)
+        );
+        std::fs::rename(&log, self.dir.join(format!("ingest-{n}.log"))).expect("keep the log");
+        self.ingest = spawn_ingest(
+            &self.dir,
+            &self.listen,
+            &self.ingest_args,
+            &self.ingest_kubeconfig,
+        );
     }
 
     /// SIGTERM the controller (it flushes its spans), then the sidecar (the Parquet drains).

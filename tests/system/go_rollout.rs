@@ -5,7 +5,9 @@
 //! HostedCluster is touched between checks, as a resync would. `gated-components` advances
 //! through every step to 100% with no manual step; `critical-core` (whose members the plan lets
 //! run after `CPOImageAndNamespace` failed: enforced, they run and fail where the legacy loop
-//! stopped) is rolled back by its gates. Checked from the data, not from timing: no reconcile
+//! stopped) is rolled back by its gates. The sidecar is stopped (SIGTERM, as a deleted pod) in
+//! the good group's second step and a new one resumes it from the status: its gates judge the
+//! step again, no step is skipped. Checked from the data, not from timing: no reconcile
 //! that ran under the rollback's flag version or a later one enforced `critical-core` (those after
 //! the decision are counted: the documented bound is the flag's propagation), nothing recorded is
 //! lost, the driver's `ServiceAccount` was refused nothing, no dry run persisted.
@@ -44,18 +46,34 @@ async fn statuses(kube: &kube::Client) -> Vec<(String, RolloutStatus)> {
 }
 
 /// Touches every HostedCluster (an annotation) until both rollouts have ended (no longer
-/// progressing or paused); returns their statuses.
-async fn drive(kube: &kube::Client, shadowed: &Shadowed) -> Vec<(String, RolloutStatus)> {
+/// progressing or paused); returns their statuses and when the sidecar was restarted: once,
+/// with SIGTERM, as a pod deleted, when `gated-components` is at its second step.
+async fn drive(
+    kube: &kube::Client,
+    shadowed: &mut Shadowed,
+) -> (Vec<(String, RolloutStatus)>, k8s_openapi::jiff::Timestamp) {
     let started = Instant::now();
     let hcs: Api<HostedCluster> = Api::all(kube.clone());
+    let mut restarted = None;
     for round in 0_u64.. {
         let now = statuses(kube).await;
+        if restarted.is_none()
+            && now
+                .iter()
+                .any(|(n, s)| n == "gated-components" && s.step == 1)
+        {
+            shadowed.restart_ingest(1);
+            restarted = Some(k8s_openapi::jiff::Timestamp::now());
+        }
         if now.len() == 2
             && now
                 .iter()
                 .all(|(_, s)| !matches!(s.phase, Phase::Progressing | Phase::Paused))
         {
-            return now;
+            return (
+                now,
+                restarted.expect("the sidecar was restarted mid-rollout"),
+            );
         }
         assert!(
             started.elapsed() < PATIENCE,
@@ -210,12 +228,16 @@ fn check_records(data: &Path, ramp: f64) -> (usize, usize) {
 /// Nothing recorded lost (ingest's closing line), nothing of the driver's `ServiceAccount`
 /// refused, no dry run persisted. Returns the records accepted and the driver's requests.
 fn check_nothing_lost_or_refused(plane: &ControlPlane, dir: &Path) -> (u64, usize) {
-    let (accepted, written_records, paren) = closing_line(&dir.join("ingest.log"));
-    assert_eq!(
-        (written_records, paren.as_str()),
-        (accepted, "0 dropped, 0 write errors, 0 lost"),
-        "ingest's closing line"
-    );
+    let mut accepted = 0;
+    for log in ["ingest-1.log", "ingest.log"] {
+        let (n, written_records, paren) = closing_line(&dir.join(log));
+        assert_eq!(
+            (written_records, paren.as_str()),
+            (n, "0 dropped, 0 write errors, 0 lost"),
+            "{log}: the closing line"
+        );
+        accepted += n;
+    }
     let audit = plane.audit();
     let driver_user = format!("system:serviceaccount:{NAMESPACE}:shadow-reconciler");
     let mine: Vec<_> = audit.iter().filter(|e| e.user == driver_user).collect();
@@ -265,9 +287,30 @@ fn the_go_controllers_rollouts_are_driven_by_its_sidecar_on_kube_apiserver() {
         ],
         &driver_kubeconfig,
     );
-    let ended = rt.block_on(drive(&kube, &shadowed));
+    let mut shadowed = shadowed;
+    let (ended, restarted) = rt.block_on(drive(&kube, &mut shadowed));
     let data = shadowed.stop();
     let (advanced, bad) = check_statuses(&ended);
+    // The new sidecar resumed the second step from the status: its gates judged it again
+    // after the restart, and no step was skipped (the decisions, checked above, in order).
+    let good = &ended
+        .iter()
+        .find(|(n, _)| n == "gated-components")
+        .expect("good")
+        .1;
+    let resumed = good
+        .history
+        .iter()
+        .find(|d| d.kind == "Advanced" && (d.ramp - 50.0).abs() < f64::EPSILON)
+        .expect("the advance out of the second step");
+    assert!(
+        resumed
+            .time
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .expect("a time")
+            > restarted,
+        "the second step was judged before the restart: {good:#?}"
+    );
     // The widest ramp critical-core reached before its rollback.
     let ramp = bad
         .history
