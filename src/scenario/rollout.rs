@@ -16,7 +16,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::{Settings, Tally};
 use crate::flag::rollout::{
-    Gates, Phase, RolloutStatus, RolloutStep, ShadowRollout, ShadowRolloutSpec,
+    Gates, Phase, ReadinessGate, RolloutStatus, RolloutStep, ShadowRollout, ShadowRolloutSpec,
 };
 use crate::reconcilers::hostedcluster::HostedCluster;
 use crate::rollout::{Driver, Settings as DriverSettings};
@@ -136,6 +136,14 @@ pub async fn prepare(client: &kube::Client) -> Result<(), kube::Error> {
     .await?;
     let api: Api<ShadowRollout> = Api::namespaced(client.clone(), NAMESPACE);
     for (name, group, steps) in rollouts() {
+        // The critical group requires a `ready` verdict: while the evidence is still building
+        // (`inconclusive`) its step waits instead of passing, so how fast the objects are
+        // reconciled never decides whether it advances before its defect shows.
+        let readiness = if name == "critical-core" {
+            ReadinessGate::RequireReady
+        } else {
+            ReadinessGate::BlockNotReady
+        };
         let rollout = ShadowRollout::new(
             name,
             ShadowRolloutSpec {
@@ -148,7 +156,10 @@ pub async fn prepare(client: &kube::Client) -> Result<(), kube::Error> {
                         min_duration: None,
                     })
                     .collect(),
-                gates: Gates::default(),
+                gates: Gates {
+                    readiness,
+                    ..Gates::default()
+                },
             },
         );
         api.create(&PostParams::default(), &rollout).await?;
