@@ -59,3 +59,39 @@ pub fn records(dir: &std::path::Path) -> Vec<Record> {
     }
     out
 }
+
+/// The rollback rule, from the records: `group` was enforced (by some reconcile), never by an
+/// object outside `ramp` percent, and never under a flag version in `after` (the rollback's and
+/// every later one). Returns the reconciles that enforced it and how many started after
+/// `decided_us`, the rollback's decision (each, then, under the flag before it).
+pub fn check_rollback(
+    records: &[Record],
+    group: &str,
+    ramp: f64,
+    after: &std::collections::BTreeSet<&String>,
+    decided_us: i64,
+) -> (usize, usize) {
+    let enforcing: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.mode == "enforce" && r.groups.iter().any(|g| g == group))
+        .collect();
+    assert!(
+        !enforcing.is_empty(),
+        "{group} was enforced in its first step"
+    );
+    for r in &enforcing {
+        assert!(
+            f64::from(shadow_reconciler::flag::bucket(&r.uid)) < ramp * 100.0,
+            "{} enforced {group} outside its {ramp}% ramp",
+            r.uid
+        );
+        assert!(
+            r.flag_version.as_ref().is_none_or(|v| !after.contains(v)),
+            "{} enforced {group} under flag version {:?}, written at or after the rollback",
+            r.uid,
+            r.flag_version
+        );
+    }
+    let late = enforcing.iter().filter(|r| r.time > decided_us).count();
+    (enforcing.len(), late)
+}

@@ -237,31 +237,13 @@ fn check_rollback(timeline: &Timeline, records: &[Record]) {
         .position(|v| v.as_ref() == Some(&written))
         .unwrap();
     let after: BTreeSet<&String> = timeline.flag_versions[from..].iter().flatten().collect();
-    let enforcing: Vec<&Record> = records
-        .iter()
-        .filter(|r| r.groups.iter().any(|g| g == "critical-core"))
-        .collect();
-    assert!(
-        !enforcing.is_empty(),
-        "critical-core was enforced in its first step"
+    let (_, late) = common::records::check_rollback(
+        records,
+        "critical-core",
+        10.0,
+        &after,
+        micros(&rolled.time),
     );
-    for r in &enforcing {
-        assert!(
-            bucket(&r.uid) < 1000,
-            "{} enforced critical-core outside its 10% ramp",
-            r.uid
-        );
-        assert!(
-            r.flag_version.as_ref().is_none_or(|v| !after.contains(v)),
-            "{} enforced critical-core under flag version {v:?}, written at or after the rollback",
-            r.uid,
-            v = r.flag_version
-        );
-    }
-    let late = enforcing
-        .iter()
-        .filter(|r| r.time > micros(&rolled.time))
-        .count();
     println!(
         "{timeline}\nreconciles enforcing critical-core after its rollback was decided: {late}, each under the flag before it"
     );

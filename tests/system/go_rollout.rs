@@ -246,32 +246,7 @@ fn check_records(data: &Path, name: &str, ramp: f64) -> (usize, usize) {
         .filter_map(|r| r.flag_version.as_ref())
         .chain([&written])
         .collect();
-    let enforcing: Vec<_> = reconciles
-        .iter()
-        .filter(|r| r.mode == "enforce" && r.groups.iter().any(|g| g == name))
-        .collect();
-    assert!(
-        !enforcing.is_empty(),
-        "{name} was enforced in its first step"
-    );
-    for r in &enforcing {
-        assert!(
-            f64::from(bucket(&r.uid)) < ramp * 100.0,
-            "{} enforced {name} outside its {ramp}%",
-            r.uid
-        );
-        assert!(
-            r.flag_version.as_ref().is_none_or(|v| !after.contains(v)),
-            "{} enforced {name} under flag version {:?}, written at or after the rollback",
-            r.uid,
-            r.flag_version
-        );
-    }
-    let late = enforcing
-        .iter()
-        .filter(|r| r.time > rollback.time_us)
-        .count();
-    (enforcing.len(), late)
+    common::records::check_rollback(&reconciles, name, ramp, &after, rollback.time_us)
 }
 
 /// Nothing recorded lost (ingest's closing line), nothing of the driver's `ServiceAccount`
