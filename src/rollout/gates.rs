@@ -11,7 +11,9 @@ use arrow_array::{Array, RecordBatch};
 use crate::analyze::{self, Readiness, stats};
 use crate::dataset::{Location, reader};
 use crate::flag::GroupRef;
-use crate::flag::rollout::{GateResult, Gates, Observation, ReadinessGate, Verdict};
+use crate::flag::rollout::{
+    GateResult, Gates, INTERIM_CONFIDENCE, Observation, ReadinessGate, Verdict,
+};
 use crate::plan::ReconcilePlan;
 
 /// The columns of `reconciles` the comparison reads.
@@ -30,12 +32,28 @@ const COLUMNS: [&str; 12] = [
     "?enforced_groups",
 ];
 
-/// An object's reconciles on one side of the comparison.
+/// An object's reconciles on one side of the comparison: its latest outcome in the window.
 #[derive(Clone, Copy, Default)]
 struct Side {
     seen: bool,
+    /// The start of its latest reconcile on this side (µs since the Unix epoch).
+    latest_us: i64,
     failed: bool,
     newly_blocked: bool,
+}
+
+impl Side {
+    /// Takes a reconcile's outcome if it is the latest seen.
+    fn record(&mut self, time_us: i64, failed: bool, newly_blocked: bool) {
+        if !self.seen || time_us >= self.latest_us {
+            *self = Self {
+                seen: true,
+                latest_us: time_us,
+                failed,
+                newly_blocked,
+            };
+        }
+    }
 }
 
 /// One object's reconciles in the window: with the group enforced, and without.
@@ -50,16 +68,16 @@ struct ObjectWindow {
 pub struct Comparison {
     /// Objects reconciled with the group enforced since the step began.
     pub enforced: u64,
-    /// Of those, objects whose control failed (at least once, enforced).
+    /// Of those, objects whose latest reconcile with the group enforced failed.
     pub enforced_failed: u64,
-    /// Of those, objects with an operation newly blocked.
+    /// Of those, objects whose latest reconcile enforced had an operation newly blocked.
     pub enforced_newly_blocked: u64,
     /// Objects of the group's plans reconciled without it, in mode `shadow` or `enforce`, and
     /// never with it in the window.
     pub other: u64,
-    /// Of those, objects whose control failed.
+    /// Of those, objects whose latest reconcile failed.
     pub other_failed: u64,
-    /// Of those, objects with an operation newly blocked.
+    /// Of those, objects whose latest reconcile had an operation newly blocked.
     pub other_newly_blocked: u64,
     /// Reconciles of the group's plans in the window (cut-short ones not counted).
     pub reconciles: u64,
@@ -85,7 +103,9 @@ fn plans_of<'a>(group: &GroupRef, plans: &'a [ReconcilePlan]) -> Vec<&'a Reconci
 }
 
 /// Counts the comparison over the `reconciles` rows of `plans` (their current versions) that
-/// started at `since_us` or later.
+/// started at `since_us` or later. Each object counts once, by its latest reconcile on its
+/// side: an object reconciled more often (retried after failures) weighs no more than another,
+/// and a failure its retry repaired counts as repaired.
 ///
 /// # Errors
 /// The dataset cannot be listed; a file that cannot be read is skipped with a warning, as the
@@ -222,9 +242,7 @@ fn count_batch(
         } else {
             &mut o.other
         };
-        side.seen = true;
-        side.failed |= failed;
-        side.newly_blocked |= newly_blocked;
+        side.record(time.value(i), failed, newly_blocked);
     }
     Ok(counted)
 }
@@ -240,16 +258,30 @@ pub fn difference_low(a: (u64, u64), b: (u64, u64), z: f64) -> f64 {
     d - ((wa.rate - wa.low).powi(2) + (wb.high - wb.rate).powi(2)).sqrt()
 }
 
+/// Which look at a step a comparison is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Look {
+    /// An evaluation before the step's decisive one: the bound at [`INTERIM_CONFIDENCE`] (or
+    /// the gate's confidence, if higher).
+    Interim,
+    /// The evaluation at which the step would advance: the bound at the gate's confidence.
+    Decisive,
+}
+
 /// The gate comparing a rate of the enforced objects with the others'.
 #[allow(clippy::cast_precision_loss)] // counts far below 2^52
 fn rate_gate(
     name: &str,
     what: &str,
-    enforced: (u64, u64),
-    other: (u64, u64),
+    (enforced, other): ((u64, u64), (u64, u64)),
     gates: &Gates,
+    look: Look,
 ) -> GateResult {
-    let z = stats::z_for(gates.confidence);
+    let confidence = match look {
+        Look::Interim => gates.confidence.max(INTERIM_CONFIDENCE),
+        Look::Decisive => gates.confidence,
+    };
+    let z = stats::z_for(confidence);
     let low = difference_low(enforced, other, z);
     let tolerance = gates.tolerance_points / 100.0;
     let rate = |(f, n): (u64, u64)| if n == 0 { 0.0 } else { f as f64 / n as f64 };
@@ -259,14 +291,19 @@ fn rate_gate(
         ("otherObjects".to_owned(), other.1 as f64),
         (format!("other{what}"), other.0 as f64),
         ("differenceLow".to_owned(), low),
+        ("confidence".to_owned(), confidence),
     ]);
     let text = format!(
-        "{:.1}% of {} enforced objects against {:.1}% of {} others; the difference's lower bound at {}% confidence is {:+.1} points (limit {:+.1})",
+        "{}: {:.1}% of {} enforced objects against {:.1}% of {} others; the difference's lower bound at {}% confidence is {:+.1} points (limit {:+.1})",
+        match look {
+            Look::Interim => "interim look",
+            Look::Decisive => "decisive look",
+        },
         rate(enforced) * 100.0,
         enforced.1,
         rate(other) * 100.0,
         other.1,
-        gates.confidence * 100.0,
+        confidence * 100.0,
         low * 100.0,
         gates.tolerance_points
     );
@@ -423,20 +460,28 @@ pub fn observe(
             figures: BTreeMap::from([("readiness".to_owned(), f64::from(r.exit_code()))]),
         });
     }
-    results.push(rate_gate(
-        "failure-rate",
-        "Failed",
-        (c.enforced_failed, c.enforced),
-        (c.other_failed, c.other),
-        gates,
-    ));
-    results.push(rate_gate(
-        "newly-blocked",
-        "NewlyBlocked",
-        (c.enforced_newly_blocked, c.enforced),
-        (c.other_newly_blocked, c.other),
-        gates,
-    ));
+    let comparisons = |look| {
+        [
+            rate_gate(
+                "failure-rate",
+                "Failed",
+                ((c.enforced_failed, c.enforced), (c.other_failed, c.other)),
+                gates,
+                look,
+            ),
+            rate_gate(
+                "newly-blocked",
+                "NewlyBlocked",
+                (
+                    (c.enforced_newly_blocked, c.enforced),
+                    (c.other_newly_blocked, c.other),
+                ),
+                gates,
+                look,
+            ),
+        ]
+    };
+    results.extend(comparisons(Look::Interim));
     results.push(GateResult {
         name: "guard-refusals".to_owned(),
         result: if refusals == 0 {
@@ -469,6 +514,7 @@ pub fn observe(
     Ok(Observation {
         enforced_objects: c.enforced,
         gates: results,
+        decisive: comparisons(Look::Decisive).to_vec(),
     })
 }
 
@@ -484,28 +530,46 @@ mod tests {
         assert!((low - 0.0524).abs() < 5e-4, "{low}");
     }
 
+    fn verdict(enforced: (u64, u64), other: (u64, u64), look: Look) -> Verdict {
+        rate_gate("f", "Failed", (enforced, other), &Gates::default(), look).result
+    }
+
     #[test]
     fn the_rate_gate_fails_only_beyond_the_bound() {
-        let gates = Gates::default();
-        // 6 of 20 against 30 of 400: clearly worse.
-        assert_eq!(
-            rate_gate("f", "Failed", (6, 20), (30, 400), &gates).result,
-            Verdict::Failed
-        );
-        // 2 of 20 against 30 of 400: within chance.
-        assert_eq!(
-            rate_gate("f", "Failed", (2, 20), (30, 400), &gates).result,
-            Verdict::Passed
-        );
-        // Nothing enforced yet.
-        assert_eq!(
-            rate_gate("f", "Failed", (0, 0), (30, 400), &gates).result,
-            Verdict::Waiting
-        );
-        // Nothing to compare with (the last step at 100%): only a bound of 0 to 1 for the others.
-        assert_eq!(
-            rate_gate("f", "Failed", (3, 50), (0, 0), &gates).result,
-            Verdict::Passed
-        );
+        for look in [Look::Interim, Look::Decisive] {
+            // 12 of 20 against 30 of 400: clearly worse, at either look.
+            assert_eq!(verdict((12, 20), (30, 400), look), Verdict::Failed);
+            // 2 of 20 against 30 of 400: within chance.
+            assert_eq!(verdict((2, 20), (30, 400), look), Verdict::Passed);
+            // Nothing enforced yet.
+            assert_eq!(verdict((0, 0), (30, 400), look), Verdict::Waiting);
+            // Nothing to compare with (the last step at 100%): a bound of 0 to 1 for the others.
+            assert_eq!(verdict((3, 50), (0, 0), look), Verdict::Passed);
+        }
+    }
+
+    #[test]
+    fn an_interim_look_needs_stronger_evidence_than_the_decisive_one() {
+        // 13 of 21 against 19 of 54 (62% against 35%): beyond the 95% bound, within 99.9%'s.
+        assert_eq!(verdict((13, 21), (19, 54), Look::Decisive), Verdict::Failed);
+        assert_eq!(verdict((13, 21), (19, 54), Look::Interim), Verdict::Passed);
+        // A gate asking for more confidence than the interim bound keeps it at every look.
+        let strict = Gates {
+            confidence: 0.9999,
+            ..Gates::default()
+        };
+        let g = rate_gate("f", "Failed", ((13, 21), (19, 54)), &strict, Look::Interim);
+        assert!((g.figures["confidence"] - 0.9999).abs() < 1e-12, "{g:?}");
+    }
+
+    #[test]
+    fn an_object_counts_by_its_latest_reconcile() {
+        let mut side = Side::default();
+        side.record(10, true, true);
+        side.record(30, false, false);
+        // An older row read after a newer one (files are not read in time order).
+        side.record(20, true, true);
+        assert!(side.seen && !side.failed && !side.newly_blocked);
+        assert_eq!(side.latest_us, 30);
     }
 }

@@ -55,13 +55,12 @@ pub fn evolve(
         && matches!(next.phase, Phase::Progressing | Phase::Paused)
     {
         let missing = requirements(policy, &next, obs, now);
-        let failed: Vec<&GateResult> = obs
-            .gates
+        let gates = judged(obs, next.phase, missing.is_empty());
+        let failed: Vec<&GateResult> = gates
             .iter()
             .filter(|g| g.result == Verdict::Failed)
             .collect();
-        let waiting: Vec<&GateResult> = obs
-            .gates
+        let waiting: Vec<&GateResult> = gates
             .iter()
             .filter(|g| g.result == Verdict::Waiting)
             .collect();
@@ -76,7 +75,7 @@ pub fn evolve(
             time: now.to_string(),
             result,
             enforced_objects: obs.enforced_objects,
-            gates: obs.gates.clone(),
+            gates: gates.clone(),
         });
         match result {
             Verdict::Failed => {
@@ -128,6 +127,23 @@ pub fn evolve(
         }
     }
     (next, decisions)
+}
+
+/// The gates of an evaluation: as at an interim look, or, when the step would advance on them
+/// (progressing, its objects and time met, no gate failed or waiting), as at its decisive look.
+fn judged(obs: &Observation, phase: Phase, met: bool) -> Vec<GateResult> {
+    let mut gates = obs.gates.clone();
+    let advancing =
+        phase == Phase::Progressing && met && gates.iter().all(|g| g.result == Verdict::Passed);
+    if advancing {
+        for d in &obs.decisive {
+            match gates.iter_mut().find(|g| g.name == d.name) {
+                Some(g) => *g = d.clone(),
+                None => gates.push(d.clone()),
+            }
+        }
+    }
+    gates
 }
 
 /// What the step still needs before the next: its objects and its time.

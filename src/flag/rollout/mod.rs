@@ -333,13 +333,24 @@ impl Action {
     }
 }
 
+/// The confidence of the comparisons' bound at a step's interim looks (every evaluation before
+/// the decisive one), or the gate's `confidence` if higher: Haybittle and Peto's rule, a bound
+/// strict enough that looking at every evaluation adds little to the chance of a false alarm,
+/// while a group that plainly hurts is still rolled back before the step's end.
+pub const INTERIM_CONFIDENCE: f64 = 0.999;
+
 /// What the driver observed for a step: objects enforced since it began and each gate.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observation {
     /// Objects reconciled with the group enforced since the step began.
     pub enforced_objects: u64,
-    /// Each gate's evaluation.
+    /// Each gate's evaluation, as at an interim look.
     pub gates: Vec<GateResult>,
+    /// Gates judged again for the step's decisive look, each replacing the gate of its name:
+    /// the comparisons at the gate's `confidence`. The decisive look is the evaluation at which
+    /// the step would otherwise advance (every other gate passed, its objects and time met), so
+    /// each step's comparisons are judged at the stated confidence once.
+    pub decisive: Vec<GateResult>,
 }
 
 /// A checked spec: the group and each step's ramp, objects and duration.

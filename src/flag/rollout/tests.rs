@@ -30,7 +30,68 @@ fn gate(result: Verdict) -> Observation {
             message: "m".to_owned(),
             figures: BTreeMap::new(),
         }],
+        decisive: Vec::new(),
     }
+}
+
+/// Gates that pass at an interim look, the comparison judged `decisive` at the decisive one.
+fn looks(enforced_objects: u64, decisive: Verdict) -> Observation {
+    let mut o = gate(Verdict::Passed);
+    o.enforced_objects = enforced_objects;
+    o.decisive = vec![GateResult {
+        result: decisive,
+        message: "decisive".to_owned(),
+        ..o.gates[0].clone()
+    }];
+    o
+}
+
+#[test]
+fn the_comparison_is_judged_at_its_stated_confidence_once_per_step() {
+    let policy = Policy::of(&spec(&[(10.0, 30, None), (100.0, 30, None)])).unwrap();
+    let (status, _) = start(&policy, at(0));
+    // Before the step's objects are met, only the interim verdict counts.
+    let (waiting, ds) = evolve(
+        &policy,
+        &status,
+        None,
+        Some(&looks(12, Verdict::Failed)),
+        at(1),
+    );
+    assert!(ds.is_empty(), "{ds:?}");
+    assert_eq!(waiting.phase, Phase::Progressing);
+    assert_eq!(waiting.last_gate.as_ref().unwrap().gates[0].message, "m");
+    // Paused: the step does not advance, so no look is decisive.
+    let (paused, _) = evolve(&policy, &status, Some(Action::Pause), None, at(1));
+    let (still, ds) = evolve(
+        &policy,
+        &paused,
+        None,
+        Some(&looks(40, Verdict::Failed)),
+        at(2),
+    );
+    assert!(ds.is_empty(), "{ds:?}");
+    assert_eq!(still.phase, Phase::Paused);
+    // The look at which the step would advance is decisive: its verdict stands.
+    let (rolled, ds) = evolve(
+        &policy,
+        &waiting,
+        None,
+        Some(&looks(40, Verdict::Failed)),
+        at(2),
+    );
+    assert_eq!(rolled.phase, Phase::RolledBack);
+    assert_eq!(ds[0].kind, "RolledBack");
+    assert!(ds[0].message.contains("decisive"), "{}", ds[0].message);
+    let (advanced, ds) = evolve(
+        &policy,
+        &waiting,
+        None,
+        Some(&looks(40, Verdict::Passed)),
+        at(2),
+    );
+    assert_eq!((advanced.step, ds[0].kind.as_str()), (1, "Advanced"));
+    assert_eq!(advanced.last_gate.unwrap().gates[0].message, "decisive");
 }
 
 #[test]
