@@ -746,6 +746,8 @@ pub struct AuditEvent {
     pub subresource: String,
     /// The request's body as audited (deletes only: their `DeleteOptions`), or null.
     pub request_object: serde_json::Value,
+    /// When the answer was complete (`stageTimestamp`), µs since the Unix epoch; 0 if absent.
+    pub time_us: i64,
 }
 
 impl AuditEvent {
@@ -767,6 +769,10 @@ impl AuditEvent {
             name: s(&v["objectRef"]["name"]),
             subresource: s(&v["objectRef"]["subresource"]),
             request_object: v["requestObject"].clone(),
+            time_us: v["stageTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map_or(0, k8s_openapi::jiff::Timestamp::as_microsecond),
         }
     }
 

@@ -3,12 +3,17 @@
 
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
-use arrow_array::types::TimestampMicrosecondType;
+use arrow_array::types::{Int64Type, TimestampMicrosecondType};
 use shadow_reconciler::dataset::{Location, reader};
 
 /// One HostedCluster reconcile of a dataset: what the rollout tests check each decision against.
 pub struct Record {
+    /// When it started, µs since the Unix epoch.
     pub time: i64,
+    /// How long it took, µs.
+    pub duration_us: i64,
+    pub namespace: String,
+    pub name: String,
     pub uid: String,
     pub mode: String,
     pub groups: Vec<String>,
@@ -26,6 +31,9 @@ pub fn records(dir: &std::path::Path) -> Vec<Record> {
         "plan",
         "enforced_groups",
         "flag_version",
+        "duration_us",
+        "namespace",
+        "name",
     ];
     let mut out = Vec::new();
     for (path, _) in &parts.pairs {
@@ -33,6 +41,11 @@ pub fn records(dir: &std::path::Path) -> Vec<Record> {
             let batch = batch.unwrap();
             let column = |name: &str| batch.column_by_name(name).unwrap();
             let time = column("time").as_primitive::<TimestampMicrosecondType>();
+            let duration = column("duration_us").as_primitive::<Int64Type>();
+            let (namespace, name) = (
+                column("namespace").as_string::<i32>(),
+                column("name").as_string::<i32>(),
+            );
             let (uid, mode, plan, version) = (
                 column("uid").as_string::<i32>(),
                 column("mode").as_string::<i32>(),
@@ -44,6 +57,9 @@ pub fn records(dir: &std::path::Path) -> Vec<Record> {
                 let names = groups.value(i);
                 out.push(Record {
                     time: time.value(i),
+                    duration_us: duration.value(i),
+                    namespace: namespace.value(i).to_owned(),
+                    name: name.value(i).to_owned(),
                     uid: uid.value(i).to_owned(),
                     mode: mode.value(i).to_owned(),
                     groups: names

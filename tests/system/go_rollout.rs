@@ -204,7 +204,7 @@ fn check_statuses(ended: &[(String, RolloutStatus)]) -> (Vec<String>, RolloutSta
 /// `critical-core`, none outside the widest ramp it reached (`ramp`, percent); `gated-components`
 /// reached objects beyond 50%. Returns the reconciles that enforced `critical-core`, and how many
 /// of them came after the decision.
-fn check_records(data: &Path, name: &str, ramp: f64) -> (usize, usize) {
+pub(crate) fn check_records(data: &Path, name: &str, ramp: f64) -> (usize, usize) {
     let reconciles = records(data);
     let rows = shadow_reconciler::dataset::rollouts::read(&Location::Local(data.to_owned()))
         .expect("the driver's Parquet record");

@@ -27,7 +27,7 @@ const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-ope
 /// Generous bounds that only decide when a broken deployment is reported.
 const SLOW: Duration = Duration::from_mins(5);
 
-fn repo() -> &'static Path {
+pub(crate) fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -63,7 +63,7 @@ fn build_images() -> Images {
 }
 
 /// Polls `done` until it holds, panicking with `what` and `context()` after [`SLOW`].
-fn eventually(what: &str, mut done: impl FnMut() -> bool, context: impl Fn() -> String) {
+pub(crate) fn eventually(what: &str, mut done: impl FnMut() -> bool, context: impl Fn() -> String) {
     let started = Instant::now();
     while !done() {
         assert!(
@@ -172,7 +172,7 @@ spec:
     data
 }
 
-fn apply_stdin(node: &Node, yaml: &str) {
+pub(crate) fn apply_stdin(node: &Node, yaml: &str) {
     use std::io::Write as _;
     let mut child = node
         .kubectl_command()
@@ -473,7 +473,7 @@ fn follow_log(node: &Node) -> Child {
 
 /// The figures of `parquet: N records accepted, M written to DIR in F files (D dropped, E write
 /// errors, L lost)`, the line `run` prints when its writer has committed on shutdown.
-fn parquet_summary(mut child: Child) -> [u64; 5] {
+pub(crate) fn parquet_summary(mut child: Child) -> [u64; 5] {
     let mut log = String::new();
     child
         .stdout
@@ -1033,89 +1033,11 @@ patches:
     eprintln!(
         "sidecar: {accepted} spans accepted over loopback; analyze in the pod found the namespace dependency"
     );
-    sidecar_drives_a_rollout(node);
-}
-
-/// The sidecar as the rollout driver of its controller (docs/rollout.md, "For the `ingest`
-/// sidecar"): `deploy/rollout`'s kind and Role, the Role in the controller's namespace bound to
-/// its `ServiceAccount`, a flag ConfigMap there in mode `enforce`, `--rollout` added to the
-/// sidecar and `--flag-namespace` to both containers. A rollout of `gated-components` (50%, then
-/// 100%) advances to 100% and completes with no manual step while the `HostedClusters` are
-/// touched, as a resync would; the driver's requests refused: none.
-fn sidecar_drives_a_rollout(node: &Node) {
-    sidecar_as_driver(node);
-    apply_stdin(
-        node,
-        // The comparisons' tolerance is 100 points: this is about the driver in the pod (its
-        // identity, its Role, the flag it writes), not the comparisons, whose false alarms under
-        // load docs/rollout.md lists.
-        "apiVersion: shadow-reconciler.io/v1alpha1\nkind: ShadowRollout\nmetadata: {name: gated-components, namespace: hypershift}\nspec:\n  group: hostedcluster/gated-components\n  steps:\n    - {ramp: 50, minObjects: 10}\n    - {ramp: 100, minObjects: 10}\n  gates: {tolerancePoints: 100}\n",
-    );
-    let touches = std::cell::Cell::new(0_u32);
-    let phase = || {
-        node.kubectl(&[
-            "get",
-            "shadowrollout/gated-components",
-            "-n",
-            "hypershift",
-            "-o",
-            "jsonpath={.status.phase} {.status.stepOf}",
-        ])
-    };
-    eventually(
-        "the sidecar driving gated-components to 100%",
-        || {
-            // A resync every 3 s: each step sees its objects reconciled under its ramp.
-            touches.set(touches.get() + 1);
-            if touches.get() % 6 == 1 {
-                let _ = node.kubectl_output(&[
-                    "annotate",
-                    "hostedclusters",
-                    "--all",
-                    "-A",
-                    "--overwrite",
-                    &format!("test.shadow-reconciler.io/resync={}", touches.get()),
-                ]);
-            }
-            phase().trim() == "Completed 2/2"
-        },
-        || {
-            format!(
-                "{}\n{}",
-                node.kubectl(&["get", "shadowrollouts", "-n", "hypershift", "-o", "yaml"]),
-                describe_in(node, "hypershift", "deploy/operator")
-            )
-        },
-    );
-    let audit = node.audit();
-    let driver: Vec<_> = audit
-        .iter()
-        .filter(|e| e.user == "system:serviceaccount:hypershift:operator")
-        .filter(|e| {
-            ["shadowrollouts", "leases", "shadow-reconciler-flag"]
-                .iter()
-                .any(|r| e.uri.contains(r))
-        })
-        .collect();
-    let refused: Vec<_> = driver.iter().filter(|e| e.code == 403).collect();
-    assert!(
-        driver
-            .iter()
-            .any(|e| e.uri.contains("shadowrollouts") && e.succeeded())
-            && refused.is_empty(),
-        "{} requests of the driver, {} refused, e.g. {:?}",
-        driver.len(),
-        refused.len(),
-        refused.first()
-    );
-    eprintln!(
-        "sidecar as driver: gated-components Completed 2/2; {} requests of the driver, 0 refused",
-        driver.len()
-    );
+    crate::node_rollout::sidecar_drives_rollouts(node);
 }
 
 /// Pods, events and the log of every container of `target`, for failure messages.
-fn describe_in(node: &Node, namespace: &str, target: &str) -> String {
+pub(crate) fn describe_in(node: &Node, namespace: &str, target: &str) -> String {
     let pods = node.kubectl_output(&["get", "pods", "-n", namespace, "-o", "wide"]);
     let events =
         node.kubectl_output(&["get", "events", "-n", namespace, "--sort-by=.lastTimestamp"]);
@@ -1134,88 +1056,4 @@ fn describe_in(node: &Node, namespace: &str, target: &str) -> String {
         String::from_utf8_lossy(&logs.stdout),
         String::from_utf8_lossy(&logs.stderr)
     )
-}
-
-/// `deploy/rollout` for the sidecar: the kind, the Role in the controller's namespace bound to
-/// its `ServiceAccount`, a flag ConfigMap there in mode `enforce`; `--rollout` added to the
-/// sidecar and `--flag-namespace` to both containers, and the new pod Ready.
-fn sidecar_as_driver(node: &Node) {
-    let rollout_dir = repo().join("deploy/rollout");
-    node.kubectl(&[
-        "apply",
-        "-f",
-        &rollout_dir
-            .join("shadowrollouts.shadow-reconciler.io.yaml")
-            .display()
-            .to_string(),
-    ]);
-    let role = std::fs::read_to_string(rollout_dir.join("rbac-rollout.yaml"))
-        .expect("read the rollout Role")
-        .replace("namespace: shadow-reconciler", "namespace: hypershift")
-        .replace(
-            "    name: shadow-reconciler\n    namespace: hypershift",
-            "    name: operator\n    namespace: hypershift",
-        );
-    assert!(role.contains("name: operator"), "the Role's subject moved");
-    apply_stdin(node, &role);
-    apply_stdin(
-        node,
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shadow-reconciler-flag, namespace: hypershift}\ndata: {mode: enforce}\n",
-    );
-    // The sidecar is a native one (an init container that keeps running).
-    let index = |list: &str, name: &str| {
-        let names = node.kubectl(&[
-            "get",
-            "deploy/operator",
-            "-n",
-            "hypershift",
-            "-o",
-            &format!("jsonpath={{.spec.template.spec.{list}[*].name}}"),
-        ]);
-        names
-            .split_whitespace()
-            .position(|n| n == name)
-            .unwrap_or_else(|| panic!("no {list} {name} in {names}"))
-    };
-    let add = |list: &str, container: usize, arg: &str| {
-        format!(
-            r#"{{"op":"add","path":"/spec/template/spec/{list}/{container}/args/-","value":"{arg}"}}"#
-        )
-    };
-    let (operator, sidecar) = (
-        index("containers", "operator"),
-        index("initContainers", "shadow-reconciler"),
-    );
-    let ops = [
-        add("containers", operator, "--flag-namespace"),
-        add("containers", operator, "hypershift"),
-        add("initContainers", sidecar, "--rollout"),
-        add("initContainers", sidecar, "--rollout-interval"),
-        add("initContainers", sidecar, "5"),
-        add("initContainers", sidecar, "--flag-namespace"),
-        add("initContainers", sidecar, "hypershift"),
-    ];
-    node.kubectl(&[
-        "patch",
-        "deploy/operator",
-        "-n",
-        "hypershift",
-        "--type",
-        "json",
-        "-p",
-        &format!("[{}]", ops.join(",")),
-    ]);
-    let status = node.kubectl_output(&[
-        "rollout",
-        "status",
-        "-n",
-        "hypershift",
-        "deploy/operator",
-        "--timeout=300s",
-    ]);
-    assert!(
-        status.status.success(),
-        "the patched pod did not become Ready:\n{}",
-        describe_in(node, "hypershift", "deploy/operator")
-    );
 }
