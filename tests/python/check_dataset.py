@@ -4,7 +4,10 @@ Usage: check_dataset.py DIR
 
 Opens every committed file with pyarrow and reads each of its row groups completely, then has
 DuckDB count executions and failures per plan and operation over the hive-partitioned `steps`
-table. Prints one JSON document; exits non-zero (with the reason) when a file does not read.
+table, and, when the dataset has a `rollouts` table (the rollout driver's record), per rollout
+its rounds, its decisions in order, its last phase and the failed gates of its rounds (from the
+`gates` column's JSON). Prints one JSON document; exits non-zero (with the reason) when a file
+does not read.
 """
 
 import glob
@@ -49,11 +52,26 @@ def main(root):
     total = duckdb.sql(
         f"SELECT count(*) FROM read_parquet('{os.path.join(root, 'table=*', '**', '*.parquet')}', union_by_name = true)"
     ).fetchall()[0][0]
+    rollouts = os.path.join(root, "table=rollouts", "**", "*.parquet")
+    per_rollout = []
+    if glob.glob(rollouts, recursive=True):
+        per_rollout = duckdb.sql(f"""
+            SELECT rollout, "group", count(*) AS rounds,
+                   coalesce(string_agg(decision, ',' ORDER BY time) FILTER (WHERE decision <> ''), '') AS decisions,
+                   arg_max(phase, time) AS phase,
+                   sum(len(list_filter(json_extract_string(gates, '$[*].result'), lambda r: r = 'Failed'))) AS failed_gates
+            FROM read_parquet('{rollouts}', hive_partitioning = true)
+            GROUP BY rollout, "group" ORDER BY rollout
+        """).fetchall()
     json.dump({
         "files": checked,
         "rows": total,
         "failures": [
             {"plan": p, "operation": o, "executions": e, "failures": f} for p, o, e, f in failures
+        ],
+        "rollouts": [
+            {"rollout": r, "group": g, "rounds": n, "decisions": d, "phase": p, "failed_gates": int(f)}
+            for r, g, n, d, p, f in per_rollout
         ],
     }, sys.stdout)
 

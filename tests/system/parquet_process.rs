@@ -1,5 +1,6 @@
 //! The Parquet dataset as processes write it: `simulate` into a directory read back by pyarrow and
-//! DuckDB (the numbers must equal `analyze`'s JSON), writers killed with SIGKILL mid-write, and
+//! DuckDB (the numbers must equal `analyze`'s JSON; the rollout driver's record as our reader
+//! reads it), writers killed with SIGKILL mid-write, and
 //! `run` stopped with SIGTERM.
 
 use crate::common;
@@ -411,4 +412,71 @@ fn simulate_interrupted_by_sigterm_still_writes_what_it_accepted() {
     assert!(accepted >= 20, "{line}");
     assert_eq!((written, lost), (accepted, 0), "{line}");
     assert_eq!(read_all(&data)[0], written, "{line}");
+}
+
+#[test]
+fn pyarrow_and_duckdb_read_the_rollout_drivers_record_as_our_reader_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("shadow-data");
+    // The scenario's default population: the steps need their objects.
+    let out = bin()
+        .args([
+            "simulate",
+            "--scenario",
+            "rollout",
+            "--seed",
+            "4",
+            "--parquet-dir",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let rows = shadow_reconciler::dataset::rollouts::read(
+        &shadow_reconciler::dataset::Location::Local(data.clone()),
+    )
+    .unwrap();
+    let mut ours: Vec<serde_json::Value> = Vec::new();
+    let mut names: Vec<&str> = rows.iter().map(|r| r.rollout.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let mine: Vec<_> = rows.iter().filter(|r| r.rollout == name).collect();
+        let failed: usize = mine
+            .iter()
+            .map(|r| {
+                let gates: Vec<serde_json::Value> = serde_json::from_str(&r.gates).unwrap();
+                gates.iter().filter(|g| g["result"] == "Failed").count()
+            })
+            .sum();
+        let decisions: Vec<&str> = mine
+            .iter()
+            .map(|r| r.decision.as_str())
+            .filter(|d| !d.is_empty())
+            .collect();
+        ours.push(serde_json::json!({
+            "rollout": name,
+            "group": mine[0].group,
+            "rounds": mine.len(),
+            "decisions": decisions.join(","),
+            "phase": mine.last().unwrap().phase,
+            "failed_gates": failed,
+        }));
+    }
+    // The scenario's story: one group completed, the other rolled back by a failed gate.
+    assert!(
+        ours.iter().any(|r| r["phase"] == "Completed")
+            && ours
+                .iter()
+                .any(|r| r["phase"] == "RolledBack" && r["failed_gates"].as_u64() > Some(0)),
+        "{ours:#?}"
+    );
+    let check = python_check(&data);
+    assert_eq!(check["rollouts"], serde_json::Value::Array(ours));
 }
