@@ -59,6 +59,43 @@ pub struct ParquetArgs {
     /// are dropped and counted [default: 1024].
     #[arg(long, value_name = "MIB", value_parser = at_least_one)]
     pub parquet_spool_max_mib: Option<usize>,
+    /// A local dataset keeps its records this long (30d, 12h, 90m, 600s): after each rotation,
+    /// whole parts that began longer ago are removed, oldest first, counted and logged
+    /// [default: kept]. An object store bounds its prefix with its own lifecycle rules.
+    #[arg(long, value_name = "AGE", value_parser = retention_age)]
+    pub parquet_retention: Option<Duration>,
+    /// A local dataset's files stay within this many MiB: after each rotation, past it, whole
+    /// parts are removed, oldest first, counted and logged; the newest part always stays
+    /// [default: no bound]. Set it below the volume's size.
+    #[arg(long, value_name = "MIB", value_parser = at_least_one)]
+    pub parquet_max_total_mib: Option<usize>,
+}
+
+/// A retention age: a whole number and its unit, `s`, `m`, `h` or `d` (`30d`).
+fn retention_age(text: &str) -> Result<Duration, String> {
+    let unit = text.chars().last().filter(char::is_ascii_alphabetic);
+    let seconds = match unit {
+        Some('s') => 1,
+        Some('m') => 60,
+        Some('h') => 3_600,
+        Some('d') => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?} is not an age such as 30d, 12h, 90m or 600s (a whole number and its unit)"
+            ));
+        }
+    };
+    let number = &text[..text.len() - 1];
+    match number.parse::<u64>() {
+        Ok(0) => Err("must be more than 0 (leave the option out to keep everything)".into()),
+        Ok(n) => n
+            .checked_mul(seconds)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("{text:?} is too long")),
+        Err(_) => Err(format!(
+            "{text:?} is not an age such as 30d, 12h, 90m or 600s (a whole number and its unit)"
+        )),
+    }
 }
 
 fn cluster_name(text: &str) -> Result<String, String> {
@@ -99,6 +136,10 @@ impl ParquetArgs {
             capacity: self.parquet_capacity,
             spool: self.parquet_spool.clone(),
             spool_max_bytes: self.parquet_spool_max_mib.map(|mib| (mib as u64) << 20),
+            retention: shadow_reconciler::dataset::retention::Retention {
+                max_age: self.parquet_retention,
+                max_bytes: self.parquet_max_total_mib.map(|mib| (mib as u64) << 20),
+            },
         }
     }
 
@@ -132,11 +173,20 @@ impl ParquetArgs {
         };
         let parsed =
             Location::parse(location).with_context(|| format!("--parquet-dir {location}"))?;
-        if let Location::Local(dir) = &parsed {
-            self.local_only(dir)?;
+        match &parsed {
+            Location::Local(dir) => self.local_only(dir)?,
+            Location::Remote(remote) => {
+                if self.parquet_retention.is_some() || self.parquet_max_total_mib.is_some() {
+                    anyhow::bail!(
+                        "--parquet-retention and --parquet-max-total-mib bound a local dataset; {} is an object store's prefix: bound it with the store's lifecycle rules (expire objects under {}/table=*/ after the age you want)",
+                        remote.url(),
+                        remote.url()
+                    );
+                }
+            }
         }
         let health = SinkHealth {
-            writes: Some(telemetry.metrics().sink_health("parquet").into()),
+            writes: Some(telemetry.metrics().sink_health("parquet")),
             uploads: matches!(parsed, Location::Remote(_))
                 .then(|| telemetry.metrics().upload_health("parquet")),
         };
@@ -180,6 +230,17 @@ pub fn finish(sink: &ParquetSink, grace: Duration) -> anyhow::Result<()> {
     );
     if let Some(error) = sink.last_error() {
         eprintln!("parquet: the last write error: {error}");
+    }
+    if let Some(removed) = sink.retention_totals().filter(|r| r.bytes > 0) {
+        eprintln!(
+            "parquet: retention removed {} whole parts ({} for their age, {} for the size) and {} rollout files, {} bytes; {} bytes left",
+            removed.parts(),
+            removed.parts_by_age,
+            removed.parts_by_size,
+            removed.rollout_files,
+            removed.bytes,
+            removed.left_bytes
+        );
     }
     print_uploads(sink);
     if stats.lost > 0 {

@@ -85,7 +85,7 @@ pub(super) struct SimulateArgs {
     #[arg(long, conflicts_with_all = [
         "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
         "parquet_dir", "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
-        "parquet_grace",
+        "parquet_grace", "parquet_retention", "parquet_max_total_mib",
     ])]
     model_only: bool,
     /// A plan file run instead of the shipped plan of the same name (repeatable); with
@@ -178,7 +178,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     };
     let parquet = match &run {
         Some(run) => {
-            let health = telemetry.metrics().sink_health("parquet").into();
+            let health = telemetry.metrics().sink_health("parquet");
             Some(
                 args.parquet
                     .start_locked(&run.dir, run.lock.clone(), Some(health), &telemetry),

@@ -7,10 +7,12 @@
 //! above.
 
 pub mod encode;
+pub mod health;
 pub mod lock;
 pub mod open;
 pub mod reader;
 pub mod repair;
+pub mod retention;
 pub mod rollouts;
 mod rowgroup;
 pub mod schema;
@@ -20,9 +22,10 @@ pub mod upload;
 pub mod writer;
 pub mod writes;
 
+pub use health::HealthCounters;
 pub use lock::{DatasetLock, LockError};
 pub use open::{OpenCause, OpenError, SinkHealth, SinkOptions};
 pub use schema::Table;
-pub use sink::{HealthCounters, ParquetSink, ShutdownError, SinkConfig, SinkStats};
+pub use sink::{ParquetSink, ShutdownError, SinkConfig, SinkStats};
 pub use store::Location;
 pub use writer::{DatasetWriter, WriteError, WriterConfig};

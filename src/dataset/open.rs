@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::health::HealthCounters;
 use super::upload::{UploadConfig, UploadHealth};
-use super::{DatasetLock, HealthCounters, Location, LockError, ParquetSink, SinkConfig};
+use super::{DatasetLock, Location, LockError, ParquetSink, SinkConfig};
 
 /// How a sink writes: the file limits, the queue, the cluster column, and for an object store
 /// the spool.
@@ -30,6 +31,8 @@ pub struct SinkOptions {
     /// An object store only: past this many bytes in the spool, new records are dropped and
     /// counted (default 1 GiB).
     pub spool_max_bytes: Option<u64>,
+    /// A local dataset only: how much of it stays (default: everything).
+    pub retention: super::retention::Retention,
 }
 
 impl Default for SinkOptions {
@@ -45,6 +48,7 @@ impl Default for SinkOptions {
             capacity,
             spool: None,
             spool_max_bytes: None,
+            retention: super::retention::Retention::default(),
         }
     }
 }
@@ -124,6 +128,7 @@ impl SinkOptions {
             .min(config.writer.max_file_rows);
         config.writer.max_file_bytes = self.max_file_bytes;
         config.writer.max_file_age = self.max_file_age;
+        config.retention = self.retention;
         config
     }
 

@@ -188,7 +188,8 @@ pub fn write(location: &Location, identity: &str, rows: &[Row]) -> Result<PathBu
 }
 
 /// The files of the table at `location`.
-fn files(location: &Location) -> Result<Vec<PathBuf>, reader::ReadError> {
+/// The table's files at `location`, sorted (a local directory's by path).
+pub(crate) fn files(location: &Location) -> Result<Vec<PathBuf>, reader::ReadError> {
     match location {
         Location::Local(dir) => {
             let mut out = Vec::new();

@@ -7,6 +7,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::health::HealthCounters;
 use super::repair::remove_stale_temporaries;
 use super::writer::{DatasetWriter, WriterConfig};
 use crate::engine::{ReconcileRecord, Sink};
@@ -28,6 +29,8 @@ pub struct SinkConfig {
     /// uploader) threads until they end, so that it outlasts a shutdown whose grace expired.
     /// Take it before starting the sink: the repair at start then runs under it.
     pub lock: Option<Arc<super::DatasetLock>>,
+    /// How much of a local dataset stays (none: everything); not applied to a spool.
+    pub retention: super::retention::Retention,
 }
 
 impl SinkConfig {
@@ -41,6 +44,7 @@ impl SinkConfig {
             max_backoff: Duration::from_secs(30),
             upload: None,
             lock: None,
+            retention: super::retention::Retention::default(),
         }
     }
 }
@@ -75,27 +79,6 @@ pub struct SinkStats {
     pub lost: u64,
     /// Accepted records still in the channel, not yet taken by the writer.
     pub queued: u64,
-}
-
-/// Prometheus counters the sink keeps up to date (see `EngineMetrics::sink_health`).
-#[derive(Clone, Debug)]
-pub struct HealthCounters {
-    /// Records dropped.
-    pub dropped: prometheus::IntCounter,
-    /// Files written.
-    pub files: prometheus::IntCounter,
-    /// Write errors.
-    pub errors: prometheus::IntCounter,
-}
-
-impl From<[prometheus::IntCounter; 3]> for HealthCounters {
-    fn from([dropped, files, errors]: [prometheus::IntCounter; 3]) -> Self {
-        Self {
-            dropped,
-            files,
-            errors,
-        }
-    }
 }
 
 /// Errors of [`ParquetSink::shutdown`].
@@ -154,6 +137,8 @@ struct Shared {
     resumed: std::sync::Condvar,
     /// The uploader's state, when the dataset goes to an object store.
     upload: Option<(Arc<super::upload::Shared>, u64)>,
+    /// Retention of a local dataset, applied after each rotation.
+    retention: Option<super::retention::Bound>,
 }
 
 /// Writes every record it is given into the Parquet dataset, off the reconcile path.
@@ -208,7 +193,12 @@ impl ParquetSink {
         }
         let (sender, receiver) = mpsc::sync_channel(config.capacity.max(1));
         let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let retention = (config.upload.is_none() && config.retention.bounds()).then(|| {
+            let h = health.as_ref().and_then(|h| h.retention.clone());
+            super::retention::Bound::new(config.writer.dir.clone(), config.retention, h)
+        });
         let shared = Arc::new(Shared {
+            retention,
             counters: Counters::default(),
             last_error: Mutex::new(None),
             failing: AtomicBool::new(false),
@@ -301,6 +291,15 @@ impl ParquetSink {
     #[must_use]
     pub fn upload_stats(&self) -> Option<super::upload::UploadStats> {
         self.shared.upload.as_ref().map(|(state, _)| state.stats())
+    }
+
+    /// What retention removed so far; `None` without bounds (or with an object store).
+    #[must_use]
+    pub fn retention_totals(&self) -> Option<super::retention::Removed> {
+        self.shared
+            .retention
+            .as_ref()
+            .map(super::retention::Bound::totals)
     }
 
     /// The counters so far.
@@ -584,6 +583,9 @@ fn publish(shared: &Shared, before: super::writer::WriterStats, after: super::wr
         shared.counters.files.fetch_add(files, Ordering::Relaxed);
         if let Some(h) = &shared.health {
             h.files.inc_by(files);
+        }
+        if let Some(bound) = &shared.retention {
+            bound.after_rotation();
         }
     }
     shared

@@ -48,6 +48,8 @@ pub struct EngineMetrics {
     uploads: IntCounterVec,
     upload_errors: IntCounterVec,
     spool_bytes: IntGaugeVec,
+    parts_removed: IntCounterVec,
+    bytes_removed: IntCounterVec,
     guards: Arc<std::sync::Mutex<Vec<Arc<GuardStats>>>>,
 }
 
@@ -210,6 +212,18 @@ impl EngineMetrics {
                 "Files a sink completed and made visible.",
                 &["sink"],
             )?,
+            parts_removed: counter(
+                registry,
+                "parts_removed_total",
+                "Whole parts the retention of a local dataset removed, by reason (age, size).",
+                &["sink", "reason"],
+            )?,
+            bytes_removed: counter(
+                registry,
+                "bytes_removed_total",
+                "Bytes of the files the retention of a local dataset removed.",
+                &["sink"],
+            )?,
             export_errors: counter(
                 registry,
                 "export_errors_total",
@@ -293,15 +307,21 @@ impl EngineMetrics {
         }
     }
 
-    /// Sink health: `records_dropped_total`, `files_written_total` and `export_errors_total` of
-    /// one sink (the Parquet sink reports through these).
+    /// Sink health: `records_dropped_total`, `files_written_total`, `export_errors_total`,
+    /// `parts_removed_total` and `bytes_removed_total` of one sink (the Parquet sink reports
+    /// through these).
     #[must_use]
-    pub fn sink_health(&self, sink: &str) -> [prometheus::IntCounter; 3] {
-        [
-            self.records_dropped.with_label_values(&[sink]),
-            self.files_written.with_label_values(&[sink]),
-            self.export_errors.with_label_values(&[sink]),
-        ]
+    pub fn sink_health(&self, sink: &str) -> crate::dataset::HealthCounters {
+        crate::dataset::HealthCounters {
+            dropped: self.records_dropped.with_label_values(&[sink]),
+            files: self.files_written.with_label_values(&[sink]),
+            errors: self.export_errors.with_label_values(&[sink]),
+            retention: Some(crate::dataset::retention::RetentionHealth {
+                by_age: self.parts_removed.with_label_values(&[sink, "age"]),
+                by_size: self.parts_removed.with_label_values(&[sink, "size"]),
+                bytes: self.bytes_removed.with_label_values(&[sink]),
+            }),
+        }
     }
 
     /// Upload health of `sink`: `uploads_total`, `upload_errors_total` and `spool_bytes`.
@@ -341,7 +361,7 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 21] = [
+    let collectors: [&dyn Collector; 23] = [
         &metrics.operations,
         &metrics.write_differences,
         &metrics.operation_duration,
@@ -363,6 +383,8 @@ pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
         &metrics.uploads,
         &metrics.upload_errors,
         &metrics.spool_bytes,
+        &metrics.parts_removed,
+        &metrics.bytes_removed,
     ];
     collectors
         .iter()

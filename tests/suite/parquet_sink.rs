@@ -180,6 +180,7 @@ fn a_stalled_writer_never_blocks_a_reconcile_and_drops_are_counted() {
         dropped: dropped.clone(),
         files: files.clone(),
         errors,
+        retention: None,
     };
     let sink = ParquetSink::start(config, Some(health));
     sink.pause();

@@ -480,3 +480,104 @@ fn pyarrow_and_duckdb_read_the_rollout_drivers_record_as_our_reader_does() {
     let check = python_check(&data);
     assert_eq!(check["rollouts"], serde_json::Value::Array(ours));
 }
+
+/// The bytes of every file of the dataset's tables under `dir` (not its lock or marker).
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut todo: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("table=")
+        })
+        .collect();
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                todo.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+/// The reconciles `analyze --format json` counts in `dir`.
+fn analysed_reconciles(dir: &Path) -> u64 {
+    let out = bin()
+        .args(["analyze", dir.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let analysis: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    analysis["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["reconciles"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_run_past_its_size_bound_keeps_whole_parts_that_analyze_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (all, bounded) = (dir.path().join("all"), dir.path().join("bounded"));
+    // The default population, in files of 200 step rows: a few MiB.
+    let run = |dir: &Path, extra: &[&str]| {
+        bin()
+            .args([
+                "simulate",
+                "--seed",
+                "4",
+                "--parquet-max-rows",
+                "200",
+                "--parquet-dir",
+            ])
+            .arg(dir)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&all, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let whole = bytes_under(&all);
+    assert!(
+        whole > 2 << 20,
+        "the run wrote {whole} bytes: too few for a bound of 1 MiB to remove anything"
+    );
+    let out = run(&bounded, &["--parquet-max-total-mib", "1"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("parquet: retention removed "))
+        .unwrap_or_else(|| panic!("no retention line:\n{stderr}"));
+    let left = bytes_under(&bounded);
+    assert!(left <= 1 << 20, "{left} bytes left: {line}");
+    assert!(
+        line.ends_with(&format!("; {left} bytes left")),
+        "{line} ({left} on disk)"
+    );
+    let parts = reader::parts(&bounded).unwrap();
+    assert!(parts.orphans.is_empty(), "{:?}", parts.orphans);
+    assert!(!parts.pairs.is_empty());
+    let (kept, written) = (analysed_reconciles(&bounded), analysed_reconciles(&all));
+    assert!(
+        0 < kept && kept < written,
+        "{kept} of {written} reconciles kept"
+    );
+    println!(
+        "retention: {line}; analyze reads {kept} of the {written} reconciles of the unbounded run"
+    );
+}
