@@ -158,19 +158,7 @@ fn closing_line(log: &Path) -> (u64, u64, String) {
 /// rollback; `critical-core` rolled back once by a failed gate. Returns the good one's decisions
 /// and the bad one's status.
 fn check_statuses(ended: &[(String, RolloutStatus)]) -> (Vec<String>, RolloutStatus) {
-    let status = |name: &str| {
-        ended.iter().find(|(n, _)| n == name).map_or_else(
-            || panic!("no status of {name}: {ended:#?}"),
-            |(_, s)| s.clone(),
-        )
-    };
-    let (good, bad) = (status("gated-components"), status("critical-core"));
-    let advanced: Vec<String> = good
-        .history
-        .iter()
-        .filter(|d| !matches!(d.kind.as_str(), "Paused" | "Resumed"))
-        .map(|d| format!("{} {}", d.kind, d.ramp))
-        .collect();
+    let (good, bad, advanced) = good_and_bad(ended);
     let steps = [
         "Started 10",
         "Advanced 25",
@@ -197,6 +185,38 @@ fn check_statuses(ended: &[(String, RolloutStatus)]) -> (Vec<String>, RolloutSta
     );
 
     (advanced, bad)
+}
+
+/// The statuses of `gated-components` and `critical-core` among `ended`, and the good one's
+/// decisions but a person's pauses and resumes (`Advanced 25`).
+pub(crate) fn good_and_bad(
+    ended: &[(String, RolloutStatus)],
+) -> (RolloutStatus, RolloutStatus, Vec<String>) {
+    let status = |name: &str| {
+        ended.iter().find(|(n, _)| n == name).map_or_else(
+            || panic!("no status of {name}: {ended:#?}"),
+            |(_, s)| s.clone(),
+        )
+    };
+    let (good, bad) = (status("gated-components"), status("critical-core"));
+    let decisions = good
+        .history
+        .iter()
+        .filter(|d| !matches!(d.kind.as_str(), "Paused" | "Resumed"))
+        .map(|d| format!("{} {}", d.kind, d.ramp))
+        .collect();
+    (good, bad, decisions)
+}
+
+/// The widest ramp a rollout reached (its start and advances), in percent: no object outside
+/// it ever enforced its group.
+pub(crate) fn widest_ramp(status: &RolloutStatus) -> f64 {
+    status
+        .history
+        .iter()
+        .filter(|d| matches!(d.kind.as_str(), "Started" | "Advanced"))
+        .map(|d| d.ramp)
+        .fold(0.0, f64::max)
 }
 
 /// From the records (which flag version each reconcile ran under, which groups it enforced) and
@@ -319,16 +339,7 @@ fn the_go_controllers_rollouts_are_driven_by_its_sidecar_on_kube_apiserver() {
         "step {} was not judged again after the restart at {restarted}: {good:#?}",
         step + 1
     );
-    // The widest ramp critical-core reached before its rollback.
-    // The widest ramp each rolled-back group reached: no object outside it ever enforced it.
-    let widest = |s: &RolloutStatus| {
-        s.history
-            .iter()
-            .filter(|d| matches!(d.kind.as_str(), "Started" | "Advanced"))
-            .map(|d| d.ramp)
-            .fold(0.0, f64::max)
-    };
-    let ramp = widest(&bad);
+    let ramp = widest_ramp(&bad);
     let (enforced, late) = check_records(&data, "critical-core", ramp);
     // Objects outside the first three steps' 50% enforce gated-components only at 100%.
     assert!(

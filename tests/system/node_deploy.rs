@@ -144,9 +144,9 @@ fn install_monitoring_crds(node: &Node) {
     }
 }
 
-/// A node-local `PersistentVolume` for the overlay's claim, as a provisioner would bind it.
-fn provide_volume(node: &Node) -> PathBuf {
-    let data = node.dir().join("volumes/data");
+/// A directory of the node, `volumes/NAME`, that the images' user (65532) may write.
+pub(crate) fn node_volume_dir(node: &Node, name: &str) -> PathBuf {
+    let data = node.dir().join("volumes").join(name);
     std::fs::create_dir_all(&data).expect("create the volume's directory");
     let chown = Command::new("chown")
         .args(["65532:65532"])
@@ -154,6 +154,12 @@ fn provide_volume(node: &Node) -> PathBuf {
         .status()
         .expect("chown");
     assert!(chown.success(), "chown of the volume failed");
+    data
+}
+
+/// A node-local `PersistentVolume` for the overlay's claim, as a provisioner would bind it.
+fn provide_volume(node: &Node) -> PathBuf {
+    let data = node_volume_dir(node, "data");
     let pv = format!(
         "apiVersion: v1
 kind: PersistentVolume
