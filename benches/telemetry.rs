@@ -106,6 +106,7 @@ fn record() -> ReconcileRecord {
         dry_run_requests: 1,
         write_differences: Vec::new(),
         cancelled: false,
+        comparison_skipped: None,
     }
 }
 

@@ -33,6 +33,7 @@
 use std::sync::Arc;
 
 use crate::dataset::ParquetSink;
+use crate::engine::budget::ShadowBudget;
 use crate::engine::{Engine, EngineError, LogSink, Reconciler, Sink};
 use crate::flag::LiveFlag;
 use crate::plan::ReconcilePlan;
@@ -50,6 +51,7 @@ pub struct Wiring {
     traces: Option<Arc<TraceSink>>,
     parquet: Option<Arc<ParquetSink>>,
     reexecute_sample_rate: f64,
+    shadow_budget: Arc<ShadowBudget>,
 }
 
 impl std::fmt::Debug for Wiring {
@@ -62,6 +64,7 @@ impl std::fmt::Debug for Wiring {
             .field("traces", &self.traces.is_some())
             .field("parquet", &self.parquet.is_some())
             .field("reexecute_sample_rate", &self.reexecute_sample_rate)
+            .field("shadow_budget", &self.shadow_budget.rate())
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +82,7 @@ impl Wiring {
             traces: None,
             parquet: None,
             reexecute_sample_rate: 0.0,
+            shadow_budget: Arc::new(ShadowBudget::unlimited()),
         }
     }
 
@@ -124,6 +128,14 @@ impl Wiring {
         self
     }
 
+    /// Every engine's candidate spends this one budget (default: unlimited); see
+    /// [`Engine::with_shadow_budget`].
+    #[must_use]
+    pub fn with_shadow_budget(mut self, budget: Arc<ShadowBudget>) -> Self {
+        self.shadow_budget = budget;
+        self
+    }
+
     /// The engine of `reconciler` on `plan`, with every sink.
     pub fn engine<R: Reconciler>(
         &self,
@@ -136,7 +148,8 @@ impl Wiring {
             self.client.clone(),
             self.flag.clone(),
         )?
-        .with_reexecute_sample_rate(self.reexecute_sample_rate);
+        .with_reexecute_sample_rate(self.reexecute_sample_rate)
+        .with_shadow_budget(self.shadow_budget.clone());
         for sink in &self.sinks {
             engine = engine.with_sink(sink.clone());
         }

@@ -100,5 +100,6 @@ pub fn record(plan: &ReconcilePlan, i: usize, population: usize, rng: &mut Rng) 
         dry_run_requests: 3,
         write_differences: Vec::new(),
         cancelled: false,
+        comparison_skipped: None,
     }
 }

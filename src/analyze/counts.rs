@@ -227,6 +227,31 @@ impl ObjectCounts {
 /// so this bounds memory without losing any in practice; what is not kept is counted.
 pub const MAX_SIGNATURES: usize = 1_000_000;
 
+/// Reconciles whose comparison was skipped (the control ran alone), by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// The shadow's request budget was spent.
+    pub budget: u64,
+    /// The shadow was paused under load.
+    pub paused: u64,
+}
+
+impl Skipped {
+    /// Counts one skip.
+    pub fn add(&mut self, reason: crate::vocab::ComparisonSkip) {
+        match reason {
+            crate::vocab::ComparisonSkip::Budget => self.budget += 1,
+            crate::vocab::ComparisonSkip::Paused => self.paused += 1,
+        }
+    }
+
+    /// Every skip.
+    #[must_use]
+    pub const fn total(self) -> u64 {
+        self.budget + self.paused
+    }
+}
+
 /// Everything counted for one plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanCounts {
@@ -237,6 +262,9 @@ pub struct PlanCounts {
     /// Reconciles cut short before they finished (rows of `reconciles` marked `cancelled`):
     /// counted, nothing else of them.
     pub cancelled: u64,
+    /// Reconciles whose control ran alone in a mode with a shadow (`comparison_skipped`),
+    /// counted in `reconciles` as well.
+    pub skipped: Skipped,
     /// Reconciles seen in `steps`.
     pub step_reconciles: u64,
     /// Shadow guard refusals.
@@ -269,6 +297,7 @@ impl PlanCounts {
             ops: vec![OpCounts::default(); n],
             reconciles: 0,
             cancelled: 0,
+            skipped: Skipped::default(),
             step_reconciles: 0,
             guard_refusals: 0,
             objects: HashMap::new(),
@@ -317,6 +346,8 @@ impl PlanCounts {
         }
         self.reconciles += other.reconciles;
         self.cancelled += other.cancelled;
+        self.skipped.budget += other.skipped.budget;
+        self.skipped.paused += other.skipped.paused;
         self.step_reconciles += other.step_reconciles;
         self.guard_refusals += other.guard_refusals;
         for (a, b) in self.unblocked.iter_mut().zip(other.unblocked) {

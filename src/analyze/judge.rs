@@ -452,6 +452,7 @@ pub(super) fn judge(
         plan_hash: *plan.hash(),
         reconciles: c.reconciles.max(c.step_reconciles),
         cancelled: c.cancelled,
+        comparisons_skipped: c.skipped,
         objects,
         rounds: found.rounds,
         rounds_converged: found.converged,

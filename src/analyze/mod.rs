@@ -427,6 +427,10 @@ pub struct PlanReport {
     /// Reconciles cut short before they finished (the process's shutdown, a cancelled
     /// context): counted, never a failure or a write difference, nothing else of them read.
     pub cancelled: u64,
+    /// Reconciles (among `reconciles`) whose control ran alone, their comparison skipped: the
+    /// shadow's budget spent, or the shadow paused under load. The candidate's figures rest on
+    /// the others.
+    pub comparisons_skipped: counts::Skipped,
     /// Distinct objects (kind, namespace, name) reconciled: the unit of evidence.
     pub objects: u64,
     /// Rounds of the pairs' fixpoint.

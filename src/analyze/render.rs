@@ -117,10 +117,28 @@ pub fn cancelled_words(cancelled: u64) -> String {
     }
 }
 
-/// [`cancelled_words`] of a plan.
+/// `; 40 reconciles not compared (the shadow's budget was spent: 38; paused under load: 2)`,
+/// or nothing when every reconcile was compared.
+#[must_use]
+pub fn skipped_words(skipped: super::counts::Skipped) -> String {
+    let mut reasons = Vec::new();
+    if skipped.budget > 0 {
+        reasons.push(format!("the shadow's budget was spent: {}", skipped.budget));
+    }
+    if skipped.paused > 0 {
+        reasons.push(format!("paused under load: {}", skipped.paused));
+    }
+    match skipped.total() {
+        0 => String::new(),
+        1 => format!("; 1 reconcile not compared ({})", reasons.join("; ")),
+        n => format!("; {n} reconciles not compared ({})", reasons.join("; ")),
+    }
+}
+
+/// [`cancelled_words`] and [`skipped_words`] of a plan: the reconciles its figures leave out.
 #[must_use]
 pub fn cancelled_clause(plan: &PlanReport) -> String {
-    cancelled_words(plan.cancelled)
+    cancelled_words(plan.cancelled) + &skipped_words(plan.comparisons_skipped)
 }
 
 /// A plan's figures in one line ([`figures_line`]).

@@ -39,8 +39,14 @@ pub const STEP_COLUMNS: [&str; 15] = [
     "blocked_by",
 ];
 /// Columns of `reconciles` the analysis reads (`cancelled`: in parts written since it exists).
-pub const RECONCILE_COLUMNS: [&str; 5] =
-    ["time", "plan", "plan_hash", "guard_refusals", "?cancelled"];
+pub const RECONCILE_COLUMNS: [&str; 6] = [
+    "time",
+    "plan",
+    "plan_hash",
+    "guard_refusals",
+    "?cancelled",
+    "?comparison_skipped",
+];
 
 /// A file that could not be read, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -375,6 +381,15 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
             ),
             None => None,
         };
+        let skipped = match batch.column_by_name("comparison_skipped") {
+            Some(c) => Some(c.as_string_opt::<i32>().ok_or_else(|| {
+                invalid(
+                    path,
+                    "column comparison_skipped is not a string column".into(),
+                )
+            })?),
+            None => None,
+        };
         counts.rows += batch.num_rows() as u64;
         for i in 0..batch.num_rows() {
             if time.value(i) < ctx.since_us {
@@ -387,6 +402,12 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
                 Resolved::Plan(p) => {
                     counts.plans[p].reconciles += 1;
                     counts.plans[p].guard_refusals += u64::from(refusals.value(i));
+                    if let Some(reason) = skipped
+                        .filter(|c| c.is_valid(i))
+                        .and_then(|c| c.value(i).parse().ok())
+                    {
+                        counts.plans[p].skipped.add(reason);
+                    }
                 }
                 Resolved::OtherVersion(p) => counts.other_versions[p] += 1,
                 Resolved::Unknown => {

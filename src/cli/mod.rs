@@ -4,6 +4,7 @@
 //! and nothing uses it (the top layer, see docs/design.md).
 
 mod analyze;
+mod budget;
 mod ingest;
 mod manifests;
 mod options;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use shadow_reconciler::engine::budget::ShadowBudget;
 use shadow_reconciler::engine::controller::crd_name;
 use shadow_reconciler::flag::LiveFlag;
 use shadow_reconciler::plan::ReconcilePlan;
@@ -52,6 +53,8 @@ pub(super) struct RunArgs {
     #[arg(long, default_value = "auto")]
     log_format: shadow_reconciler::telemetry::logging::LogFormat,
     #[command(flatten)]
+    budget: super::budget::BudgetArgs,
+    #[command(flatten)]
     parquet: ParquetArgs,
     #[command(flatten)]
     flag: FlagArgs,
@@ -92,15 +95,20 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         plans.push(AddOnReconciler::plan());
     }
     let flag = Arc::new(flag_defaults(args, plans)?);
+    let shadow_budget = args.budget.budget(true)?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(controllers(args, (hostedcluster, addon), &flag))
+    runtime.block_on(controllers(
+        args,
+        (hostedcluster, addon),
+        (&flag, shadow_budget),
+    ))
 }
 
 /// Runs the chosen controllers until SIGTERM or Ctrl-C, with the endpoints and sinks around them.
 async fn controllers(
     args: &RunArgs,
     (hostedcluster, addon): (bool, bool),
-    flag: &Arc<LiveFlag>,
+    (flag, shadow_budget): (&Arc<LiveFlag>, Arc<ShadowBudget>),
 ) -> anyhow::Result<ExitCode> {
     let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     config.headers.push((
@@ -158,6 +166,7 @@ async fn controllers(
     let mut synced = telemetry.ready_when_listed(&kinds);
     let wiring = Wiring::new(client.clone(), flag.clone())
         .with_reexecute_sample_rate(args.sample_rate)
+        .with_shadow_budget(shadow_budget)
         .with_log_records(true)
         .with_metrics(telemetry.metrics().clone())
         .with_traces(traces.clone())

@@ -85,7 +85,7 @@ pub(super) struct SimulateArgs {
     #[arg(long, conflicts_with_all = [
         "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
         "parquet_dir", "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
-        "parquet_grace", "parquet_retention", "parquet_max_total_mib",
+        "parquet_grace", "parquet_retention", "parquet_max_total_mib", "shadow_qps", "shadow_burst",
     ])]
     model_only: bool,
     /// A plan file run instead of the shipped plan of the same name (repeatable); with
@@ -124,6 +124,8 @@ pub(super) struct SimulateArgs {
     #[arg(long, conflicts_with = "model_only")]
     no_parquet: bool,
     #[command(flatten)]
+    budget: super::budget::BudgetArgs,
+    #[command(flatten)]
     parquet: ParquetArgs,
     #[command(flatten)]
     flag: FlagArgs,
@@ -160,6 +162,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let files: Vec<PathBuf> = args.plans.iter().map(PathBuf::from).collect();
     let plans = load_plans(&files)?;
     let flag = command_line_flag(args, &plans)?;
+    let shadow_budget = args.budget.budget(false)?;
     // `--parquet-dir` is declared with the other Parquet options, for every command; simulate's
     // default is its own.
     let parquet_dir = PathBuf::from(args.parquet.parquet_dir.as_deref().unwrap_or("shadow-data"));
@@ -198,6 +201,7 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         duration: std::time::Duration::from_secs(args.duration),
         started: Some(started),
         same_code: args.same_code,
+        shadow_budget: Some(shadow_budget),
         flag_configmap: args.flag.target(),
         progress: !args.quiet,
         traces,

@@ -317,6 +317,7 @@ pub struct ReconcileRows {
     cancelled: BooleanBuilder,
     enforced_groups: ListBuilder<StringBuilder>,
     flag_version: StringBuilder,
+    comparison_skipped: StringBuilder,
     rows: usize,
 }
 
@@ -345,6 +346,7 @@ impl ReconcileRows {
             cancelled: BooleanBuilder::with_capacity(rows),
             enforced_groups: ListBuilder::new(StringBuilder::new()),
             flag_version: strings(rows, 8),
+            comparison_skipped: strings(rows, 0),
             rows: 0,
         }
     }
@@ -382,6 +384,10 @@ impl ReconcileRows {
         );
         self.flag_version
             .append_option(r.flag.as_ref().and_then(|f| f.version.as_deref()));
+        self.comparison_skipped.append_option(
+            r.comparison_skipped
+                .map(crate::vocab::ComparisonSkip::as_str),
+        );
         self.rows += 1;
     }
 
@@ -408,6 +414,7 @@ impl ReconcileRows {
             Arc::new(self.cancelled.finish()),
             Arc::new(self.enforced_groups.finish()),
             Arc::new(self.flag_version.finish()),
+            Arc::new(self.comparison_skipped.finish()),
         ]);
         self.rows = 0;
         RecordBatch::try_new(Table::Reconciles.schema(), columns)

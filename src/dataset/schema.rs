@@ -149,6 +149,7 @@ fn reconciles() -> SchemaRef {
         Field::new("cancelled", DataType::Boolean, false),
         Field::new("enforced_groups", names(), false),
         Field::new("flag_version", DataType::Utf8, true),
+        Field::new("comparison_skipped", DataType::Utf8, true),
     ]);
     Arc::new(Schema::new(fields))
 }

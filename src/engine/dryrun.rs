@@ -22,6 +22,7 @@ use futures_util::future::BoxFuture;
 use http::{Method, Request, Response, StatusCode, header};
 use kube::client::Body;
 
+use super::budget::ShadowBudget;
 use super::writes::WriteLog;
 
 /// The `User-Agent` of every dry-run request.
@@ -33,6 +34,7 @@ pub struct GuardStats {
     refused: AtomicU64,
     dry_run_requests: AtomicU64,
     overlay_reads: AtomicU64,
+    sent: AtomicU64,
 }
 
 impl GuardStats {
@@ -48,6 +50,11 @@ impl GuardStats {
     pub fn overlay_reads(&self) -> u64 {
         self.overlay_reads.load(Ordering::Relaxed)
     }
+    /// Requests sent to the API server, reads and dry runs (each took a token of the shadow's
+    /// budget).
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
 }
 
 /// Makes dry-run clients over a real one.
@@ -55,6 +62,7 @@ impl GuardStats {
 pub struct DryRunClient {
     real: kube::Client,
     stats: Arc<GuardStats>,
+    budget: Arc<ShadowBudget>,
 }
 
 impl std::fmt::Debug for DryRunClient {
@@ -66,13 +74,33 @@ impl std::fmt::Debug for DryRunClient {
 }
 
 impl DryRunClient {
-    /// Dry-run clients over `real` (sharing its connections).
+    /// Dry-run clients over `real` (sharing its connections), whose requests are not bounded
+    /// (counted in an unlimited budget of their own).
     #[must_use]
     pub fn new(real: kube::Client) -> Self {
+        Self::with_budget(real, Arc::new(ShadowBudget::unlimited()))
+    }
+
+    /// Dry-run clients over `real` whose every request to the API server takes a token of
+    /// `budget` (the shadow's, never the control's).
+    #[must_use]
+    pub fn with_budget(real: kube::Client, budget: Arc<ShadowBudget>) -> Self {
         Self {
             real,
             stats: Arc::new(GuardStats::default()),
+            budget,
         }
+    }
+
+    /// The budget its requests spend.
+    #[must_use]
+    pub fn budget(&self) -> &Arc<ShadowBudget> {
+        &self.budget
+    }
+
+    /// Its requests spend `budget` from now on (the counters stay).
+    pub fn set_budget(&mut self, budget: Arc<ShadowBudget>) {
+        self.budget = budget;
     }
 
     /// The shared counters.
@@ -119,6 +147,7 @@ impl DryRunClient {
             stats: self.stats.clone(),
             local: local.clone(),
             writes: writes.clone(),
+            budget: self.budget.clone(),
             add_dry_run,
         };
         DryRunRun {
@@ -163,6 +192,7 @@ struct DryRunService {
     /// The counters of this client alone.
     local: Arc<GuardStats>,
     writes: WriteLog,
+    budget: Arc<ShadowBudget>,
     add_dry_run: bool,
 }
 
@@ -318,6 +348,9 @@ impl tower::Service<Request<Body>> for DryRunService {
                 request = kept;
                 sent = Some(body);
             }
+            this.budget.spend();
+            this.stats.sent.fetch_add(1, Ordering::Relaxed);
+            this.local.sent.fetch_add(1, Ordering::Relaxed);
             let response = this.inner.send(request).await?;
             if !mutating || !response.status().is_success() {
                 return Ok(response);

@@ -10,6 +10,7 @@
 //! nothing here may use a module of its layer or above.
 
 pub mod allocated;
+pub mod budget;
 pub mod classify;
 pub mod condition;
 pub mod conflict;
@@ -41,7 +42,7 @@ pub use writes::WriteDifference;
 use crate::flag::{Evaluation, FlagSpec, FlagState, LiveFlag, PlanFlag};
 use crate::model::Policy;
 use crate::plan::{LookupError, ReconcilePlan};
-use crate::vocab::{CodePath, Mode};
+use crate::vocab::{CodePath, ComparisonSkip, Mode};
 
 /// Errors building an engine.
 #[derive(Debug, thiserror::Error)]
@@ -276,6 +277,22 @@ impl<R: Reconciler> Engine<R> {
         self
     }
 
+    /// The shadow's own request budget (shared by the engines of one process): every request
+    /// the candidate sends takes a token, and a reconcile whose comparison finds it spent runs
+    /// its control alone, counted (default: unlimited; `run` gives
+    /// [`ShadowBudget::default`](budget::ShadowBudget::default)).
+    #[must_use]
+    pub fn with_shadow_budget(mut self, budget: Arc<budget::ShadowBudget>) -> Self {
+        self.dry.set_budget(budget);
+        self
+    }
+
+    /// The budget the candidate's requests spend.
+    #[must_use]
+    pub fn shadow_budget(&self) -> &Arc<budget::ShadowBudget> {
+        self.dry.budget()
+    }
+
     /// The flag deciding each reconcile's mode.
     #[must_use]
     pub fn flag(&self) -> &Arc<LiveFlag> {
@@ -320,6 +337,15 @@ impl<R: Reconciler> Engine<R> {
         let evaluation = evaluate(&flag, &policies.flag, object.as_ref());
         let (control_policy, candidate_policy) = policies.of(&evaluation);
         let calibrate = evaluation.mode == Mode::Calibrate;
+        // A comparison starts only within the shadow's budget: otherwise the control runs
+        // alone, exactly as it would with the shadow off, and the skip is recorded.
+        let skipped = ((candidate_policy.is_some() || calibrate) && !self.dry.budget().try_begin())
+            .then_some(ComparisonSkip::Budget);
+        let (candidate_policy, calibrate) = if skipped.is_some() {
+            (None, false)
+        } else {
+            (candidate_policy, calibrate)
+        };
         // Dropped before the end (a shutdown's grace expired, a timeout around the reconcile),
         // it leaves a cancelled record instead of nothing.
         let mut unfinished = Unfinished {
@@ -380,6 +406,7 @@ impl<R: Reconciler> Engine<R> {
             record.dry_run_requests = u32::try_from(guard.dry_run_requests()).unwrap_or(u32::MAX);
             record.write_differences = std::mem::take(&mut shadow.differences);
         }
+        record.comparison_skipped = skipped;
         record.duration = started.elapsed();
         for sink in &self.sinks {
             sink.record(&record);

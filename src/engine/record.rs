@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::flag::Evaluation;
 use crate::model::{Diff, Report, Step};
 use crate::plan::ReconcilePlan;
-use crate::vocab::{Category, ErrorClass, Execution, Mode, Outcome};
+use crate::vocab::{Category, ComparisonSkip, ErrorClass, Execution, Mode, Outcome};
 
 /// Which object was reconciled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,6 +178,10 @@ pub struct ReconcileRecord {
     /// cancelled): it is counted and shown, never a failure or a write difference, so its steps,
     /// diff and differences are left empty.
     pub cancelled: bool,
+    /// The control ran alone in a mode with a shadow: its comparison was skipped, for this
+    /// reason (the shadow's budget spent, the shadow paused). The candidate's steps, the diff and
+    /// the write differences are then empty, as in mode `off`; the reconcile is counted apart.
+    pub comparison_skipped: Option<ComparisonSkip>,
 }
 
 impl ReconcileRecord {
@@ -372,6 +376,7 @@ pub(crate) fn assemble(
         dry_run_requests: 0,
         write_differences: Vec::new(),
         cancelled: false,
+        comparison_skipped: None,
     };
     if let Some((report, trace)) = candidate {
         let diff = Diff::between(control_report, report).expect("both runs follow the plan");
@@ -416,6 +421,7 @@ pub fn cancelled_record(
         dry_run_requests: 0,
         write_differences: Vec::new(),
         cancelled: true,
+        comparison_skipped: None,
     }
 }
 

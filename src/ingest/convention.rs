@@ -135,6 +135,9 @@ pub struct RunFacts {
     /// `shadow_reconciler.cancelled`: the reconcile was cut short before it finished (its
     /// operation spans are not read).
     pub cancelled: bool,
+    /// `shadow_reconciler.comparison_skipped`: the control ran alone (no candidate), for this
+    /// reason; an unknown reason reads as none.
+    pub comparison_skipped: Option<crate::vocab::ComparisonSkip>,
 }
 
 /// The object reconciled, from the reconcile span's attributes.
@@ -343,6 +346,8 @@ impl Convention {
                         attribute(a, span::CANCELLED).and_then(|v| v.value.as_ref()),
                         Some(any_value::Value::BoolValue(true))
                     ),
+                    comparison_skipped: text(a, span::COMPARISON_SKIPPED)
+                        .and_then(|s| s.parse().ok()),
                 },
             }
         } else {

@@ -413,6 +413,8 @@ impl Assembler {
         self.remember(key);
         let policies = &mut self.plans[index];
         let (mode, control, candidate) = match policies.for_run(run) {
+            // A skipped comparison: the control ran alone, nothing of the candidate to rebuild.
+            Ok((mode, control, _)) if run.comparison_skipped.is_some() => (mode, control, None),
             Ok(policies) => policies,
             Err(reason) => {
                 let n = 1 + children.len() as u64;
@@ -490,6 +492,7 @@ impl Assembler {
         let mut record = build(&plan, &policies, facts, object, &seen, &dry);
         record.dry_run_requests = run.dry_run_requests.unwrap_or(0);
         record.guard_refusals = run.guard_refusals.unwrap_or(0);
+        record.comparison_skipped = run.comparison_skipped;
         batch.records.push(record);
     }
 }

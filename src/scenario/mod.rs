@@ -267,6 +267,9 @@ fn engines(
         .with_log_records(settings.log_records)
         .with_traces(settings.traces.clone())
         .with_parquet(settings.parquet.clone());
+    if let Some(budget) = &settings.shadow_budget {
+        wiring = wiring.with_shadow_budget(budget.clone());
+    }
     if let Some(telemetry) = &settings.telemetry {
         wiring = wiring.with_metrics(telemetry.metrics().clone());
     }

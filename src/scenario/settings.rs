@@ -131,6 +131,9 @@ pub struct Settings {
     /// population is created in it; the conflict storm is a real second writer; the 503s, which
     /// only the simulator can inject, are left out.
     pub cluster: Option<kube::Config>,
+    /// The shadow's request budget, shared by both engines; `None`: unlimited (a bound on the
+    /// embedded simulator would make the run depend on the machine's speed).
+    pub shadow_budget: Option<Arc<crate::engine::budget::ShadowBudget>>,
 }
 
 /// The flag ConfigMap `simulate` watches in its simulated cluster.
@@ -164,6 +167,7 @@ impl Default for Settings {
             flag_configmap: Some(default_flag_target()),
             faults: None,
             cluster: None,
+            shadow_budget: None,
         }
     }
 }

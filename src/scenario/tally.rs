@@ -248,6 +248,7 @@ mod tests {
             dry_run_requests: 0,
             write_differences: Vec::new(),
             cancelled: false,
+            comparison_skipped: None,
         }
     }
 

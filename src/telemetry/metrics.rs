@@ -30,6 +30,7 @@ pub struct EngineMetrics {
     operations: IntCounterVec,
     operation_duration: HistogramVec,
     reconciles: IntCounterVec,
+    comparisons_skipped: IntCounterVec,
     reconcile_duration: HistogramVec,
     unblocked: IntCounterVec,
     newly_blocked: IntCounterVec,
@@ -150,6 +151,12 @@ impl EngineMetrics {
                 "reconciles_total",
                 "Reconciles, by plan, mode, and the control's and the candidate's result (succeeded, failed, none; cancelled for a reconcile cut short before it finished, never a failure).",
                 &["plan", "mode", "control_result", "candidate_result"],
+            )?,
+            comparisons_skipped: counter(
+                registry,
+                "comparisons_skipped_total",
+                "Reconciles whose control ran alone in a mode with a shadow, their comparison skipped, by reason: budget (the shadow's request budget was spent), paused (the shadow stood aside under load).",
+                &["plan", "mode", "reason"],
             )?,
             reconcile_duration: histogram(
                 registry,
@@ -361,8 +368,9 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 23] = [
+    let collectors: [&dyn Collector; 24] = [
         &metrics.operations,
+        &metrics.comparisons_skipped,
         &metrics.write_differences,
         &metrics.operation_duration,
         &metrics.reconciles,
@@ -416,6 +424,11 @@ impl Sink for EngineMetrics {
         self.reconciles
             .with_label_values(&[plan, mode, control, candidate])
             .inc();
+        if let Some(reason) = r.comparison_skipped {
+            self.comparisons_skipped
+                .with_label_values(&[plan, mode, reason.as_str()])
+                .inc();
+        }
         self.reconcile_duration
             .with_label_values(&[plan, mode])
             .observe(r.duration.as_secs_f64());

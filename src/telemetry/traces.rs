@@ -308,6 +308,9 @@ impl Sink for TraceSink {
         if r.cancelled {
             attributes.push(KeyValue::new(span::CANCELLED, true));
         }
+        if let Some(reason) = r.comparison_skipped {
+            attributes.push(KeyValue::new(span::COMPARISON_SKIPPED, reason.as_str()));
+        }
         let mut root = self.tracer.build_with_context(
             self.tracer
                 .span_builder("reconcile")

@@ -13,7 +13,7 @@ mod path;
 pub mod span;
 mod write;
 
-pub use mode::Mode;
+pub use mode::{ComparisonSkip, Mode};
 pub use op::{OpId, OpSet};
 pub use outcome::{
     Category, ErrorClass, Execution, Gate, Outcome, ShadowPolicy, UnknownErrorClass,

@@ -52,3 +52,47 @@ impl FromStr for Mode {
         }
     }
 }
+
+/// Why a reconcile in mode `shadow`, `enforce` or `calibrate` ran its control alone: the
+/// candidate (and every paired run) was left out, so nothing of it was compared. The control ran
+/// exactly as in mode `off` or as the flag enforces; the reconcile is counted apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ComparisonSkip {
+    /// The shadow's own request budget was spent.
+    Budget,
+    /// The shadow was paused: the API server was shedding or slowing requests.
+    Paused,
+}
+
+impl ComparisonSkip {
+    /// Every reason, in label order.
+    pub const ALL: [Self; 2] = [Self::Budget, Self::Paused];
+
+    /// The label used in metrics, spans and Parquet.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Budget => "budget",
+            Self::Paused => "paused",
+        }
+    }
+}
+
+impl fmt::Display for ComparisonSkip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ComparisonSkip {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "budget" => Ok(Self::Budget),
+            "paused" => Ok(Self::Paused),
+            other => Err(format!(
+                "unknown reason for a skipped comparison {other:?}; expected budget or paused"
+            )),
+        }
+    }
+}

@@ -26,6 +26,9 @@ pub const GUARD_REFUSALS: &str = "shadow_reconciler.guard_refusals";
 /// its context cancelled). It is recorded as cancelled: never a failure, never a write
 /// difference; its operation spans are not read.
 pub const CANCELLED: &str = "shadow_reconciler.cancelled";
+/// On a reconcile span: the control ran alone, its comparison skipped for this reason (`budget`:
+/// the shadow's request budget was spent; `paused`: the shadow stood aside under load).
+pub const COMPARISON_SKIPPED: &str = "shadow_reconciler.comparison_skipped";
 /// An operation span's operation name.
 pub const OPERATION: &str = "shadow_reconciler.operation";
 /// Which run an operation span belongs to: `control` (the default) or `candidate`.
@@ -127,6 +130,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("DRY_RUN_REQUESTS", DRY_RUN_REQUESTS),
     ("GUARD_REFUSALS", GUARD_REFUSALS),
     ("CANCELLED", CANCELLED),
+    ("COMPARISON_SKIPPED", COMPARISON_SKIPPED),
     ("OPERATION", OPERATION),
     ("POLICY", POLICY),
     ("EXECUTION", EXECUTION),

@@ -34,6 +34,7 @@ mod readme_paths;
 mod report;
 mod rollout;
 mod settings_carrier;
+mod shadow_budget;
 mod shared_vectors;
 mod shipped_plans;
 mod sim_api;

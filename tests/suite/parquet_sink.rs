@@ -72,6 +72,7 @@ fn record(i: usize) -> ReconcileRecord {
         dry_run_requests: 1,
         write_differences: Vec::new(),
         cancelled: false,
+        comparison_skipped: None,
     }
 }
 

@@ -329,6 +329,7 @@ fn record(i: usize) -> ReconcileRecord {
         dry_run_requests: 0,
         write_differences: Vec::new(),
         cancelled: false,
+        comparison_skipped: None,
     }
 }
 

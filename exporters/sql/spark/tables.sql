@@ -75,6 +75,7 @@ CREATE TABLE IF NOT EXISTS shadow_reconciles_files (
     cancelled BOOLEAN,
     enforced_groups ARRAY<STRING>,
     flag_version STRING,
+    comparison_skipped STRING,
     `date` DATE,
     `hour` INT
 )

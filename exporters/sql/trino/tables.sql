@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS {schema}.shadow_reconciles_files (
     cancelled boolean,
     enforced_groups array(varchar),
     flag_version varchar,
+    comparison_skipped varchar,
     cluster varchar,
     "date" date,
     "hour" integer

@@ -15,6 +15,7 @@ const (
 	attrDryRunRequests    = "shadow_reconciler.dry_run_requests"
 	attrGuardRefusals     = "shadow_reconciler.guard_refusals"
 	attrCancelled         = "shadow_reconciler.cancelled"
+	attrComparisonSkipped = "shadow_reconciler.comparison_skipped"
 	attrOperation         = "shadow_reconciler.operation"
 	attrPolicy            = "shadow_reconciler.policy"
 	attrExecution         = "shadow_reconciler.execution"
@@ -69,6 +70,7 @@ var spanNames = map[string]string{
 	"DRY_RUN_REQUESTS":             attrDryRunRequests,
 	"GUARD_REFUSALS":               attrGuardRefusals,
 	"CANCELLED":                    attrCancelled,
+	"COMPARISON_SKIPPED":           attrComparisonSkipped,
 	"OPERATION":                    attrOperation,
 	"POLICY":                       attrPolicy,
 	"EXECUTION":                    attrExecution,

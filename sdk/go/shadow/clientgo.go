@@ -55,6 +55,11 @@ func NewClients[C any](config *rest.Config, dry *DryRun, build func(*rest.Config
 // another context (context.Background) goes out as the control's, a real write. Prefer
 // NewClients, whose candidate client can send nothing but dry runs, where the code lets you
 // choose its client per run; the API server's audit log tells the two apart by User-Agent.
+//
+// The routed config's rate limiter sends the control's requests through the controller's own
+// (control's RateLimiter, else a token bucket of its QPS and Burst, as client-go would make:
+// one for every client built from the routed config) and the candidate's through the shadow's
+// budget (d.Budget), which never waits: the shadow never spends what the control needs.
 func (d *DryRun) Routed(control *rest.Config) (*rest.Config, error) {
 	if control == nil || d.config == nil {
 		return nil, errors.New("shadow: Routed needs the controller's REST config and a DryRun with a config (NewDryRun or NewDryRunConfig)")
@@ -71,8 +76,9 @@ func (d *DryRun) Routed(control *rest.Config) (*rest.Config, error) {
 	// routed config keeps only what builds requests.
 	routed := &rest.Config{
 		Host: control.Host, APIPath: control.APIPath, ContentConfig: control.ContentConfig,
-		QPS: control.QPS, Burst: control.Burst, RateLimiter: control.RateLimiter,
-		Timeout: control.Timeout, WarningHandler: control.WarningHandler,
+		QPS: control.QPS, Burst: control.Burst,
+		RateLimiter: routedLimiter{control: controlLimiter(control), shadow: limiter{d.budget}},
+		Timeout:     control.Timeout, WarningHandler: control.WarningHandler,
 		WarningHandlerWithContext: control.WarningHandlerWithContext,
 		Transport:                 router{control: real, candidate: dry, controlAgent: control.UserAgent},
 	}
@@ -128,8 +134,8 @@ func Fresh[O any](r Attempter, cached func() (O, error), fresh func() (O, error)
 
 // NewRouted is NewDryRunConfig and its Routed config, for a controller whose one client serves
 // both runs.
-func NewRouted(config *rest.Config) (*DryRun, *rest.Config, error) {
-	dry, err := NewDryRunConfig(config)
+func NewRouted(config *rest.Config, opts ...DryRunOption) (*DryRun, *rest.Config, error) {
+	dry, err := NewDryRunConfig(config, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

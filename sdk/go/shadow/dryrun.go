@@ -82,6 +82,7 @@ type DryRun struct {
 	dry    client.Client
 	config *rest.Config
 	stats  *GuardStats
+	budget *Budget
 }
 
 // NewDryRun builds the candidate's client from the controller's REST config and reader (the
@@ -90,8 +91,8 @@ type DryRun struct {
 // mgr.GetRESTMapper()) and, in Cache.DisableFor, the kinds the controller's client reads from the
 // API server rather than its cache (give the manager's, so the candidate reads the same world as
 // the control); its HTTPClient and the rest of Cache are set here.
-func NewDryRun(config *rest.Config, reader client.Reader, options client.Options) (*DryRun, error) {
-	d, err := NewDryRunConfig(config)
+func NewDryRun(config *rest.Config, reader client.Reader, options client.Options, opts ...DryRunOption) (*DryRun, error) {
+	d, err := NewDryRunConfig(config, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -123,18 +124,37 @@ func NewDryRun(config *rest.Config, reader client.Reader, options client.Options
 // ask for it) and passes the same guard as NewDryRun's client; its reads go to the API server,
 // so a candidate reads through the controller's listers as the control does. Build the clients
 // once (NewClients), not per reconcile.
-func NewDryRunConfig(config *rest.Config) (*DryRun, error) {
+//
+// Its requests never go through the controller's client-side rate limiter (config's
+// RateLimiter, QPS and Burst): they spend the shadow's own Budget (WithBudget; default
+// DefaultBudgetQPS, DefaultBudgetBurst), never wait, and a reconcile that finds the budget spent
+// runs its control alone (Outcome.ComparisonSkipped).
+func NewDryRunConfig(config *rest.Config, opts ...DryRunOption) (*DryRun, error) {
 	if config == nil {
 		return nil, errors.New("shadow.NewDryRunConfig: the controller's REST config is nil")
 	}
 	stats := &GuardStats{}
+	d := &DryRun{stats: stats}
+	for _, opt := range opts {
+		if err := opt(d); err != nil {
+			return nil, err
+		}
+	}
+	if d.budget == nil {
+		d.budget = defaultBudget()
+	}
 	cfg := rest.CopyConfig(config)
 	cfg.UserAgent = UserAgent
+	cfg.RateLimiter = limiter{d.budget}
 	// Wrapped last, run first: the request is made a dry run, then the guard checks it.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &guard{next: rt, stats: stats} })
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return dryRunAll{next: rt} })
-	return &DryRun{config: cfg, stats: stats}, nil
+	d.config = cfg
+	return d, nil
 }
+
+// Budget is the shadow's request budget its requests spend.
+func (d *DryRun) Budget() *Budget { return d.budget }
 
 // Config is a copy of the candidate's REST config (NewDryRunConfig): any client built from it
 // sends only dry runs, through the guard, and counts them in Stats and, with a context from the

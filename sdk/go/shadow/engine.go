@@ -216,6 +216,10 @@ type Outcome struct {
 	// without its steps). A reconcile whose steps all ended before the context did is whole.
 	// Err and the result are still the control's, for the controller.
 	Cancelled bool
+	// ComparisonSkipped says why the control ran alone in a mode with a shadow (SkipBudget: the
+	// shadow's request budget was spent), empty when the comparison ran: no candidate, no paired
+	// run, Candidate nil, as in mode off (the reconcile span says so; the sidecar counts it).
+	ComparisonSkipped ComparisonSkip
 
 	// result is a legacy function's own result, returned as it is.
 	result *reconcile.Result
@@ -304,6 +308,10 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	var sh *shadowRun
 	var pairing *model.Policy
 	switch {
+	case out.Mode != flag.Off && e.dry != nil && !e.dry.budget.TryBegin():
+		// The shadow's budget is spent: the control runs alone, as with the shadow off.
+		out.ComparisonSkipped = SkipBudget
+		span.SetAttributes(attribute.String(attrComparisonSkipped, string(SkipBudget)))
 	case out.Mode == flag.Calibrate:
 		// The control's own code of every operation is paired with it: no candidate.
 		sh = newShadowRun(ctx)
@@ -415,6 +423,9 @@ func (e *Engine[T, S]) log(obj T, out *Outcome) {
 	if out.Cancelled {
 		e.opts.Log.Info("reconcile cancelled before it finished (recorded as cancelled, not as a failure)", values...)
 		return
+	}
+	if out.ComparisonSkipped != "" {
+		values = append(values, "comparisonSkipped", string(out.ComparisonSkipped))
 	}
 	if out.Diff != nil && len(out.Diff.Unblocked) > 0 {
 		values = append(values, "wouldUnblock", e.plan.SortedNames(out.Diff.Unblocked))
