@@ -52,6 +52,7 @@ pub struct Wiring {
     parquet: Option<Arc<ParquetSink>>,
     reexecute_sample_rate: f64,
     shadow_budget: Arc<ShadowBudget>,
+    shadow_client: Option<kube::Client>,
 }
 
 impl std::fmt::Debug for Wiring {
@@ -83,6 +84,7 @@ impl Wiring {
             parquet: None,
             reexecute_sample_rate: 0.0,
             shadow_budget: Arc::new(ShadowBudget::unlimited()),
+            shadow_client: None,
         }
     }
 
@@ -136,6 +138,14 @@ impl Wiring {
         self
     }
 
+    /// The shadow's requests go through `client` (default: the control's); see
+    /// [`Engine::with_shadow_client`].
+    #[must_use]
+    pub fn with_shadow_client(mut self, client: Option<kube::Client>) -> Self {
+        self.shadow_client = client;
+        self
+    }
+
     /// The engine of `reconciler` on `plan`, with every sink.
     pub fn engine<R: Reconciler>(
         &self,
@@ -150,6 +160,9 @@ impl Wiring {
         )?
         .with_reexecute_sample_rate(self.reexecute_sample_rate)
         .with_shadow_budget(self.shadow_budget.clone());
+        if let Some(client) = &self.shadow_client {
+            engine = engine.with_shadow_client(client.clone());
+        }
         for sink in &self.sinks {
             engine = engine.with_sink(sink.clone());
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use shadow_reconciler::engine::budget::{DEFAULT_BURST, DEFAULT_QPS, ShadowBudget};
+use shadow_reconciler::engine::pressure::Pressure;
 
 /// The shadow's own request budget.
 #[derive(Args, Clone, Debug)]
@@ -51,6 +52,12 @@ impl BudgetArgs {
             (Some(Qps::Unlimited), Some(_)) => anyhow::bail!(
                 "--shadow-burst bounds a budget, and --shadow-qps unlimited has none: give a rate, or leave --shadow-burst out"
             ),
+            // `run`: no bound, still pausing under load; `simulate`: neither.
+            (Some(Qps::Unlimited), None) if bounded_by_default => {
+                return Ok(Arc::new(
+                    ShadowBudget::unlimited().with_pressure(Pressure::default()),
+                ));
+            }
             (Some(Qps::Unlimited), None) => return Ok(Arc::new(ShadowBudget::unlimited())),
             (None, None) if !bounded_by_default => {
                 return Ok(Arc::new(ShadowBudget::unlimited()));

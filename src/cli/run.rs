@@ -104,18 +104,30 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     ))
 }
 
+/// The controllers' client, and the shadow's own: the same server and identity, without kube's
+/// retry of 429s, so the first one pauses the shadow instead of holding its request
+/// (docs/engine.md, "Backing off").
+async fn clients(args: &RunArgs) -> anyhow::Result<(kube::Client, kube::Client)> {
+    let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT),
+    ));
+    let mut shadow_config = config.clone();
+    shadow_config.default_retry = false;
+    let shadow =
+        kube::Client::try_from(shadow_config).context("cannot build the shadow's kube client")?;
+    let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+    Ok((client, shadow))
+}
+
 /// Runs the chosen controllers until SIGTERM or Ctrl-C, with the endpoints and sinks around them.
 async fn controllers(
     args: &RunArgs,
     (hostedcluster, addon): (bool, bool),
     (flag, shadow_budget): (&Arc<LiveFlag>, Arc<ShadowBudget>),
 ) -> anyhow::Result<ExitCode> {
-    let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(scenario::CONTROLLER_USER_AGENT),
-    ));
-    let client = kube::Client::try_from(config).context("cannot build the kube client")?;
+    let (client, shadow_client) = clients(args).await?;
     // One listener for the whole run, registered now: a SIGTERM at any moment from here on
     // (waiting for the flag, starting the controllers, running) is kept until it is awaited.
     let terminated = shutdown_signal();
@@ -167,6 +179,7 @@ async fn controllers(
     let wiring = Wiring::new(client.clone(), flag.clone())
         .with_reexecute_sample_rate(args.sample_rate)
         .with_shadow_budget(shadow_budget)
+        .with_shadow_client(Some(shadow_client))
         .with_log_records(true)
         .with_metrics(telemetry.metrics().clone())
         .with_traces(traces.clone())

@@ -12,6 +12,9 @@
 //! flight.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::pressure::Pressure;
+use crate::vocab::ComparisonSkip;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -39,6 +42,7 @@ pub struct ShadowBudget {
     bucket: Mutex<Bucket>,
     sent: AtomicU64,
     refused: AtomicU64,
+    pressure: std::sync::Arc<Pressure>,
 }
 
 #[derive(Debug)]
@@ -68,11 +72,13 @@ impl ShadowBudget {
             }),
             sent: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            pressure: std::sync::Arc::default(),
         })
     }
 
-    /// No bound: every comparison starts (`simulate`'s default, where the cluster is the
-    /// embedded simulator and a bound would make the run depend on the machine's speed).
+    /// No bound and no pause: every comparison starts (`simulate`'s default, where the cluster
+    /// is the embedded simulator and a bound would make the run depend on the machine's speed).
+    /// [`with_pressure`](Self::with_pressure) adds the pauses back.
     #[must_use]
     pub fn unlimited() -> Self {
         Self {
@@ -83,6 +89,37 @@ impl ShadowBudget {
             }),
             sent: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            pressure: std::sync::Arc::new(Pressure::disabled()),
+        }
+    }
+
+    /// The same budget, pausing by `pressure`'s rules ([`Pressure::default`] otherwise).
+    #[must_use]
+    pub fn with_pressure(mut self, pressure: Pressure) -> Self {
+        self.pressure = std::sync::Arc::new(pressure);
+        self
+    }
+
+    /// Its pause state: the shadow's and the control's clients signal load to it.
+    #[must_use]
+    pub fn pressure(&self) -> &std::sync::Arc<Pressure> {
+        &self.pressure
+    }
+
+    /// Whether a comparison may start now: not while the shadow is paused under load
+    /// ([`Pressure`]), nor when the bucket is spent. A refusal is counted.
+    ///
+    /// # Errors
+    /// Why the comparison is skipped.
+    pub fn admit(&self) -> Result<(), ComparisonSkip> {
+        let now = Instant::now();
+        if self.pressure.refuses_at(now) {
+            return Err(ComparisonSkip::Paused);
+        }
+        if self.try_begin_at(now) {
+            Ok(())
+        } else {
+            Err(ComparisonSkip::Budget)
         }
     }
 

@@ -23,6 +23,7 @@ use http::{Method, Request, Response, StatusCode, header};
 use kube::client::Body;
 
 use super::budget::ShadowBudget;
+use super::pressure::{Signal, retry_after};
 use super::writes::WriteLog;
 
 /// The `User-Agent` of every dry-run request.
@@ -35,6 +36,7 @@ pub struct GuardStats {
     dry_run_requests: AtomicU64,
     overlay_reads: AtomicU64,
     sent: AtomicU64,
+    throttled: AtomicU64,
 }
 
 impl GuardStats {
@@ -54,6 +56,11 @@ impl GuardStats {
     /// budget).
     pub fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
+    }
+    /// Requests the API server answered 429 Too Many Requests (each paused the shadow, and
+    /// drops the comparison it belonged to).
+    pub fn throttled(&self) -> u64 {
+        self.throttled.load(Ordering::Relaxed)
     }
 }
 
@@ -96,6 +103,13 @@ impl DryRunClient {
     #[must_use]
     pub fn budget(&self) -> &Arc<ShadowBudget> {
         &self.budget
+    }
+
+    /// Its requests go through `real` from now on: the shadow's own client, which should not
+    /// retry 429s itself (`kube::Config::default_retry` off), so the shadow steps aside at the
+    /// first one instead of waiting for the server.
+    pub fn set_client(&mut self, real: kube::Client) {
+        self.real = real;
     }
 
     /// Its requests spend `budget` from now on (the counters stay).
@@ -194,6 +208,21 @@ struct DryRunService {
     writes: WriteLog,
     budget: Arc<ShadowBudget>,
     add_dry_run: bool,
+}
+
+impl DryRunService {
+    /// A 429 is counted and pauses the shadow.
+    fn answered(&self, response: &Response<Body>) {
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            self.stats.throttled.fetch_add(1, Ordering::Relaxed);
+            self.local.throttled.fetch_add(1, Ordering::Relaxed);
+            self.budget.pressure().signal(
+                std::time::Instant::now(),
+                Signal::ShadowThrottled,
+                retry_after(response.headers()),
+            );
+        }
+    }
 }
 
 fn is_mutating(method: &Method) -> bool {
@@ -352,6 +381,7 @@ impl tower::Service<Request<Body>> for DryRunService {
             this.stats.sent.fetch_add(1, Ordering::Relaxed);
             this.local.sent.fetch_add(1, Ordering::Relaxed);
             let response = this.inner.send(request).await?;
+            this.answered(&response);
             if !mutating || !response.status().is_success() {
                 return Ok(response);
             }

@@ -19,6 +19,7 @@ pub mod dryrun;
 pub mod fielddiff;
 mod legacy;
 pub mod operation;
+pub mod pressure;
 pub mod record;
 mod recording;
 mod runs;
@@ -137,6 +138,8 @@ pub struct Engine<R: Reconciler> {
     kinds: writes::Kinds,
     flag: Arc<LiveFlag>,
     policies: std::sync::Mutex<Arc<Policies>>,
+    /// The control's client as given, and watched for load ([`pressure::watched`]).
+    given: kube::Client,
     real: kube::Client,
     dry: dryrun::DryRunClient,
     sinks: Vec<Arc<dyn Sink>>,
@@ -242,7 +245,8 @@ impl<R: Reconciler> Engine<R> {
             flag,
             policies: std::sync::Mutex::new(Arc::new(policies)),
             dry: dryrun::DryRunClient::new(client.clone()),
-            real: client,
+            real: client.clone(),
+            given: client,
             sinks: Vec::new(),
             sample_rate: 0.0,
             samples: std::sync::atomic::AtomicU64::new(0),
@@ -283,7 +287,17 @@ impl<R: Reconciler> Engine<R> {
     /// [`ShadowBudget::default`](budget::ShadowBudget::default)).
     #[must_use]
     pub fn with_shadow_budget(mut self, budget: Arc<budget::ShadowBudget>) -> Self {
+        self.real = pressure::watched(self.given.clone(), budget.pressure().clone());
         self.dry.set_budget(budget);
+        self
+    }
+
+    /// The shadow's requests go through `client` instead of the control's: best one built
+    /// without kube's retry of 429s (`kube::Config::default_retry` off), so that the first 429
+    /// pauses the shadow ([`pressure`]) instead of the client waiting for the server.
+    #[must_use]
+    pub fn with_shadow_client(mut self, client: kube::Client) -> Self {
+        self.dry.set_client(client);
         self
     }
 
@@ -339,8 +353,11 @@ impl<R: Reconciler> Engine<R> {
         let calibrate = evaluation.mode == Mode::Calibrate;
         // A comparison starts only within the shadow's budget: otherwise the control runs
         // alone, exactly as it would with the shadow off, and the skip is recorded.
-        let skipped = ((candidate_policy.is_some() || calibrate) && !self.dry.budget().try_begin())
-            .then_some(ComparisonSkip::Budget);
+        let mut skipped = if candidate_policy.is_some() || calibrate {
+            self.dry.budget().admit().err()
+        } else {
+            None
+        };
         let (candidate_policy, calibrate) = if skipped.is_some() {
             (None, false)
         } else {
@@ -361,7 +378,16 @@ impl<R: Reconciler> Engine<R> {
                 &mut shadow,
             )
             .await;
-        let candidate = match candidate_policy {
+        // Paused during the control's run (its request met a 429, or slowed down): the shadow
+        // steps aside at once, before the candidate's requests.
+        let candidate_policy = candidate_policy.filter(|_| {
+            let paused = self.dry.budget().pressure().paused_at(Instant::now());
+            if paused {
+                skipped = Some(ComparisonSkip::Paused);
+            }
+            !paused
+        });
+        let mut candidate = match candidate_policy {
             Some(policy) => Some(
                 self.run_candidate(
                     policy,
@@ -387,6 +413,15 @@ impl<R: Reconciler> Engine<R> {
             None => control_report.condition(),
         };
         let condition_written = self.write_condition(&object, &condition).await;
+        // A comparison whose requests the server throttled measured the server's load, not the
+        // candidate: it is dropped, counted as paused (the shadow is, from now).
+        let compared = candidate.is_some() || calibrate;
+        let guard = shadow.guard();
+        if compared && guard.throttled() > 0 {
+            candidate = None;
+            shadow.differences.clear();
+            skipped = Some(ComparisonSkip::Paused);
+        }
         let (key, evaluation, _, _) = unfinished.finish();
         let mut record = assemble(
             &self.plan,
@@ -400,8 +435,7 @@ impl<R: Reconciler> Engine<R> {
         if let Some(error) = opaque {
             record.control_error = Some(error);
         }
-        if candidate.is_some() || calibrate {
-            let guard = shadow.guard();
+        if compared {
             record.guard_refusals = u32::try_from(guard.refused()).unwrap_or(u32::MAX);
             record.dry_run_requests = u32::try_from(guard.dry_run_requests()).unwrap_or(u32::MAX);
             record.write_differences = std::mem::take(&mut shadow.differences);

@@ -11,10 +11,11 @@ use common::start_sim;
 use kube::api::Api;
 use shadow_reconciler::engine::budget::ShadowBudget;
 use shadow_reconciler::engine::dryrun::USER_AGENT;
+use shadow_reconciler::engine::pressure::{Backoff, LatencyRule, Pressure};
 use shadow_reconciler::engine::{Engine, MemorySink, ReconcileRecord, StepRecord};
 use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
-use shadow_reconciler::sim::{Audit, SimConfig, Simulator};
+use shadow_reconciler::sim::{Action, Audit, Match, Rule, SimConfig, Simulator};
 use shadow_reconciler::telemetry::metrics::EngineMetrics;
 use shadow_reconciler::vocab::{ComparisonSkip, Execution, Mode};
 
@@ -34,6 +35,12 @@ struct Run {
 /// stops there; the candidate dry-runs what it would have unblocked, and pairs the operations
 /// whose legacy code differs), reconciled `n` times in `mode` by one engine spending `budget`.
 async fn run(mode: Mode, budget: &Arc<ShadowBudget>, n: usize) -> Run {
+    run_with(mode, budget, n, &[]).await
+}
+
+/// [`run`] with fault rules added once the fixture is made; with rules, the control's and the
+/// shadow's clients do not retry a 429 themselves (as `run` builds the shadow's).
+async fn run_with(mode: Mode, budget: &Arc<ShadowBudget>, n: usize, faults: &[Rule]) -> Run {
     let (sim, client) = start_sim(SimConfig::default()).await;
     fixture::hosted_cluster(&client, "alpha", |spec| {
         spec.ssh_key = Some(fixture::local("absent-ssh-key"));
@@ -51,6 +58,11 @@ async fn run(mode: Mode, budget: &Arc<ShadowBudget>, n: usize) -> Run {
     let registry = prometheus::Registry::new();
     let metrics = EngineMetrics::register(&registry).unwrap();
     let sink = MemorySink::new();
+    let client = if faults.is_empty() {
+        client
+    } else {
+        common::client_for(&sim, |c| c.default_retry = false)
+    };
     let engine = Engine::new(
         Arc::new(PlantedReconciler),
         plan.clone(),
@@ -59,8 +71,12 @@ async fn run(mode: Mode, budget: &Arc<ShadowBudget>, n: usize) -> Run {
     )
     .unwrap()
     .with_shadow_budget(budget.clone())
+    .with_shadow_client(client)
     .with_sink(Arc::new(sink.clone()))
     .with_sink(Arc::new(metrics.clone()));
+    for rule in faults {
+        sim.add_fault(rule.clone());
+    }
     let mark = sim.audit(Audit::len);
     for _ in 0..n {
         engine.reconcile(Arc::new(hc.clone())).await;
@@ -172,4 +188,129 @@ async fn every_request_of_the_shadow_takes_a_token_and_a_started_comparison_fini
         "the one comparison sent what the unlimited run's sent, every later one nothing"
     );
     assert_eq!(one.refused(), 3);
+}
+
+/// A budget with no bound whose pauses last an hour: a paused shadow stays paused while the
+/// test runs, however slow the machine.
+fn pausing() -> Arc<ShadowBudget> {
+    let hour = std::time::Duration::from_hours(1);
+    Arc::new(ShadowBudget::unlimited().with_pressure(Pressure::new(
+        Backoff {
+            initial: hour,
+            max: hour,
+        },
+        LatencyRule::default(),
+    )))
+}
+
+/// A 429 with `Retry-After: 1` for the first request matching `matches`.
+fn throttle(matches: Match) -> Rule {
+    Rule {
+        name: "throttle".into(),
+        matches,
+        action: Action {
+            status: Some(429),
+            retry_after_seconds: Some(1),
+            ..Action::default()
+        },
+        probability: None,
+        count: Some(1),
+        per_object: false,
+    }
+}
+
+fn skips(run: &Run) -> Vec<Option<ComparisonSkip>> {
+    run.records.iter().map(|r| r.comparison_skipped).collect()
+}
+
+#[tokio::test]
+async fn a_throttled_shadow_request_pauses_the_shadow_and_the_control_goes_on_as_with_it_off() {
+    let shadow_429 = [throttle(Match {
+        user_agent: Some(format!("{USER_AGENT}*")),
+        ..Match::default()
+    })];
+    let off = run_with(Mode::Off, &pausing(), 3, &shadow_429).await;
+    let budget = pausing();
+    let paused = run_with(Mode::Shadow, &budget, 3, &shadow_429).await;
+
+    // The control: the requests and outcomes of shadow off, reconcile by reconcile.
+    assert!(off.control.len() > 10, "{:?}", off.control);
+    assert_eq!(paused.control, off.control);
+    for (record, off_record) in paused.records.iter().zip(&off.records) {
+        assert_eq!(outcomes(&record.control), outcomes(&off_record.control));
+        assert_eq!(record.control_error, off_record.control_error);
+    }
+    // The first comparison met the 429: dropped (it measured the server's load, not the
+    // candidate), and the shadow paused; the next two did not start.
+    assert_eq!(skips(&paused), [Some(ComparisonSkip::Paused); 3]);
+    assert!(paused.records.iter().all(|r| r.candidate.is_empty()
+        && r.unblocked.is_empty()
+        && r.write_differences.is_empty()));
+    assert_eq!(
+        (budget.pressure().pauses(), budget.pressure().refused()),
+        (1, 2)
+    );
+    assert!(
+        paused.shadow >= 1 && paused.shadow == budget.sent(),
+        "{}",
+        paused.shadow
+    );
+    assert!(
+        paused.metrics.contains(
+            "shadow_reconciler_comparisons_skipped_total{mode=\"shadow\",plan=\"hostedcluster\",reason=\"paused\"} 3"
+        ),
+        "{}",
+        paused.metrics
+    );
+    assert_eq!(skips(&off), [None; 3]);
+}
+
+#[tokio::test]
+async fn a_throttled_control_request_pauses_the_shadow_before_its_comparison() {
+    // The control reads the SSH key Secret first; its 429 comes before any shadow request.
+    let control_429 = [throttle(Match {
+        verbs: vec!["get".into()],
+        resource: Some("secrets".into()),
+        ..Match::default()
+    })];
+    let off = run_with(Mode::Off, &pausing(), 2, &control_429).await;
+    let budget = pausing();
+    let paused = run_with(Mode::Shadow, &budget, 2, &control_429).await;
+    assert_eq!(paused.control, off.control);
+    assert!(
+        paused.control.iter().any(|r| r.2 == 429),
+        "the control met the 429: {:?}",
+        paused.control
+    );
+    for (record, off_record) in paused.records.iter().zip(&off.records) {
+        assert_eq!(outcomes(&record.control), outcomes(&off_record.control));
+        assert_eq!(record.control_error, off_record.control_error);
+    }
+    assert_eq!(skips(&paused), [Some(ComparisonSkip::Paused); 2]);
+    assert_eq!(
+        paused.shadow, 0,
+        "the shadow sent nothing after the control's 429"
+    );
+    assert_eq!(budget.pressure().pauses(), 1);
+}
+
+#[tokio::test]
+async fn a_pause_ends_by_itself() {
+    let shadow_429 = [throttle(Match {
+        user_agent: Some(format!("{USER_AGENT}*")),
+        ..Match::default()
+    })];
+    // A pause of 1 ms: over by the next reconcile, which compares again.
+    let budget = Arc::new(ShadowBudget::unlimited().with_pressure(Pressure::new(
+        Backoff {
+            initial: std::time::Duration::from_millis(1),
+            max: std::time::Duration::from_millis(1),
+        },
+        LatencyRule::default(),
+    )));
+    let sim_run = run_with(Mode::Shadow, &budget, 1, &shadow_429).await;
+    assert_eq!(skips(&sim_run), [Some(ComparisonSkip::Paused)]);
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    assert!(!budget.pressure().paused_at(std::time::Instant::now()));
+    assert!(budget.admit().is_ok(), "the shadow resumed by itself");
 }

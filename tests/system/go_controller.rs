@@ -140,6 +140,10 @@ fn spawn_controller(kubeconfig: &Path, grpc: u16, extra: &[String], log: &Path) 
             .arg(kubeconfig)
             .arg("--plan")
             .arg(plan)
+            // Every reconcile compared: these tests hold the evidence of a whole run (the
+            // budget's skips are tested in sdk/go/shadow/budget_test.go); `extra` may say
+            // otherwise.
+            .args(["--shadow-qps", "unlimited"])
             .args(extra)
             .env(
                 "OTEL_EXPORTER_OTLP_ENDPOINT",

@@ -210,6 +210,8 @@ impl Shadowed {
                 // Sampled re-executions meet the control's own fresh writes: they must count
                 // in no conflict figure.
                 .args(["--second-writer", "--reexecute-sample-rate", "0.3"])
+                // Every reconcile compared: the test holds the audit's 409s against the data.
+                .args(["--shadow-qps", "unlimited"])
                 .env(
                     "OTEL_EXPORTER_OTLP_ENDPOINT",
                     format!("http://127.0.0.1:{}", self.grpc),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,26 @@ func NewBudget(qps float64, burst int) (*Budget, error) {
 	b := &Budget{qps: qps, burst: float64(burst), now: time.Now, tokens: float64(burst)}
 	b.at = b.now()
 	return b, nil
+}
+
+// ParseBudget is the budget of a command line's --shadow-qps and --shadow-burst: qps a positive
+// number of requests per second or "unlimited" (then burst must be 0, unset), burst 0 for
+// DefaultBudgetBurst.
+func ParseBudget(qps string, burst int) (*Budget, error) {
+	if qps == "unlimited" {
+		if burst != 0 {
+			return nil, fmt.Errorf("--shadow-burst bounds a budget, and --shadow-qps unlimited has none: give a rate, or leave --shadow-burst out")
+		}
+		return UnlimitedBudget(), nil
+	}
+	rate, err := strconv.ParseFloat(qps, 64)
+	if err != nil {
+		return nil, fmt.Errorf("--shadow-qps %q is not a rate: give a positive number of requests per second (0.5, 10) or unlimited", qps)
+	}
+	if burst == 0 {
+		burst = DefaultBudgetBurst
+	}
+	return NewBudget(rate, burst)
 }
 
 // UnlimitedBudget never refuses a comparison; it still counts the requests.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,5 +190,29 @@ func TestTheCandidateNeverSpendsTheControlsLimiter(t *testing.T) {
 	}
 	if run.local.DryRunRequests() != 1 {
 		t.Errorf("the candidate's request was not a dry run: %d", run.local.DryRunRequests())
+	}
+}
+
+func TestParseBudget(t *testing.T) {
+	b, err := ParseBudget("2.5", 0)
+	if err != nil || b.qps != 2.5 || b.burst != DefaultBudgetBurst {
+		t.Fatalf("2.5: %+v %v", b, err)
+	}
+	if b, err = ParseBudget("unlimited", 0); err != nil || b.qps != 0 {
+		t.Fatalf("unlimited: %+v %v", b, err)
+	}
+	for _, bad := range []struct {
+		qps   string
+		burst int
+		says  string
+	}{
+		{"unlimited", 5, "--shadow-qps unlimited has none"},
+		{"fast", 0, `--shadow-qps "fast" is not a rate`},
+		{"0", 0, "positive number"},
+		{"1", -1, "at least 1 request"},
+	} {
+		if _, err := ParseBudget(bad.qps, bad.burst); err == nil || !strings.Contains(err.Error(), bad.says) {
+			t.Errorf("ParseBudget(%q, %d) = %v, want an error saying %q", bad.qps, bad.burst, err, bad.says)
+		}
 	}
 }

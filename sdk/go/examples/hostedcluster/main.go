@@ -57,6 +57,8 @@ func start() error {
 		workers                                 int
 		contentType, probeAddress               string
 		metricsAddress, legacy                  string
+		shadowQPS                               string
+		shadowBurst                             int
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, calibrate, shadow or enforce")
@@ -72,6 +74,8 @@ func start() error {
 	goflag.StringVar(&contentType, "content-type", "protobuf", "request bodies of built-in types: protobuf (client-go's default) or json (the embedded simulator reads JSON only)")
 	goflag.StringVar(&probeAddress, "health-probe-bind-address", "0", "where to serve /healthz and /readyz, e.g. :6060 in a pod (0: nowhere)")
 	goflag.StringVar(&metricsAddress, "metrics-bind-address", "0", "where to serve controller-runtime's /metrics, e.g. :8080 (0: nowhere)")
+	goflag.StringVar(&shadowQPS, "shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited): a reconcile that finds them spent runs its control alone, counted")
+	goflag.IntVar(&shadowBurst, "shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
 	goflag.StringVar(&legacy, "legacy", "ops", "the legacy loop's shape: ops (its own code per operation, Legacy) or func (one function with shadow.Step marks, LegacyLoop)")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(goflag.CommandLine)
@@ -186,7 +190,11 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), Cache: uncached})
+	budget, err := shadow.ParseBudget(shadowQPS, shadowBurst)
+	if err != nil {
+		return err
+	}
+	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), Cache: uncached}, shadow.WithBudget(budget))
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,8 @@ func run() error {
 	workers := flag.Int("workers", 2, "workers, as OCM's manager runs the controller")
 	secondWriter := flag.Bool("second-writer", false, "patch each add-on's status just before the controller's first status patch of it")
 	sampleRate := flag.Float64("reexecute-sample-rate", 0, "the share of reused steps the candidate re-executes in dry run")
+	shadowQPS := flag.String("shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited): a reconcile that finds them spent runs its control alone, counted")
+	shadowBurst := flag.Int("shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
 	flag.Parse()
 	if *planFile == "" {
 		return fmt.Errorf("--plan is required")
@@ -101,7 +103,11 @@ func run() error {
 		return err
 	}
 	log := funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{Verbosity: 0})
-	err = adopt(ctx, config, p, *workers, shadow.Options{Log: logr.Logger(log), ReexecuteSampleRate: *sampleRate})
+	budget, err := shadow.ParseBudget(*shadowQPS, *shadowBurst)
+	if err != nil {
+		return err
+	}
+	err = adopt(ctx, config, p, *workers, budget, shadow.Options{Log: logr.Logger(log), ReexecuteSampleRate: *sampleRate})
 	// Flush the spans the sidecar is waiting for, whatever stopped the controller, before the
 	// process exits.
 	if shutdownErr := tp.Shutdown(context.Background()); err == nil {
