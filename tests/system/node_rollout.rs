@@ -173,6 +173,10 @@ fn sidecar_as_driver(node: &Node) -> PathBuf {
     let ops = [
         add("containers", operator, "--flag-namespace"),
         add("containers", operator, NS),
+        // Every reconcile compared, as before the shadow had a budget: the gates' figures and
+        // their bounds were measured on whole runs of this population.
+        add("containers", operator, "--shadow-qps"),
+        add("containers", operator, "unlimited"),
         add("initContainers", sidecar, "--rollout"),
         add("initContainers", sidecar, "--rollout-interval"),
         add("initContainers", sidecar, "5"),
