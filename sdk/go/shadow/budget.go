@@ -52,6 +52,7 @@ type Budget struct {
 	at     time.Time
 
 	sent, refused atomic.Uint64
+	p             pressure
 }
 
 // NewBudget is a budget of qps requests per second, up to burst at once; it starts full.

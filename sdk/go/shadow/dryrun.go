@@ -146,6 +146,7 @@ func NewDryRunConfig(config *rest.Config, opts ...DryRunOption) (*DryRun, error)
 	cfg := rest.CopyConfig(config)
 	cfg.UserAgent = UserAgent
 	cfg.RateLimiter = limiter{d.budget}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return shadowThrottle{next: rt, b: d.budget} })
 	// Wrapped last, run first: the request is made a dry run, then the guard checks it.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &guard{next: rt, stats: stats} })
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return dryRunAll{next: rt} })

@@ -307,11 +307,19 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	// control's: the phased candidate when the control runs the legacy path.
 	var sh *shadowRun
 	var pairing *model.Policy
+	var skip ComparisonSkip
+	var budget *Budget
+	if out.Mode != flag.Off && e.dry != nil {
+		budget = e.dry.budget
+		skip = budget.admit()
+	}
+	pausesAtStart := budget.Pauses()
 	switch {
-	case out.Mode != flag.Off && e.dry != nil && !e.dry.budget.TryBegin():
-		// The shadow's budget is spent: the control runs alone, as with the shadow off.
-		out.ComparisonSkipped = SkipBudget
-		span.SetAttributes(attribute.String(attrComparisonSkipped, string(SkipBudget)))
+	case skip != "":
+		// The shadow is paused under load, or its budget is spent: the control runs alone, as
+		// with the shadow off.
+		out.ComparisonSkipped = skip
+		span.SetAttributes(attribute.String(attrComparisonSkipped, string(skip)))
 	case out.Mode == flag.Calibrate:
 		// The control's own code of every operation is paired with it: no candidate.
 		sh = newShadowRun(ctx)
@@ -347,6 +355,12 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		condition = control.Condition()
 	}
 	out.Control = control
+	if sh != nil && !sh.calibrate && budget.Paused() {
+		// Paused during the control's run: the shadow steps aside before the candidate's
+		// requests.
+		sh.closePaired()
+		sh, out.ComparisonSkipped = nil, SkipPaused
+	}
 	if sh != nil && sh.calibrate {
 		sh.closePaired()
 		out.DryRunRequests, out.GuardRefusals = sh.local.DryRunRequests(), sh.local.Refused()
@@ -369,6 +383,15 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 			attribute.Int64(attrGuardRefusals, int64(out.GuardRefusals)),
 			attribute.StringSlice(attrUnblocked, e.plan.SortedNames(out.Diff.Unblocked)),
 		)
+	}
+	if sh != nil && budget.Pauses() != pausesAtStart {
+		// A pause began during the comparison (a 429, the control slowing down): what it
+		// measured is the server's load, not the candidate. Dropped, counted as paused.
+		out.Candidate, out.Diff, out.WriteDifferences = nil, nil, nil
+		out.ComparisonSkipped = SkipPaused
+	}
+	if out.ComparisonSkipped != "" && skip == "" {
+		span.SetAttributes(attribute.String(attrComparisonSkipped, string(out.ComparisonSkipped)))
 	}
 	if ctx.Err() != nil && (len(out.Control.Failures()) > 0 || (out.Candidate != nil && len(out.Candidate.Failures()) > 0)) {
 		// Cut short: what failed may be the cut itself, and a write the candidate's dry run made

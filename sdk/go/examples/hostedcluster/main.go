@@ -152,6 +152,12 @@ func start() error {
 	default:
 		return fmt.Errorf("--content-type %q: expected protobuf or json", contentType)
 	}
+	budget, err := shadow.ParseBudget(shadowQPS, shadowBurst)
+	if err != nil {
+		return err
+	}
+	// The manager's requests are the control's: their 429s and latency pause the shadow.
+	shadow.WatchControl(cfg, budget)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -187,10 +193,6 @@ func start() error {
 	} else {
 		f, err = shadow.StaticFlag(defaults, p)
 	}
-	if err != nil {
-		return err
-	}
-	budget, err := shadow.ParseBudget(shadowQPS, shadowBurst)
 	if err != nil {
 		return err
 	}
