@@ -307,12 +307,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	// control's: the phased candidate when the control runs the legacy path.
 	var sh *shadowRun
 	var pairing *model.Policy
-	var skip ComparisonSkip
-	var budget *Budget
-	if out.Mode != flag.Off && e.dry != nil {
-		budget = e.dry.budget
-		skip = budget.admit()
-	}
+	budget, skip := e.admit(out.Mode)
 	pausesAtStart := budget.Pauses()
 	switch {
 	case skip != "":

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 )
 
 // Backing off: the shadow steps aside while the API server is under load, and comes back by
@@ -196,4 +198,13 @@ func WatchControl(config *rest.Config, b *Budget) {
 		return
 	}
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return controlWatch{next: rt, b: b} })
+}
+
+// admit is the budget of a reconcile in mode (nil: no shadow) and why its comparison is skipped
+// ("": it is not).
+func (e *Engine[T, S]) admit(mode flag.Mode) (*Budget, ComparisonSkip) {
+	if mode == flag.Off || e.dry == nil {
+		return nil, ""
+	}
+	return e.dry.budget, e.dry.budget.admit()
 }
