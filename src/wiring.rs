@@ -171,6 +171,7 @@ impl Wiring {
         }
         if let Some(metrics) = &self.metrics {
             metrics.engine(engine.plan(), engine.guard().clone());
+            metrics.shadow_budget(engine.shadow_budget().clone());
             engine = engine.with_sink(Arc::new(metrics.clone()));
         }
         if let Some(traces) = &self.traces {

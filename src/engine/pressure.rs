@@ -73,6 +73,23 @@ pub enum Signal {
 }
 
 impl Signal {
+    /// Every signal.
+    pub const ALL: [Self; 3] = [
+        Self::ShadowThrottled,
+        Self::ControlThrottled,
+        Self::ControlSlow,
+    ];
+
+    /// Its name in metrics (`reason`).
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::ShadowThrottled => "shadow-throttled",
+            Self::ControlThrottled => "control-throttled",
+            Self::ControlSlow => "control-slow",
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Self::ShadowThrottled => "a shadow request was answered 429 Too Many Requests",
@@ -92,6 +109,8 @@ pub struct Pressure {
     rule: LatencyRule,
     state: Mutex<State>,
     pauses: AtomicU64,
+    /// Pauses begun, by [`Signal`] (in `Signal::ALL`'s order).
+    by_signal: [AtomicU64; 3],
     refused: AtomicU64,
 }
 
@@ -126,6 +145,7 @@ impl Pressure {
             },
             state: Mutex::new(State::default()),
             pauses: AtomicU64::new(0),
+            by_signal: Default::default(),
             refused: AtomicU64::new(0),
         }
     }
@@ -184,9 +204,8 @@ impl Pressure {
             return None;
         }
         let mut state = self.state();
-        Self::pause(&mut state, self.backoff, now, signal, retry_after).inspect(|_| {
-            self.pauses.fetch_add(1, Ordering::Relaxed);
-        })
+        Self::pause(&mut state, self.backoff, now, signal, retry_after)
+            .inspect(|_| self.count(signal))
     }
 
     fn pause(
@@ -241,14 +260,24 @@ impl Pressure {
         let slow = median.as_secs_f64() > self.rule.factor * baseline.as_secs_f64()
             && median > baseline + self.rule.floor;
         if slow {
-            return Self::pause(&mut state, self.backoff, now, Signal::ControlSlow, None).inspect(
-                |_| {
-                    self.pauses.fetch_add(1, Ordering::Relaxed);
-                },
-            );
+            return Self::pause(&mut state, self.backoff, now, Signal::ControlSlow, None)
+                .inspect(|_| self.count(Signal::ControlSlow));
         }
         state.baseline = Some((baseline * 4 + median) / 5);
         None
+    }
+
+    fn count(&self, signal: Signal) {
+        self.pauses.fetch_add(1, Ordering::Relaxed);
+        let i = Signal::ALL.iter().position(|s| *s == signal).unwrap_or(0);
+        self.by_signal[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pauses begun by `signal`.
+    #[must_use]
+    pub fn pauses_by(&self, signal: Signal) -> u64 {
+        let i = Signal::ALL.iter().position(|s| *s == signal).unwrap_or(0);
+        self.by_signal[i].load(Ordering::Relaxed)
     }
 
     /// Pauses begun.

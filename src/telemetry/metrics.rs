@@ -10,7 +10,9 @@ use prometheus::{
     TextEncoder,
 };
 
+use crate::engine::budget::ShadowBudget;
 use crate::engine::dryrun::GuardStats;
+use crate::engine::pressure::Signal;
 use crate::engine::{ReconcileRecord, Sink, StepRecord};
 
 use crate::vocab::METRIC_PREFIX as PREFIX;
@@ -52,6 +54,9 @@ pub struct EngineMetrics {
     parts_removed: IntCounterVec,
     bytes_removed: IntCounterVec,
     guards: Arc<std::sync::Mutex<Vec<Arc<GuardStats>>>>,
+    shadow_pauses: IntCounterVec,
+    paused_now: prometheus::IntGauge,
+    budget: Arc<std::sync::Mutex<Option<Arc<ShadowBudget>>>>,
 }
 
 fn name(suffix: &str) -> String {
@@ -98,6 +103,19 @@ impl EngineMetrics {
             "Mutating requests the candidate sent with dryRun=All.",
         ))?;
         registry.register(Box::new(dry_run_requests.clone()))?;
+        let shadow_pauses = IntCounterVec::new(
+            Opts::new(
+                name("shadow_pauses_total"),
+                "Pauses of the shadow under load, by what began them (shadow-throttled, control-throttled, control-slow).",
+            ),
+            &["reason"],
+        )?;
+        registry.register(Box::new(shadow_pauses.clone()))?;
+        let paused_now = prometheus::IntGauge::with_opts(Opts::new(
+            name("shadow_paused"),
+            "1 while the shadow is paused under load (no comparison starts), else 0.",
+        ))?;
+        registry.register(Box::new(paused_now.clone()))?;
         let info = IntGaugeVec::new(
             Opts::new(
                 name("info"),
@@ -255,6 +273,9 @@ impl EngineMetrics {
             info,
             build_info: build,
             guards: Arc::new(std::sync::Mutex::new(Vec::new())),
+            shadow_pauses,
+            paused_now,
+            budget: Arc::default(),
         })
     }
 
@@ -278,6 +299,17 @@ impl EngineMetrics {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(guard);
+    }
+
+    /// Exports the pauses of the process's shadow (its budget's pause state) at every scrape.
+    pub fn shadow_budget(&self, budget: Arc<ShadowBudget>) {
+        for signal in Signal::ALL {
+            self.shadow_pauses.with_label_values(&[signal.label()]);
+        }
+        *self
+            .budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(budget);
     }
 
     fn steps(&self, plan: &str, policy: &str, steps: &[StepRecord]) {
@@ -355,6 +387,20 @@ impl EngineMetrics {
             .inc_by(refused.saturating_sub(self.guard_refusals.get()));
         self.dry_run_requests
             .inc_by(dry_runs.saturating_sub(self.dry_run_requests.get()));
+        if let Some(budget) = self
+            .budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
+            let pressure = budget.pressure();
+            for signal in Signal::ALL {
+                let counter = self.shadow_pauses.with_label_values(&[signal.label()]);
+                counter.inc_by(pressure.pauses_by(signal).saturating_sub(counter.get()));
+            }
+            self.paused_now
+                .set(i64::from(pressure.paused_at(std::time::Instant::now())));
+        }
         let mut buffer = Vec::new();
         let encoder = TextEncoder::new();
         // Encoding gathered families into a Vec cannot fail.
@@ -368,8 +414,10 @@ impl EngineMetrics {
 #[must_use]
 pub fn family_names(metrics: &EngineMetrics) -> Vec<String> {
     use prometheus::core::Collector;
-    let collectors: [&dyn Collector; 24] = [
+    let collectors: [&dyn Collector; 26] = [
         &metrics.operations,
+        &metrics.shadow_pauses,
+        &metrics.paused_now,
         &metrics.comparisons_skipped,
         &metrics.write_differences,
         &metrics.operation_duration,

@@ -11,7 +11,7 @@ use common::start_sim;
 use kube::api::Api;
 use shadow_reconciler::engine::budget::ShadowBudget;
 use shadow_reconciler::engine::dryrun::USER_AGENT;
-use shadow_reconciler::engine::pressure::{Backoff, LatencyRule, Pressure};
+use shadow_reconciler::engine::pressure::{Backoff, LatencyRule, Pressure, Signal};
 use shadow_reconciler::engine::{Engine, MemorySink, ReconcileRecord, StepRecord};
 use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
@@ -57,6 +57,7 @@ async fn run_with(mode: Mode, budget: &Arc<ShadowBudget>, n: usize, faults: &[Ru
     };
     let registry = prometheus::Registry::new();
     let metrics = EngineMetrics::register(&registry).unwrap();
+    metrics.shadow_budget(budget.clone());
     let sink = MemorySink::new();
     let client = if faults.is_empty() {
         client
@@ -250,6 +251,14 @@ async fn a_throttled_shadow_request_pauses_the_shadow_and_the_control_goes_on_as
         (budget.pressure().pauses(), budget.pressure().refused()),
         (1, 2)
     );
+    assert_eq!(budget.pressure().pauses_by(Signal::ShadowThrottled), 1);
+    for line in [
+        "shadow_reconciler_shadow_pauses_total{reason=\"shadow-throttled\"} 1",
+        "shadow_reconciler_shadow_pauses_total{reason=\"control-slow\"} 0",
+        "shadow_reconciler_shadow_paused 1",
+    ] {
+        assert!(paused.metrics.contains(line), "{line}:\n{}", paused.metrics);
+    }
     assert!(
         paused.shadow >= 1 && paused.shadow == budget.sent(),
         "{}",
@@ -292,6 +301,7 @@ async fn a_throttled_control_request_pauses_the_shadow_before_its_comparison() {
         "the shadow sent nothing after the control's 429"
     );
     assert_eq!(budget.pressure().pauses(), 1);
+    assert_eq!(budget.pressure().pauses_by(Signal::ControlThrottled), 1);
 }
 
 #[tokio::test]
