@@ -427,14 +427,23 @@ fn check_against_audit(audit: &[common::apiserver::AuditEvent], data: &Path) {
     assert_eq!(sum("not_reevaluated"), 0, "{conflicts:?}");
     // Every add-on recovered (the audit's later 200s); the data sees each recovery unless the
     // reconcile it was in was cut short by the controller's SIGTERM (left out, counted apart).
+    // An add-on meets one 409 as a rule, and sometimes two (seen once with the other core
+    // busy: 17 409s on 16 add-ons, two episodes on one): at least one episode per add-on, and
+    // never more episodes than 409s.
     let cancelled = plan["cancelled"].as_u64().expect("cancelled");
+    let episodes = |c: &serde_json::Value| {
+        c["recovery"]["episodes"].as_u64().unwrap_or(0)
+            + c["recovery"]["unrecovered"].as_u64().unwrap_or(0)
+    };
+    assert!(
+        conflicts.iter().map(episodes).sum::<u64>() <= control_409s.len() as u64,
+        "more episodes than the audit's 409s: {conflicts:?}"
+    );
     for c in &conflicts {
         let recovery = &c["recovery"];
-        assert_eq!(
-            recovery["episodes"].as_u64().unwrap_or(0)
-                + recovery["unrecovered"].as_u64().unwrap_or(0),
-            c["objects"].as_u64().unwrap_or(0),
-            "one episode per add-on: {c}"
+        assert!(
+            episodes(c) >= c["objects"].as_u64().unwrap_or(0),
+            "an add-on without an episode: {c}"
         );
         assert!(
             recovery["unrecovered"].as_u64().unwrap_or(0) <= cancelled,
