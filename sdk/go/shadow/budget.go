@@ -69,8 +69,8 @@ func NewBudget(qps float64, burst int) (*Budget, error) {
 }
 
 // ParseBudget is the budget of a command line's --shadow-qps and --shadow-burst: qps a positive
-// number of requests per second or "unlimited" (then burst must be 0, unset), burst 0 for
-// DefaultBudgetBurst.
+// number of requests per second or "unlimited" (UnlimitedBudget: no bound and no pause; then
+// burst must be 0, unset), burst 0 for DefaultBudgetBurst.
 func ParseBudget(qps string, burst int) (*Budget, error) {
 	if qps == "unlimited" {
 		if burst != 0 {
@@ -88,8 +88,9 @@ func ParseBudget(qps string, burst int) (*Budget, error) {
 	return NewBudget(rate, burst)
 }
 
-// UnlimitedBudget never refuses a comparison; it still counts the requests.
-func UnlimitedBudget() *Budget { return &Budget{now: time.Now} }
+// UnlimitedBudget never refuses a comparison, and never pauses under load (as the Rust engine's
+// unlimited budget); it still counts the requests.
+func UnlimitedBudget() *Budget { return &Budget{now: time.Now, p: pressure{disabled: true}} }
 
 func defaultBudget() *Budget {
 	b, err := NewBudget(DefaultBudgetQPS, DefaultBudgetBurst)

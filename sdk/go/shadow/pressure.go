@@ -36,6 +36,7 @@ const (
 
 // pressure is a Budget's pause state.
 type pressure struct {
+	disabled bool // never pauses (UnlimitedBudget)
 	mu       sync.Mutex
 	until    time.Time
 	last     time.Duration
@@ -55,6 +56,9 @@ func (p *pressure) pausedAt(now time.Time) bool {
 
 // signal pauses the shadow at now unless it already is; it returns the pause begun (0: none).
 func (p *pressure) signal(now time.Time, retryAfter time.Duration) time.Duration {
+	if p.disabled {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pauseLocked(now, retryAfter)
@@ -82,6 +86,9 @@ func (p *pressure) pauseLocked(now time.Time, retryAfter time.Duration) time.Dur
 // controlLatency judges a control request's latency with its window; it returns the pause
 // begun (0: none).
 func (p *pressure) controlLatency(now time.Time, latency time.Duration) time.Duration {
+	if p.disabled {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.window = append(p.window, latency)

@@ -83,7 +83,7 @@ func TestAPausedShadowLeavesTheControlAsWithTheShadowOff(t *testing.T) {
 	off.fail["SSHKeySync"] = notFound("hc-0-ssh-key")
 	offOut := off.reconcile()
 
-	budget := UnlimitedBudget()
+	budget := pausing(t)
 	budget.p.signal(time.Now(), time.Hour) // paused for five minutes: all through the test
 	h := newHarness(t, "hostedcluster", nil)
 	h.dry.budget = budget
@@ -119,7 +119,7 @@ func TestA429PausesTheShadow(t *testing.T) {
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`))
 	}))
 	defer server.Close()
-	budget := UnlimitedBudget()
+	budget := pausing(t)
 	dry, err := NewDryRunConfig(&rest.Config{Host: server.URL}, WithBudget(budget))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestA429PausesTheShadow(t *testing.T) {
 	// The control's 429, on a routed config: client-go retries it after its Retry-After, as
 	// it would without the shadow, and the shadow of that config paused on it (for the 1 s the
 	// retry waited).
-	quiet := UnlimitedBudget()
+	quiet := pausing(t)
 	dry2, err := NewDryRunConfig(&rest.Config{Host: server.URL}, WithBudget(quiet))
 	if err != nil {
 		t.Fatal(err)
@@ -159,5 +159,22 @@ func TestA429PausesTheShadow(t *testing.T) {
 	}
 	if requests.Load() != 3 || quiet.Pauses() != 1 {
 		t.Fatalf("%d requests, %d pauses", requests.Load(), quiet.Pauses())
+	}
+}
+
+// pausing is a budget that never runs out in a test and pauses under load.
+func pausing(t *testing.T) *Budget {
+	t.Helper()
+	b, err := NewBudget(1e6, 1e6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestAnUnlimitedBudgetNeverPauses(t *testing.T) {
+	b := UnlimitedBudget()
+	if b.p.signal(time.Now(), 0) != 0 || b.Paused() || b.Pauses() != 0 {
+		t.Error("an unlimited budget paused")
 	}
 }

@@ -74,7 +74,7 @@ func start() error {
 	goflag.StringVar(&contentType, "content-type", "protobuf", "request bodies of built-in types: protobuf (client-go's default) or json (the embedded simulator reads JSON only)")
 	goflag.StringVar(&probeAddress, "health-probe-bind-address", "0", "where to serve /healthz and /readyz, e.g. :6060 in a pod (0: nowhere)")
 	goflag.StringVar(&metricsAddress, "metrics-bind-address", "0", "where to serve controller-runtime's /metrics, e.g. :8080 (0: nowhere)")
-	goflag.StringVar(&shadowQPS, "shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited): a reconcile that finds them spent runs its control alone, counted")
+	goflag.StringVar(&shadowQPS, "shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited: no bound and no pause under load): a reconcile that finds them spent runs its control alone, counted")
 	goflag.IntVar(&shadowBurst, "shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
 	goflag.StringVar(&legacy, "legacy", "ops", "the legacy loop's shape: ops (its own code per operation, Legacy) or func (one function with shadow.Step marks, LegacyLoop)")
 	opts := zap.Options{Development: false}

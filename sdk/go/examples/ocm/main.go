@@ -63,7 +63,7 @@ func run() error {
 	workers := flag.Int("workers", 2, "workers, as OCM's manager runs the controller")
 	secondWriter := flag.Bool("second-writer", false, "patch each add-on's status just before the controller's first status patch of it")
 	sampleRate := flag.Float64("reexecute-sample-rate", 0, "the share of reused steps the candidate re-executes in dry run")
-	shadowQPS := flag.String("shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited): a reconcile that finds them spent runs its control alone, counted")
+	shadowQPS := flag.String("shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited: no bound and no pause under load): a reconcile that finds them spent runs its control alone, counted")
 	shadowBurst := flag.Int("shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
 	flag.Parse()
 	if *planFile == "" {
