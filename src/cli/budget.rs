@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use clap::Args;
 use shadow_reconciler::engine::budget::{DEFAULT_BURST, DEFAULT_QPS, ShadowBudget};
-use shadow_reconciler::engine::pressure::Pressure;
 
 /// The shadow's own request budget.
 #[derive(Args, Clone, Debug)]
@@ -13,9 +12,10 @@ pub(super) struct BudgetArgs {
     /// The shadow's own request budget, in requests per second: the candidate's dry runs,
     /// paired runs and reads take from it, never from the control's. It never waits: a
     /// reconcile that finds it spent runs its control alone, counted in the metrics and
-    /// marked in its record (docs/engine.md, "The shadow's budget").
-    /// `unlimited`: no bound [default: run 10; simulate unlimited unless --shadow-qps or
-    /// --shadow-burst is given].
+    /// marked in its record (docs/engine.md, "The shadow's budget"). With a rate the shadow
+    /// also pauses under load (429s, the control slowing down: "Backing off").
+    /// `unlimited`: no bound and no pause [default: run 10; simulate unlimited unless
+    /// --shadow-qps or --shadow-burst is given].
     #[arg(long, value_name = "QPS|unlimited", value_parser = parse_qps)]
     pub shadow_qps: Option<Qps>,
     /// The most requests the shadow's budget holds at once [default: 20].
@@ -52,12 +52,6 @@ impl BudgetArgs {
             (Some(Qps::Unlimited), Some(_)) => anyhow::bail!(
                 "--shadow-burst bounds a budget, and --shadow-qps unlimited has none: give a rate, or leave --shadow-burst out"
             ),
-            // `run`: no bound, still pausing under load; `simulate`: neither.
-            (Some(Qps::Unlimited), None) if bounded_by_default => {
-                return Ok(Arc::new(
-                    ShadowBudget::unlimited().with_pressure(Pressure::default()),
-                ));
-            }
             (Some(Qps::Unlimited), None) => return Ok(Arc::new(ShadowBudget::unlimited())),
             (None, None) if !bounded_by_default => {
                 return Ok(Arc::new(ShadowBudget::unlimited()));
