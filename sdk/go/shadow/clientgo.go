@@ -80,7 +80,7 @@ func (d *DryRun) Routed(control *rest.Config) (*rest.Config, error) {
 		RateLimiter: routedLimiter{control: controlLimiter(control), shadow: limiter{d.budget}},
 		Timeout:     control.Timeout, WarningHandler: control.WarningHandler,
 		WarningHandlerWithContext: control.WarningHandlerWithContext,
-		Transport:                 router{control: controlWatch{next: real, b: d.budget}, candidate: dry, controlAgent: control.UserAgent},
+		Transport:                 router{control: watchedControl(real, d.budget), candidate: dry, controlAgent: control.UserAgent},
 	}
 	return routed, nil
 }

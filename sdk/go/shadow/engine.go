@@ -217,8 +217,9 @@ type Outcome struct {
 	// Err and the result are still the control's, for the controller.
 	Cancelled bool
 	// ComparisonSkipped says why the control ran alone in a mode with a shadow (SkipBudget: the
-	// shadow's request budget was spent), empty when the comparison ran: no candidate, no paired
-	// run, Candidate nil, as in mode off (the reconcile span says so; the sidecar counts it).
+	// shadow's request budget was spent; SkipPaused: the shadow was paused under load, or a
+	// pause began during the comparison, which is then dropped), empty when the comparison ran:
+	// Candidate nil, as in mode off (the reconcile span says so; the sidecar counts it).
 	ComparisonSkipped ComparisonSkip
 
 	// result is a legacy function's own result, returned as it is.
@@ -314,7 +315,6 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		// The shadow is paused under load, or its budget is spent: the control runs alone, as
 		// with the shadow off.
 		out.ComparisonSkipped = skip
-		span.SetAttributes(attribute.String(attrComparisonSkipped, string(skip)))
 	case out.Mode == flag.Calibrate:
 		// The control's own code of every operation is paired with it: no candidate.
 		sh = newShadowRun(ctx)
@@ -385,7 +385,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 		out.Candidate, out.Diff, out.WriteDifferences = nil, nil, nil
 		out.ComparisonSkipped = SkipPaused
 	}
-	if out.ComparisonSkipped != "" && skip == "" {
+	if out.ComparisonSkipped != "" {
 		span.SetAttributes(attribute.String(attrComparisonSkipped, string(out.ComparisonSkipped)))
 	}
 	if ctx.Err() != nil && (len(out.Control.Failures()) > 0 || (out.Candidate != nil && len(out.Candidate.Failures()) > 0)) {

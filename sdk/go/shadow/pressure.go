@@ -201,10 +201,10 @@ func (w controlWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 // Routed config watches its control path by itself. A DryRun built from the watched config
 // still is the shadow's: its requests (by their User-Agent) are not judged.
 func WatchControl(config *rest.Config, b *Budget) {
-	if config == nil || b == nil {
-		return
+	if config == nil || b == nil || b.p.disabled {
+		return // an unlimited budget never pauses: nothing to watch
 	}
-	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return controlWatch{next: rt, b: b} })
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return watchedControl(rt, b) })
 }
 
 // admit is the budget of a reconcile in mode (nil: no shadow) and why its comparison is skipped
@@ -214,4 +214,13 @@ func (e *Engine[T, S]) admit(mode flag.Mode) (*Budget, ComparisonSkip) {
 		return nil, ""
 	}
 	return e.dry.budget, e.dry.budget.admit()
+}
+
+// watchedControl is the control's transport, watched for the shadow's pauses unless b never
+// pauses.
+func watchedControl(rt http.RoundTripper, b *Budget) http.RoundTripper {
+	if b == nil || b.p.disabled {
+		return rt
+	}
+	return controlWatch{next: rt, b: b}
 }
