@@ -287,13 +287,7 @@ impl<R: Reconciler> Engine<R> {
     /// [`ShadowBudget::default`](budget::ShadowBudget::default)).
     #[must_use]
     pub fn with_shadow_budget(mut self, budget: Arc<budget::ShadowBudget>) -> Self {
-        // Watched only when the pressure can pause: an unlimited budget adds nothing to the
-        // control's requests.
-        self.real = if budget.pressure().enabled() {
-            pressure::watched(self.given.clone(), budget.pressure().clone())
-        } else {
-            self.given.clone()
-        };
+        self.real = pressure::watched(self.given.clone(), budget.pressure().clone());
         self.dry.set_budget(budget);
         self
     }

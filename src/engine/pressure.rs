@@ -307,9 +307,13 @@ pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
 }
 
 /// The control's client, watched: each answer's latency (watches excluded) and every 429 go to
-/// the shadow's [`Pressure`]. Nothing about the request or its answer changes.
+/// the shadow's [`Pressure`]. Nothing about the request or its answer changes. A pressure that
+/// never pauses ([`Pressure::disabled`]) watches nothing: the client is returned as it is.
 #[must_use]
 pub fn watched(control: kube::Client, pressure: std::sync::Arc<Pressure>) -> kube::Client {
+    if !pressure.enabled() {
+        return control;
+    }
     let namespace = control.default_namespace().to_owned();
     kube::Client::new(
         ControlWatch {
