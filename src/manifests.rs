@@ -132,6 +132,11 @@ pub fn generated() -> Result<Vec<(String, String)>, Error> {
         include_str!("../deploy/rollout/rbac-rollout.yaml"),
         Some("and .Values.controller.enabled .Values.rollout.enabled"),
     ));
+    files.push(chart_template(
+        "deploy/components/shadow-flow/shadow-flow.yaml",
+        include_str!("../deploy/components/shadow-flow/shadow-flow.yaml"),
+        Some("and .Values.controller.enabled .Values.shadowFlow.enabled"),
+    ));
     // The sidecar overlay mounts the shipped plans; kustomize reads files only inside the overlay.
     for name in crate::plan::embedded::NAMES {
         if let Some((_, text)) = crate::plan::embedded::text(name) {

@@ -54,6 +54,14 @@ pub(super) struct RunArgs {
     log_format: shadow_reconciler::telemetry::logging::LogFormat,
     #[command(flatten)]
     budget: super::budget::BudgetArgs,
+    /// The identity the shadow's requests impersonate, as kubectl's --as (a service account is
+    /// `system:serviceaccount:NAMESPACE:NAME`): the API server's Priority and Fairness then
+    /// classifies them by that identity's flow schema, apart from the control's, and can shed
+    /// them first (docs/engine.md, "The shadow's own flow"; deploy/components/shadow-flow).
+    /// The controller's identity needs `impersonate` on it, and it needs the controller's
+    /// permissions (a dry run is authorized as the write). Default: the controller's identity.
+    #[arg(long, value_name = "USER", value_parser = parse_identity)]
+    shadow_as: Option<String>,
     #[command(flatten)]
     parquet: ParquetArgs,
     #[command(flatten)]
@@ -104,8 +112,20 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     ))
 }
 
-/// The controllers' client, and the shadow's own: the same server and identity, without kube's
-/// retry of 429s, so the first one pauses the shadow instead of holding its request
+/// A user name for `Impersonate-User`: not empty, no space or control character (so a header
+/// value).
+fn parse_identity(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{s:?} is not a user name: give one without spaces, e.g. system:serviceaccount:NAMESPACE:NAME"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// The controllers' client, and the shadow's own: the same server and identity (or the one of
+/// `--shadow-as`, impersonated), without kube's retry of 429s, so the first one pauses the
+/// shadow instead of holding its request
 /// (docs/engine.md, "Backing off").
 async fn clients(args: &RunArgs) -> anyhow::Result<(kube::Client, kube::Client)> {
     let mut config = cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
@@ -115,6 +135,14 @@ async fn clients(args: &RunArgs) -> anyhow::Result<(kube::Client, kube::Client)>
     ));
     let mut shadow_config = config.clone();
     shadow_config.default_retry = false;
+    if let Some(user) = &args.shadow_as {
+        // One identity for the shadow: none of the kubeconfig's own impersonation mixed in.
+        let auth = &mut shadow_config.auth_info;
+        auth.impersonate = Some(user.clone());
+        (auth.impersonate_uid, auth.impersonate_groups) = (None, None);
+        auth.impersonate_user_extra = None;
+        tracing::info!(user = %user, "the shadow's requests impersonate their own identity");
+    }
     let shadow =
         kube::Client::try_from(shadow_config).context("cannot build the shadow's kube client")?;
     let client = kube::Client::try_from(config).context("cannot build the kube client")?;
@@ -342,4 +370,19 @@ pub fn flag_defaults(
         };
         anyhow::anyhow!("{option} {:?}: {}", error.value(), error.message())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shadow_as_takes_a_user_name_and_refuses_what_is_not_one() {
+        assert_eq!(
+            super::parse_identity("system:serviceaccount:ops:operator-shadow").unwrap(),
+            "system:serviceaccount:ops:operator-shadow"
+        );
+        for bad in ["", "a b", "x\ny", "tab\there"] {
+            let error = super::parse_identity(bad).unwrap_err();
+            assert!(error.contains("is not a user name"), "{bad:?}: {error}");
+        }
+    }
 }

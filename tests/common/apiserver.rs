@@ -732,6 +732,8 @@ pub struct AuditEvent {
     pub uri: String,
     /// The authenticated user.
     pub user: String,
+    /// The user it impersonated (`Impersonate-User`), empty when none.
+    pub impersonated: String,
     /// The client's user agent.
     pub user_agent: String,
     /// The answer's HTTP code.
@@ -759,6 +761,7 @@ impl AuditEvent {
             verb: s(&v["verb"]),
             uri: s(&v["requestURI"]),
             user: s(&v["user"]["username"]),
+            impersonated: s(&v["impersonatedUser"]["username"]),
             user_agent: s(&v["userAgent"]),
             code: v["responseStatus"]["code"]
                 .as_u64()

@@ -95,9 +95,10 @@ DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
 # Built-in kinds without a namespace (the ones a deploy/ tree could plausibly hold).
 CLUSTER_SCOPED = {
     "APIService", "CSIDriver", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "IngressClass", "MutatingWebhookConfiguration", "Namespace", "PersistentVolume",
-    "PriorityClass", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
+    "FlowSchema", "IngressClass", "MutatingWebhookConfiguration", "Namespace", "PersistentVolume",
+    "PriorityClass", "PriorityLevelConfiguration", "RuntimeClass", "StorageClass",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+    "ValidatingWebhookConfiguration", "VolumeAttachment",
 }
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
 

@@ -6,7 +6,11 @@
 //! - the flag, flipped with kubectl (shadow -> enforce of a group -> shadow), is followed by the
 //!   next reconciles;
 //! - a verb removed from the `ClusterRole` makes the operation that needs it fail `forbidden`, in
-//!   the control (a real write) and in the shadow (its dry-run write needs the same verb).
+//!   the control (a real write) and in the shadow (its dry-run write needs the same verb);
+//! - the shadow's requests go under their own identity and flow (`--shadow-as`,
+//!   `deploy/components/shadow-flow`): every dry run impersonates the shadow's `ServiceAccount`, no
+//!   control request does, and the API server's Priority and Fairness dispatched exactly the
+//!   shadow's requests through the shadow's `FlowSchema`.
 //!
 //! Also prints the grants of the shipped `ClusterRole`s the scenario never used.
 
@@ -23,6 +27,8 @@ use shadow_reconciler::util::Rng;
 
 const NAMESPACE: &str = "shadow-reconciler";
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:shadow-reconciler:shadow-reconciler";
+/// The identity the shadow's requests impersonate (deploy/components/shadow-flow).
+const SHADOW_IDENTITY: &str = "system:serviceaccount:shadow-reconciler:shadow-reconciler-shadow";
 const HOSTED_CLUSTERS: usize = 40;
 const ADDONS: usize = 10;
 /// A bound for a broken run, not a speed target.
@@ -120,7 +126,7 @@ fn refused(plane: &ControlPlane) -> Vec<common::apiserver::AuditEvent> {
         .collect()
 }
 
-/// What the standalone overlay applies, but the Deployment (no kubelet here), the PVC and the
+/// What the standalone overlay applies (with its shadow-flow component), but the Deployment (no kubelet here), the PVC and the
 /// prometheus-operator objects (their CRDs are not installed).
 fn apply_deploy(plane: &ControlPlane) {
     for file in [
@@ -132,6 +138,7 @@ fn apply_deploy(plane: &ControlPlane) {
         "base/rbac-flag.yaml",
         "base/flag-configmap.yaml",
         "overlays/standalone/rbac-reconcilers.yaml",
+        "components/shadow-flow/shadow-flow.yaml",
     ] {
         plane.kubectl(&["apply", "-f", &deploy(file)]);
     }
@@ -151,6 +158,7 @@ fn start_run(plane: &ControlPlane, data: &Path) -> Run {
             .arg(&kubeconfig)
             .arg("--parquet-dir")
             .arg(data)
+            .args(["--shadow-as", SHADOW_IDENTITY])
             .env("POD_NAMESPACE", NAMESPACE)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -300,6 +308,74 @@ fn remove_a_verb(plane: &ControlPlane, run: &mut Run) {
     );
 }
 
+/// The samples of `apiserver_flowcontrol_dispatched_requests_total` for `flow_schema`, summed.
+fn dispatched(plane: &ControlPlane, flow_schema: &str) -> u64 {
+    let label = format!("flow_schema=\"{flow_schema}\"");
+    plane
+        .kubectl(&["get", "--raw", "/metrics"])
+        .lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))
+        .filter(|l| l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// After `run` stopped: the shadow's requests went under the shadow's identity and flow, the
+/// control's under the controller's.
+fn shadow_flow(plane: &ControlPlane) {
+    let events: Vec<_> = plane
+        .audit()
+        .into_iter()
+        .filter(|e| e.user == SERVICE_ACCOUNT && e.stage == "ResponseComplete")
+        .collect();
+    let (shadow, control): (Vec<_>, Vec<_>) =
+        events.iter().partition(|e| !e.impersonated.is_empty());
+    let write = |e: &&&common::apiserver::AuditEvent| {
+        matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete")
+    };
+    assert!(
+        shadow.iter().all(|e| e.impersonated == SHADOW_IDENTITY),
+        "a request impersonated another identity: {:?}",
+        shadow.iter().find(|e| e.impersonated != SHADOW_IDENTITY)
+    );
+    assert!(
+        shadow.iter().filter(write).all(|e| e.dry_run()),
+        "a real write under the shadow's identity: {:?}",
+        shadow.iter().filter(write).find(|e| !e.dry_run())
+    );
+    assert!(
+        shadow.iter().any(|e| e.dry_run()),
+        "no dry run under the shadow's identity"
+    );
+    assert!(
+        control.iter().all(|e| !e.dry_run()),
+        "a dry run under the controller's identity: {:?}",
+        control.iter().find(|e| e.dry_run())
+    );
+    // Rejected by Priority and Fairness (429) a request is audited but not dispatched; the
+    // server may still be finishing the last requests of the stopped process.
+    let served = shadow.iter().filter(|e| e.code != 429).count();
+    let served = u64::try_from(served).expect("small");
+    let started = Instant::now();
+    let mut last = dispatched(plane, "shadow-reconciler");
+    while last != served && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+        last = dispatched(plane, "shadow-reconciler");
+    }
+    assert_eq!(
+        last, served,
+        "the shadow's FlowSchema dispatched {last} requests; the audit log has {served} of the shadow's identity"
+    );
+    assert!(
+        dispatched(plane, "service-accounts") > 0,
+        "the controller's requests in the default service-accounts flow"
+    );
+    eprintln!(
+        "the shadow's flow: {served} requests impersonated and dispatched by FlowSchema shadow-reconciler; {} of the controller's own",
+        control.len()
+    );
+}
+
 /// What the service account used, against what the shipped `ClusterRole`s grant.
 fn unused_grants(plane: &ControlPlane) -> Vec<String> {
     let used: BTreeSet<(String, String)> = plane
@@ -377,6 +453,8 @@ async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
     // 2. and 3.
     flip_the_flag(&plane, &mut run);
     remove_a_verb(&plane, &mut run);
+    drop(run);
+    shadow_flow(&plane);
     eprintln!(
         "grants the scenario did not use: {:?}",
         unused_grants(&plane)

@@ -18,21 +18,32 @@ import (
 )
 
 // One client over a Routed config: a request with a candidate run's context is a dry run, with
-// the candidate's User-Agent, counted in the run; any other goes as the controller's.
+// the candidate's User-Agent (and identity, WithIdentity), counted in the run; any other goes
+// as the controller's.
 func TestARoutedClientSendsTheCandidatesRequestsAsDryRuns(t *testing.T) {
-	type seen struct{ method, query, agent, auth string }
+	for _, identity := range []string{"", "system:serviceaccount:ops:operator-shadow"} {
+		t.Run("identity="+identity, func(t *testing.T) { routedDryRuns(t, identity) })
+	}
+}
+
+func routedDryRuns(t *testing.T, identity string) {
+	type seen struct{ method, query, agent, auth, as string }
 	var mu sync.Mutex
 	var requests []seen
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		requests = append(requests, seen{r.Method, r.URL.RawQuery, r.UserAgent(), r.Header.Get("Authorization")})
+		requests = append(requests, seen{r.Method, r.URL.RawQuery, r.UserAgent(), r.Header.Get("Authorization"), r.Header.Get("Impersonate-User")})
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"ns"}}`))
 	}))
 	defer server.Close()
 	control := &rest.Config{Host: server.URL, UserAgent: "controller/1", BearerToken: "secret"}
-	dry, err := NewDryRunConfig(control)
+	var opts []DryRunOption
+	if identity != "" {
+		opts = append(opts, WithIdentity(identity))
+	}
+	dry, err := NewDryRunConfig(control, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +72,9 @@ func TestARoutedClientSendsTheCandidatesRequestsAsDryRuns(t *testing.T) {
 		t.Fatalf("requests: %+v", requests)
 	}
 	want := []seen{
-		{http.MethodPatch, "", "controller/1", "Bearer secret"},
-		{http.MethodPatch, "dryRun=All", UserAgent, "Bearer secret"},
-		{http.MethodPost, "dryRun=All", UserAgent, "Bearer secret"},
+		{http.MethodPatch, "", "controller/1", "Bearer secret", ""},
+		{http.MethodPatch, "dryRun=All", UserAgent, "Bearer secret", identity},
+		{http.MethodPost, "dryRun=All", UserAgent, "Bearer secret", identity},
 	}
 	for i := range want {
 		if requests[i] != want[i] {
@@ -108,4 +119,13 @@ func enforceAll(t *testing.T) flag.Spec {
 		spec.EnforcedGroups = append(spec.EnforcedGroups, flag.GroupRef{Group: g.Name})
 	}
 	return spec
+}
+
+func TestWithIdentityRefusesWhatIsNotAUserName(t *testing.T) {
+	for _, bad := range []string{"", "a b", "x\ny"} {
+		_, err := NewDryRunConfig(&rest.Config{Host: "https://127.0.0.1:1"}, WithIdentity(bad))
+		if err == nil || !strings.Contains(err.Error(), "shadow.WithIdentity") {
+			t.Errorf("WithIdentity(%q): %v", bad, err)
+		}
+	}
 }

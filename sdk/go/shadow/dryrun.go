@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +84,8 @@ type DryRun struct {
 	config *rest.Config
 	stats  *GuardStats
 	budget *Budget
+	// identity is the user the dry runs impersonate (WithIdentity); "": the controller's.
+	identity string
 }
 
 // NewDryRun builds the candidate's client from the controller's REST config and reader (the
@@ -145,6 +148,9 @@ func NewDryRunConfig(config *rest.Config, opts ...DryRunOption) (*DryRun, error)
 	}
 	cfg := rest.CopyConfig(config)
 	cfg.UserAgent = UserAgent
+	if d.identity != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: d.identity}
+	}
 	cfg.RateLimiter = limiter{d.budget}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return shadowThrottle{next: rt, b: d.budget} })
 	// Wrapped last, run first: the request is made a dry run, then the guard checks it.
@@ -161,6 +167,23 @@ func (d *DryRun) Budget() *Budget { return d.budget }
 // sends only dry runs, through the guard, and counts them in Stats and, with a context from the
 // engine's candidate run, in that reconcile's Outcome.
 func (d *DryRun) Config() *rest.Config { return rest.CopyConfig(d.config) }
+
+// WithIdentity makes the DryRun's requests impersonate user (as kubectl's --as; a
+// ServiceAccount is system:serviceaccount:NAMESPACE:NAME), in place of any impersonation of the
+// controller's config: the API server's Priority and Fairness, which classifies a request after
+// impersonation, then puts them in that identity's FlowSchema, apart from the control's, and can
+// shed them first (the Rust tool's `run --shadow-as`; deploy/components/shadow-flow ships the
+// FlowSchema, the priority level and the RBAC). The controller's identity needs `impersonate` on
+// user, and user the controller's permissions: a dry run is authorized as the write it is.
+func WithIdentity(user string) DryRunOption {
+	return func(d *DryRun) error {
+		if user == "" || strings.IndexFunc(user, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return fmt.Errorf("shadow.WithIdentity: %q is not a user name: give one without spaces, e.g. system:serviceaccount:NAMESPACE:NAME", user)
+		}
+		d.identity = user
+		return nil
+	}
+}
 
 // dryRunAll makes every mutating request a dry run: dryRun=All in the query, or in the options
 // a DELETE carries in its body (the API server then reads them from the body alone).

@@ -59,6 +59,7 @@ func start() error {
 		metricsAddress, legacy                  string
 		shadowQPS                               string
 		shadowBurst                             int
+		shadowAs                                string
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, calibrate, shadow or enforce")
@@ -76,6 +77,7 @@ func start() error {
 	goflag.StringVar(&metricsAddress, "metrics-bind-address", "0", "where to serve controller-runtime's /metrics, e.g. :8080 (0: nowhere)")
 	goflag.StringVar(&shadowQPS, "shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited: no bound and no pause under load): a reconcile that finds them spent runs its control alone, counted")
 	goflag.IntVar(&shadowBurst, "shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
+	goflag.StringVar(&shadowAs, "shadow-as", "", "the identity the shadow's requests impersonate, for a FlowSchema of its own, e.g. system:serviceaccount:NAMESPACE:NAME (empty: the controller's)")
 	goflag.StringVar(&legacy, "legacy", "ops", "the legacy loop's shape: ops (its own code per operation, Legacy) or func (one function with shadow.Step marks, LegacyLoop)")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(goflag.CommandLine)
@@ -196,7 +198,11 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), Cache: uncached}, shadow.WithBudget(budget))
+	dryOpts := []shadow.DryRunOption{shadow.WithBudget(budget)}
+	if shadowAs != "" {
+		dryOpts = append(dryOpts, shadow.WithIdentity(shadowAs))
+	}
+	dry, err := shadow.NewDryRun(cfg, mgr.GetCache(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), Cache: uncached}, dryOpts...)
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,10 @@ type cma = addonv1alpha1.ClusterManagementAddOn
 // adopt runs OCM's cmainstallprogression controller, unchanged, under the shadow engine: the
 // plan's operations are the three status-patch branches of its sync; the candidate retries a
 // 409 with a fresh read (OCM PR #1585), the control runs today's code.
-func adopt(ctx context.Context, config *rest.Config, p *plan.Plan, workers int, budget *shadow.Budget, opts shadow.Options) error {
-	// One client: the candidate's requests go as dry runs, spending the shadow's budget.
-	dry, routed, err := shadow.NewRouted(config, shadow.WithBudget(budget))
+func adopt(ctx context.Context, config *rest.Config, p *plan.Plan, workers int, dryRun []shadow.DryRunOption, opts shadow.Options) error {
+	// One client: the candidate's requests go as dry runs, spending the shadow's budget (and
+	// under its own identity, WithIdentity).
+	dry, routed, err := shadow.NewRouted(config, dryRun...)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,7 @@ func run() error {
 	sampleRate := flag.Float64("reexecute-sample-rate", 0, "the share of reused steps the candidate re-executes in dry run")
 	shadowQPS := flag.String("shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited: no bound and no pause under load): a reconcile that finds them spent runs its control alone, counted")
 	shadowBurst := flag.Int("shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
+	shadowAs := flag.String("shadow-as", "", "the identity the shadow's requests impersonate, for a FlowSchema of its own, e.g. system:serviceaccount:NAMESPACE:NAME (empty: the controller's)")
 	flag.Parse()
 	if *planFile == "" {
 		return fmt.Errorf("--plan is required")
@@ -107,7 +108,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	err = adopt(ctx, config, p, *workers, budget, shadow.Options{Log: logr.Logger(log), ReexecuteSampleRate: *sampleRate})
+	dryRun := []shadow.DryRunOption{shadow.WithBudget(budget)}
+	if *shadowAs != "" {
+		dryRun = append(dryRun, shadow.WithIdentity(*shadowAs))
+	}
+	err = adopt(ctx, config, p, *workers, dryRun, shadow.Options{Log: logr.Logger(log), ReexecuteSampleRate: *sampleRate})
 	// Flush the spans the sidecar is waiting for, whatever stopped the controller, before the
 	// process exits.
 	if shutdownErr := tp.Shutdown(context.Background()); err == nil {
