@@ -234,6 +234,8 @@ pub struct Skipped {
     pub budget: u64,
     /// The shadow was paused under load.
     pub paused: u64,
+    /// The comparison would pair code and the object is outside the paired sample.
+    pub sampled_out: u64,
 }
 
 impl Skipped {
@@ -242,13 +244,14 @@ impl Skipped {
         match reason {
             crate::vocab::ComparisonSkip::Budget => self.budget += 1,
             crate::vocab::ComparisonSkip::Paused => self.paused += 1,
+            crate::vocab::ComparisonSkip::SampledOut => self.sampled_out += 1,
         }
     }
 
     /// Every skip.
     #[must_use]
     pub const fn total(self) -> u64 {
-        self.budget + self.paused
+        self.budget + self.paused + self.sampled_out
     }
 }
 
@@ -348,6 +351,7 @@ impl PlanCounts {
         self.cancelled += other.cancelled;
         self.skipped.budget += other.skipped.budget;
         self.skipped.paused += other.skipped.paused;
+        self.skipped.sampled_out += other.skipped.sampled_out;
         self.step_reconciles += other.step_reconciles;
         self.guard_refusals += other.guard_refusals;
         for (a, b) in self.unblocked.iter_mut().zip(other.unblocked) {

@@ -128,6 +128,12 @@ pub fn skipped_words(skipped: super::counts::Skipped) -> String {
     if skipped.paused > 0 {
         reasons.push(format!("paused under load: {}", skipped.paused));
     }
+    if skipped.sampled_out > 0 {
+        reasons.push(format!(
+            "outside the paired sample: {}",
+            skipped.sampled_out
+        ));
+    }
     match skipped.total() {
         0 => String::new(),
         1 => format!("; 1 reconcile not compared ({})", reasons.join("; ")),

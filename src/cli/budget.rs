@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use clap::Args;
-use shadow_reconciler::engine::budget::{DEFAULT_BURST, DEFAULT_QPS, ShadowBudget};
+use shadow_reconciler::engine::budget::{
+    DEFAULT_BURST, DEFAULT_PAIRED_SAMPLE, DEFAULT_QPS, ShadowBudget,
+};
+use shadow_reconciler::flag::Ramp;
 
 /// The shadow's own request budget.
 #[derive(Args, Clone, Debug)]
@@ -21,6 +24,20 @@ pub(super) struct BudgetArgs {
     /// The most requests the shadow's budget holds at once [default: 20].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub shadow_burst: Option<u32>,
+    /// The share of objects (0 to 100, a stable hash of each UID) whose reconciles are compared
+    /// when the comparison pairs code: the candidate's own code of an operation (or a legacy
+    /// loop of its own) run beside the control's, or calibrate's. The others run their control
+    /// alone, counted as `sampled-out`: the paired runs' CPU and requests are bounded by it
+    /// (docs/engine.md, "The paired sample") [default: 20 with a rate; 100 with
+    /// --shadow-qps unlimited, and in simulate unless --shadow-qps is given].
+    #[arg(long, value_name = "P", value_parser = parse_sample)]
+    pub paired_sample_percent: Option<Ramp>,
+}
+
+fn parse_sample(s: &str) -> Result<Ramp, String> {
+    s.parse::<f64>().ok().and_then(Ramp::from_percent).ok_or_else(|| {
+        format!("{s:?} is not a share of the objects: give a percentage from 0 to 100, at most two decimals")
+    })
 }
 
 /// A rate given on the command line.
@@ -52,15 +69,21 @@ impl BudgetArgs {
             (Some(Qps::Unlimited), Some(_)) => anyhow::bail!(
                 "--shadow-burst bounds a budget, and --shadow-qps unlimited has none: give a rate, or leave --shadow-burst out"
             ),
-            (Some(Qps::Unlimited), None) => return Ok(Arc::new(ShadowBudget::unlimited())),
-            (None, None) if !bounded_by_default => {
-                return Ok(Arc::new(ShadowBudget::unlimited()));
-            }
-            (Some(Qps::PerSecond(qps)), _) => qps,
-            (None, _) => DEFAULT_QPS,
+            (Some(Qps::Unlimited), None) => None,
+            (None, None) if !bounded_by_default => None,
+            (Some(Qps::PerSecond(qps)), _) => Some(qps),
+            (None, _) => Some(DEFAULT_QPS),
         };
-        let burst = self.shadow_burst.unwrap_or(DEFAULT_BURST);
-        Ok(Arc::new(ShadowBudget::new(qps, burst)?))
+        let (budget, sample) = match qps {
+            Some(qps) => (
+                ShadowBudget::new(qps, self.shadow_burst.unwrap_or(DEFAULT_BURST))?,
+                DEFAULT_PAIRED_SAMPLE,
+            ),
+            None => (ShadowBudget::unlimited(), Ramp::ALL),
+        };
+        Ok(Arc::new(budget.with_paired_sample(
+            self.paired_sample_percent.unwrap_or(sample),
+        )))
     }
 }
 
@@ -72,6 +95,29 @@ mod tests {
         BudgetArgs {
             shadow_qps: qps,
             shadow_burst: burst,
+            paired_sample_percent: None,
+        }
+    }
+
+    #[test]
+    fn the_paired_sample_follows_the_bound_unless_given() {
+        let sample = |a: BudgetArgs, bounded| a.budget(bounded).unwrap().paired_sample();
+        let default = DEFAULT_PAIRED_SAMPLE;
+        assert_eq!(sample(args(None, None), true), default);
+        assert_eq!(sample(args(None, None), false), Ramp::ALL);
+        assert_eq!(sample(args(Some(Qps::Unlimited), None), true), Ramp::ALL);
+        assert_eq!(
+            sample(args(Some(Qps::PerSecond(3.0)), None), false),
+            default
+        );
+        let mut given = args(Some(Qps::Unlimited), None);
+        given.paired_sample_percent = Some(parse_sample("12.5").unwrap());
+        assert_eq!(sample(given, true), Ramp::from_basis_points(1_250));
+        for bad in ["-1", "101", "1.234", "x"] {
+            assert!(
+                parse_sample(bad).unwrap_err().contains("not a share"),
+                "{bad}"
+            );
         }
     }
 

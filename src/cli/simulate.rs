@@ -86,6 +86,7 @@ pub(super) struct SimulateArgs {
         "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
         "parquet_dir", "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
         "parquet_grace", "parquet_retention", "parquet_max_total_mib", "shadow_qps", "shadow_burst",
+        "paired_sample_percent",
     ])]
     model_only: bool,
     /// A plan file run instead of the shipped plan of the same name (repeatable); with

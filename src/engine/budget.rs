@@ -14,6 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::pressure::Pressure;
+use crate::flag::{Ramp, sample_bucket};
 use crate::vocab::ComparisonSkip;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -22,6 +23,9 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_QPS: f64 = 10.0;
 /// The default burst of `run`'s shadow (`--shadow-burst`).
 pub const DEFAULT_BURST: u32 = 20;
+/// The default paired sample of `run`'s shadow (`--paired-sample-percent`): a fifth of the
+/// objects.
+pub const DEFAULT_PAIRED_SAMPLE: Ramp = Ramp::from_basis_points(2_000);
 
 /// A budget that cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -43,6 +47,8 @@ pub struct ShadowBudget {
     sent: AtomicU64,
     refused: AtomicU64,
     pressure: std::sync::Arc<Pressure>,
+    /// The objects whose comparisons may pair code.
+    paired_sample: Ramp,
 }
 
 #[derive(Debug)]
@@ -52,7 +58,9 @@ struct Bucket {
 }
 
 impl ShadowBudget {
-    /// `qps` requests per second, up to `burst` at once; the bucket starts full.
+    /// `qps` requests per second, up to `burst` at once; the bucket starts full. Every object is
+    /// in its paired sample ([`with_paired_sample`](Self::with_paired_sample) to bound it; `run`
+    /// gives [`DEFAULT_PAIRED_SAMPLE`]).
     ///
     /// # Errors
     /// A rate that is not positive and finite, or a burst of 0.
@@ -73,12 +81,14 @@ impl ShadowBudget {
             sent: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             pressure: std::sync::Arc::default(),
+            paired_sample: Ramp::ALL,
         })
     }
 
-    /// No bound and no pause: every comparison starts (`simulate`'s default, where the cluster
-    /// is the embedded simulator and a bound would make the run depend on the machine's speed).
-    /// [`with_pressure`](Self::with_pressure) adds the pauses back.
+    /// No bound and no pause: every comparison starts, every object in the paired sample
+    /// (`simulate`'s default, where the cluster is the embedded simulator and a bound would make
+    /// the run depend on the machine's speed). [`with_pressure`](Self::with_pressure) adds the
+    /// pauses back.
     #[must_use]
     pub fn unlimited() -> Self {
         Self {
@@ -90,7 +100,23 @@ impl ShadowBudget {
             sent: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             pressure: std::sync::Arc::new(Pressure::disabled()),
+            paired_sample: Ramp::ALL,
         }
+    }
+
+    /// The same budget, pairing code in the comparisons of the objects inside `sample` only
+    /// (by [`sample_bucket`]); the others' reconciles whose comparison would pair code run their
+    /// control alone ([`ComparisonSkip::SampledOut`]).
+    #[must_use]
+    pub fn with_paired_sample(mut self, sample: Ramp) -> Self {
+        self.paired_sample = sample;
+        self
+    }
+
+    /// The share of objects whose comparisons may pair code.
+    #[must_use]
+    pub fn paired_sample(&self) -> Ramp {
+        self.paired_sample
     }
 
     /// The same budget, pausing by `pressure`'s rules ([`Pressure::default`] otherwise).
@@ -106,12 +132,19 @@ impl ShadowBudget {
         &self.pressure
     }
 
-    /// Whether a comparison may start now: not while the shadow is paused under load
-    /// ([`Pressure`]), nor when the bucket is spent. A refusal is counted.
+    /// Whether a comparison may start now: not for an object outside the paired sample when it
+    /// would pair code (`paired`: the object's UID, when it would), not while the shadow is
+    /// paused under load ([`Pressure`]), nor when the bucket is spent. A refusal for the bucket
+    /// is counted.
     ///
     /// # Errors
     /// Why the comparison is skipped.
-    pub fn admit(&self) -> Result<(), ComparisonSkip> {
+    pub fn admit(&self, paired: Option<&str>) -> Result<(), ComparisonSkip> {
+        if let Some(uid) = paired
+            && !self.paired_sample.includes(sample_bucket(uid))
+        {
+            return Err(ComparisonSkip::SampledOut);
+        }
         let now = Instant::now();
         if self.pressure.refuses_at(now) {
             return Err(ComparisonSkip::Paused);

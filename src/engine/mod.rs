@@ -19,6 +19,7 @@ pub mod dryrun;
 pub mod fielddiff;
 mod legacy;
 pub mod operation;
+mod policies;
 pub mod pressure;
 pub mod record;
 mod recording;
@@ -40,10 +41,10 @@ pub use record::{
 pub(crate) use record::{Trace, assemble};
 pub use writes::WriteDifference;
 
-use crate::flag::{Evaluation, FlagSpec, FlagState, LiveFlag, PlanFlag};
-use crate::model::Policy;
+use crate::flag::{Evaluation, FlagState, LiveFlag, PlanFlag};
 use crate::plan::{LookupError, ReconcilePlan};
 use crate::vocab::{CodePath, ComparisonSkip, Mode};
+use policies::Policies;
 
 /// Errors building an engine.
 #[derive(Debug, thiserror::Error)]
@@ -351,10 +352,14 @@ impl<R: Reconciler> Engine<R> {
         let evaluation = evaluate(&flag, &policies.flag, object.as_ref());
         let (control_policy, candidate_policy) = policies.of(&evaluation);
         let calibrate = evaluation.mode == Mode::Calibrate;
-        // A comparison starts only within the shadow's budget: otherwise the control runs
-        // alone, exactly as it would with the shadow off, and the skip is recorded.
+        // A comparison starts only within the shadow's budget, and one that pairs code (the
+        // candidate's own code beside the control's, or calibrate's) for the objects of the
+        // paired sample only: otherwise the control runs alone, exactly as it would with the
+        // shadow off, and the skip is recorded.
         let mut skipped = if candidate_policy.is_some() || calibrate {
-            self.dry.budget().admit().err()
+            let pairs = calibrate || self.pairs_code(control_policy, candidate_policy);
+            let uid = pairs.then(|| uid_of(object.as_ref()));
+            self.dry.budget().admit(uid.as_deref()).err()
         } else {
             None
         };
@@ -512,81 +517,32 @@ impl<R: Reconciler> Drop for Unfinished<'_, R> {
     }
 }
 
-/// The policies of one flag for this engine's plan, built once per flag change.
-struct Policies {
-    spec: Arc<FlagSpec>,
-    generation: u64,
-    /// The flag as this plan sees it.
-    flag: PlanFlag,
-    sequential: Policy,
-    /// The control in mode `enforce`, one per set of enforced groups an object can get (the
-    /// first: none).
-    enforce: Vec<(Vec<String>, Policy)>,
-    candidate: Policy,
-}
-
-impl Policies {
-    fn build(plan: &Arc<ReconcilePlan>, state: &FlagState) -> Result<Self, LookupError> {
-        let flag = state.spec.for_plan(plan);
-        let candidate = match &flag.candidate_groups {
-            Some(groups) => Policy::phased(plan.clone(), groups)?,
-            None => Policy::phased_all_groups(plan.clone()),
-        };
-        let enforce = flag
-            .enforced_sets()
-            .into_iter()
-            .map(|set| Ok((set.clone(), Policy::phased(plan.clone(), &set)?)))
-            .collect::<Result<_, LookupError>>()?;
-        Ok(Self {
-            spec: state.spec.clone(),
-            generation: state.generation,
-            flag,
-            sequential: Policy::sequential(plan.clone()),
-            enforce,
-            candidate,
-        })
-    }
-
-    /// The control and the candidate of an evaluation.
-    fn of(&self, evaluation: &Evaluation) -> (&Policy, Option<&Policy>) {
-        match evaluation.mode {
-            // Calibrate: no candidate; the control's own code is paired with it.
-            Mode::Off | Mode::Calibrate => (&self.sequential, None),
-            Mode::Shadow => (&self.sequential, Some(&self.candidate)),
-            Mode::Enforce => {
-                // Every set an evaluation gives is built (`PlanFlag::enforced_sets`); the
-                // first, nothing enforced, is the fallback that never serves.
-                let control = self
-                    .enforce
-                    .iter()
-                    .find(|(set, _)| *set == evaluation.enforced_groups)
-                    .unwrap_or(&self.enforce[0]);
-                (&control.1, Some(&self.candidate))
-            }
-        }
-    }
-}
-
 /// The object's mode under the flag: by its UID's bucket, or its annotation when allowed.
 fn evaluate<K: Resource>(state: &FlagState, plan: &PlanFlag, object: &K) -> Evaluation {
-    let meta = object.meta();
-    let fallback;
-    let uid = if let Some(uid) = &meta.uid {
-        uid.as_str()
-    } else {
-        fallback = format!(
-            "{}/{}",
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default()
-        );
-        &fallback
-    };
-    let annotation = meta
+    let annotation = object
+        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(crate::flag::ANNOTATION))
         .map(String::as_str);
-    state.evaluate(plan, uid, annotation)
+    state.evaluate(plan, &uid_of(object), annotation)
+}
+
+/// The object's UID, or `namespace/name` when it has none (an object not from a server).
+fn uid_of<K: Resource>(object: &K) -> std::borrow::Cow<'_, str> {
+    let meta = object.meta();
+    meta.uid.as_deref().map_or_else(
+        || {
+            let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+            format!(
+                "{}/{}",
+                namespace.unwrap_or_default(),
+                name.unwrap_or_default()
+            )
+            .into()
+        },
+        Into::into,
+    )
 }
 
 fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> ObjectKey {

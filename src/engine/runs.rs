@@ -72,6 +72,14 @@ impl<R: Reconciler> Engine<R> {
             && self.plan.operation(op).retry_on_conflict()
     }
 
+    /// Whether a comparison of `control` with `candidate` pairs code: the legacy control beside
+    /// a phased candidate, with some operation of distinct code.
+    pub(super) fn pairs_code(&self, control: &Policy, candidate: Option<&Policy>) -> bool {
+        control.path() == CodePath::Legacy
+            && candidate.is_some_and(|c| c.path() == CodePath::Phased)
+            && self.plan.phased_order().iter().any(|&op| self.distinct(op))
+    }
+
     /// Whether `op` has legacy code of its own while existing in both paths (its own entry of
     /// `legacy_code`, or a legacy loop function): the candidate cannot reuse the control's result
     /// of it.

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 
 pub use metrics::FlagMetrics;
 pub use parse::{Field, FieldError};
-pub use ramp::{GroupRamp, GroupRef, Ramp, bucket};
+pub use ramp::{GroupRamp, GroupRef, Ramp, bucket, sample_bucket};
 pub use rollout_metrics::RolloutMetrics;
 
 use crate::plan::ReconcilePlan;

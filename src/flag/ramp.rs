@@ -89,6 +89,12 @@ impl Ramp {
     /// Every object.
     pub const ALL: Self = Self(10_000);
 
+    /// `points` basis points (hundredths of a percent), at most 10,000.
+    #[must_use]
+    pub const fn from_basis_points(points: u16) -> Self {
+        Self(if points > 10_000 { 10_000 } else { points })
+    }
+
     /// `percent` (0 to 100, at most two decimals).
     #[must_use]
     pub fn from_percent(percent: f64) -> Option<Self> {
@@ -132,6 +138,14 @@ pub fn bucket(uid: &str) -> u16 {
     #[allow(clippy::cast_possible_truncation)]
     let b = (u64::from_be_bytes(first) % 10_000) as u16;
     b
+}
+
+/// The object's bucket in the paired sample (`ShadowBudget::paired_sample`): the bucket of
+/// `paired-sample/` followed by its UID, so the objects whose paired code is sampled are drawn
+/// apart from the ramp's (a sample of p% is not the ramp's first p%), stable and nested alike.
+#[must_use]
+pub fn sample_bucket(uid: &str) -> u16 {
+    bucket(&format!("paired-sample/{uid}"))
 }
 
 /// One rollout group's own mode and ramp (the ConfigMap's `groups` key): `enforce` at a share

@@ -62,11 +62,14 @@ pub enum ComparisonSkip {
     Budget,
     /// The shadow was paused: the API server was shedding or slowing requests.
     Paused,
+    /// The comparison would pair the candidate's own code with the control's, and the object is
+    /// outside the paired sample (a stable share of the objects, by UID).
+    SampledOut,
 }
 
 impl ComparisonSkip {
     /// Every reason, in label order.
-    pub const ALL: [Self; 2] = [Self::Budget, Self::Paused];
+    pub const ALL: [Self; 3] = [Self::Budget, Self::Paused, Self::SampledOut];
 
     /// The label used in metrics, spans and Parquet.
     #[must_use]
@@ -74,6 +77,7 @@ impl ComparisonSkip {
         match self {
             Self::Budget => "budget",
             Self::Paused => "paused",
+            Self::SampledOut => "sampled-out",
         }
     }
 }
@@ -90,8 +94,9 @@ impl FromStr for ComparisonSkip {
         match s {
             "budget" => Ok(Self::Budget),
             "paused" => Ok(Self::Paused),
+            "sampled-out" => Ok(Self::SampledOut),
             other => Err(format!(
-                "unknown reason for a skipped comparison {other:?}; expected budget or paused"
+                "unknown reason for a skipped comparison {other:?}; expected budget, paused or sampled-out"
             )),
         }
     }

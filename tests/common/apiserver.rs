@@ -333,9 +333,14 @@ impl ControlPlane {
     /// ports are picked free and then handed to the servers, so another process can take one in
     /// between: a start that fails on a port in use is tried again with new ones.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// As [`start`](Self::start), with more flags for kube-apiserver (`--max-requests-inflight=10`).
+    pub fn start_with(apiserver_flags: &[&str]) -> Self {
         let mut attempt = 1;
         loop {
-            match Self::try_start() {
+            match Self::try_start(apiserver_flags) {
                 Ok(plane) => return plane,
                 Err(e) if attempt < 3 && e.contains("address already in use") => attempt += 1,
                 Err(e) => panic!("{e}"),
@@ -343,7 +348,7 @@ impl ControlPlane {
         }
     }
 
-    fn try_start() -> Result<Self, String> {
+    fn try_start(apiserver_flags: &[&str]) -> Result<Self, String> {
         let bin = kube_bin_dir().to_path_buf();
         let dir = tempfile::Builder::new()
             .prefix("shadow-reconciler-control-plane-")
@@ -381,39 +386,41 @@ impl ControlPlane {
 
         let port = free_port();
         let path = |name: &str| root.join(name).display().to_string();
+        let mut flags = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            // No Endpoints object for the `kubernetes` Service: loopback is not a valid
+            // endpoint, and nothing in the tests reaches the API server through it.
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", path("server.crt")),
+            format!("--tls-private-key-file={}", path("server.key")),
+            format!("--token-auth-file={}", path("tokens.csv")),
+            "--authorization-mode=RBAC".to_owned(),
+            format!("--service-account-key-file={}", path("sa.pub")),
+            format!("--service-account-signing-key-file={}", path("sa.key")),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            // As envtest: without kube-controller-manager no ServiceAccount is created, so the
+            // admission plugin that would require one for pods is off.
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            format!("--audit-policy-file={}", path("audit-policy.yaml")),
+            format!("--audit-log-path={}", audit_log.display()),
+            "--audit-log-mode=blocking".to_owned(),
+            "--audit-log-format=json".to_owned(),
+            // ServiceAccounts bypass the watch cache, so that a watch from a compacted
+            // revision reaches etcd and answers 410 Gone deterministically (the cache serves
+            // any revision as long as it has not dropped events, which a test cannot force).
+            "--watch-cache-sizes=serviceaccounts#0".to_owned(),
+            format!("--cert-dir={}", path("certs")),
+        ];
+        flags.extend(apiserver_flags.iter().map(|&f| f.to_owned()));
         let apiserver = Guarded::spawn(
             "kube-apiserver",
             &bin.join("kube-apiserver"),
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--advertise-address=127.0.0.1".to_owned(),
-                // No Endpoints object for the `kubernetes` Service: loopback is not a valid
-                // endpoint, and nothing in the tests reaches the API server through it.
-                "--endpoint-reconciler-type=none".to_owned(),
-                format!("--secure-port={port}"),
-                format!("--tls-cert-file={}", path("server.crt")),
-                format!("--tls-private-key-file={}", path("server.key")),
-                format!("--token-auth-file={}", path("tokens.csv")),
-                "--authorization-mode=RBAC".to_owned(),
-                format!("--service-account-key-file={}", path("sa.pub")),
-                format!("--service-account-signing-key-file={}", path("sa.key")),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
-                "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
-                "--allow-privileged=true".to_owned(),
-                // As envtest: without kube-controller-manager no ServiceAccount is created, so the
-                // admission plugin that would require one for pods is off.
-                "--disable-admission-plugins=ServiceAccount".to_owned(),
-                format!("--audit-policy-file={}", path("audit-policy.yaml")),
-                format!("--audit-log-path={}", audit_log.display()),
-                "--audit-log-mode=blocking".to_owned(),
-                "--audit-log-format=json".to_owned(),
-                // ServiceAccounts bypass the watch cache, so that a watch from a compacted
-                // revision reaches etcd and answers 410 Gone deterministically (the cache serves
-                // any revision as long as it has not dropped events, which a test cannot force).
-                "--watch-cache-sizes=serviceaccounts#0".to_owned(),
-                format!("--cert-dir={}", path("certs")),
-            ],
+            &flags,
             root.join("kube-apiserver.log"),
         );
         let url = format!("https://127.0.0.1:{port}");
@@ -573,6 +580,27 @@ impl ControlPlane {
         self.kubectl(&["create", "token", name, "-n", namespace, "--duration=1h"])
             .trim()
             .to_owned()
+    }
+
+    /// What the standalone overlay applies (with its shadow-flow component), but the Deployment
+    /// (no kubelet here), the PVC and the prometheus-operator objects (their CRDs are not
+    /// installed): the CRDs, the namespace, the service accounts, the flag config map, the RBAC, the
+    /// shadow's flow schema and priority level.
+    pub fn apply_deploy(&self) {
+        for file in [
+            "crds/hostedclusters.example.shadow-reconciler.io.yaml",
+            "crds/hostedcontrolplanes.example.shadow-reconciler.io.yaml",
+            "crds/clustermanagementaddons.example.shadow-reconciler.io.yaml",
+            "base/namespace.yaml",
+            "base/serviceaccount.yaml",
+            "base/rbac-flag.yaml",
+            "base/flag-configmap.yaml",
+            "overlays/standalone/rbac-reconcilers.yaml",
+            "components/shadow-flow/shadow-flow.yaml",
+        ] {
+            let path = format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
+            self.kubectl(&["apply", "-f", &path]);
+        }
     }
 
     /// Compacts etcd at its current revision (through etcd's JSON gateway), so that a watch from

@@ -13,7 +13,7 @@ use shadow_reconciler::engine::budget::ShadowBudget;
 use shadow_reconciler::engine::dryrun::USER_AGENT;
 use shadow_reconciler::engine::pressure::{Backoff, LatencyRule, Pressure, Signal};
 use shadow_reconciler::engine::{Engine, MemorySink, ReconcileRecord, StepRecord};
-use shadow_reconciler::flag::{FlagSpec, LiveFlag};
+use shadow_reconciler::flag::{FlagSpec, LiveFlag, Ramp};
 use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 use shadow_reconciler::sim::{Action, Audit, Match, Rule, SimConfig, Simulator};
 use shadow_reconciler::telemetry::metrics::EngineMetrics;
@@ -147,6 +147,34 @@ async fn a_spent_budget_leaves_the_control_as_it_is_with_the_shadow_off() {
         skipped.metrics
     );
     assert_eq!(off_record.comparison_skipped, None);
+}
+
+/// The paired sample: `alpha`'s comparison pairs code (operations with legacy code of their own).
+/// Outside the sample its control runs as with the shadow off, nothing is sent and the skip is
+/// `sampled-out` (not a budget refusal); inside it, the comparison runs.
+#[tokio::test]
+async fn an_object_outside_the_paired_sample_runs_its_control_as_with_the_shadow_off() {
+    let off = run(Mode::Off, &Arc::new(ShadowBudget::unlimited()), 1).await;
+    let nobody = Arc::new(ShadowBudget::unlimited().with_paired_sample(Ramp::from_basis_points(0)));
+    let out = run(Mode::Shadow, &nobody, 1).await;
+    let record = &out.records[0];
+    assert_eq!(out.control, off.control);
+    assert_eq!(outcomes(&record.control), outcomes(&off.records[0].control));
+    assert_eq!(out.shadow, 0);
+    assert_eq!(record.comparison_skipped, Some(ComparisonSkip::SampledOut));
+    assert!(record.candidate.is_empty() && record.write_differences.is_empty());
+    assert_eq!((nobody.refused(), nobody.sent()), (0, 0));
+    assert!(
+        out.metrics.contains(
+            "shadow_reconciler_comparisons_skipped_total{mode=\"shadow\",plan=\"hostedcluster\",reason=\"sampled-out\"} 1"
+        ),
+        "{}",
+        out.metrics
+    );
+    let everyone = Arc::new(ShadowBudget::unlimited().with_paired_sample(Ramp::ALL));
+    let compared = run(Mode::Shadow, &everyone, 1).await;
+    assert_eq!(compared.records[0].comparison_skipped, None);
+    assert!(compared.shadow > 0 && !compared.records[0].candidate.is_empty());
 }
 
 #[tokio::test]
@@ -322,5 +350,5 @@ async fn a_pause_ends_by_itself() {
     assert_eq!(skips(&sim_run), [Some(ComparisonSkip::Paused)]);
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     assert!(!budget.pressure().paused_at(std::time::Instant::now()));
-    assert!(budget.admit().is_ok(), "the shadow resumed by itself");
+    assert!(budget.admit(None).is_ok(), "the shadow resumed by itself");
 }

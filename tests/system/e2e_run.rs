@@ -88,10 +88,6 @@ impl Run {
     }
 }
 
-fn deploy(file: &str) -> String {
-    format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Touches every HostedCluster, so each is reconciled again.
 fn touch_hosted_clusters(plane: &ControlPlane, round: usize) {
     plane.kubectl(&[
@@ -124,24 +120,6 @@ fn refused(plane: &ControlPlane) -> Vec<common::apiserver::AuditEvent> {
         .into_iter()
         .filter(|e| e.user == SERVICE_ACCOUNT && e.code == 403)
         .collect()
-}
-
-/// What the standalone overlay applies (with its shadow-flow component), but the Deployment (no kubelet here), the PVC and the
-/// prometheus-operator objects (their CRDs are not installed).
-fn apply_deploy(plane: &ControlPlane) {
-    for file in [
-        "crds/hostedclusters.example.shadow-reconciler.io.yaml",
-        "crds/hostedcontrolplanes.example.shadow-reconciler.io.yaml",
-        "crds/clustermanagementaddons.example.shadow-reconciler.io.yaml",
-        "base/namespace.yaml",
-        "base/serviceaccount.yaml",
-        "base/rbac-flag.yaml",
-        "base/flag-configmap.yaml",
-        "overlays/standalone/rbac-reconcilers.yaml",
-        "components/shadow-flow/shadow-flow.yaml",
-    ] {
-        plane.kubectl(&["apply", "-f", &deploy(file)]);
-    }
 }
 
 /// `run`, authenticated with a token of the deployment's service account.
@@ -415,7 +393,7 @@ fn unused_grants(plane: &ControlPlane) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_as_deployed_under_rbac_follows_the_flag_and_reports_forbidden() {
     let plane = ControlPlane::start();
-    apply_deploy(&plane);
+    plane.apply_deploy();
     let admin = plane.client("shadow-reconciler-tests/population").await;
     population::create_crds(&admin)
         .await

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 )
 
 // The shadow's own request budget (the Rust crate's ShadowBudget, `run --shadow-qps`): a token
@@ -39,7 +41,16 @@ const (
 	SkipBudget ComparisonSkip = "budget"
 	// SkipPaused: the shadow stood aside under load.
 	SkipPaused ComparisonSkip = "paused"
+	// SkipSampledOut: the comparison would pair code (the candidate's own code of an operation,
+	// or a legacy loop, run beside the control's; or calibrate's), and the object is outside the
+	// budget's paired sample.
+	SkipSampledOut ComparisonSkip = "sampled-out"
 )
+
+// DefaultPairedSamplePercent is the paired sample of ParseBudget's budget with a rate (a command
+// line's default): a fifth of the objects. Every other budget samples every object until
+// SetPairedSample.
+const DefaultPairedSamplePercent = 20.0
 
 // Budget is the shadow's request budget. Share one between the DryRuns of a process (every
 // engine's candidate then spends the same budget). A nil *Budget is unlimited and counts nothing.
@@ -53,6 +64,9 @@ type Budget struct {
 
 	sent, refused atomic.Uint64
 	p             pressure
+	// sample is the paired sample in basis points (flag.Bucket of "paired-sample/" + UID below
+	// it: inside).
+	sample atomic.Uint32
 }
 
 // NewBudget is a budget of qps requests per second, up to burst at once; it starts full.
@@ -65,12 +79,14 @@ func NewBudget(qps float64, burst int) (*Budget, error) {
 	}
 	b := &Budget{qps: qps, burst: float64(burst), now: time.Now, tokens: float64(burst)}
 	b.at = b.now()
+	b.sample.Store(flag.All)
 	return b, nil
 }
 
 // ParseBudget is the budget of a command line's --shadow-qps and --shadow-burst: qps a positive
-// number of requests per second or "unlimited" (UnlimitedBudget: no bound and no pause; then
-// burst must be 0, unset), burst 0 for DefaultBudgetBurst.
+// number of requests per second, with the DefaultPairedSamplePercent sample, or "unlimited"
+// (UnlimitedBudget: no bound, no pause, every object sampled; then burst must be 0, unset),
+// burst 0 for DefaultBudgetBurst.
 func ParseBudget(qps string, burst int) (*Budget, error) {
 	if qps == "unlimited" {
 		if burst != 0 {
@@ -85,12 +101,52 @@ func ParseBudget(qps string, burst int) (*Budget, error) {
 	if burst == 0 {
 		burst = DefaultBudgetBurst
 	}
-	return NewBudget(rate, burst)
+	b, err := NewBudget(rate, burst)
+	if err != nil {
+		return nil, err
+	}
+	b.sample.Store(uint32(DefaultPairedSamplePercent * 100))
+	return b, nil
 }
 
 // UnlimitedBudget never refuses a comparison, and never pauses under load (as the Rust engine's
 // unlimited budget); it still counts the requests.
-func UnlimitedBudget() *Budget { return &Budget{now: time.Now, p: pressure{disabled: true}} }
+func UnlimitedBudget() *Budget {
+	b := &Budget{now: time.Now, p: pressure{disabled: true}}
+	b.sample.Store(flag.All)
+	return b
+}
+
+// SetPairedSample makes the comparisons that pair code (SkipSampledOut) run for percent (0 to
+// 100, at most two decimals) of the objects only, chosen by a stable hash of each UID apart from
+// the ramp's: the paired runs' CPU and requests are bounded by it (the Rust tool's
+// --paired-sample-percent). Default: every object, but DefaultPairedSamplePercent in
+// ParseBudget's budget with a rate (a command line's default, as the Rust tool's run).
+func (b *Budget) SetPairedSample(percent float64) error {
+	points, ok := flag.RampFromPercent(percent)
+	if !ok {
+		return fmt.Errorf("shadow: the paired sample %v is not a share of the objects: give a percentage from 0 to 100, at most two decimals", percent)
+	}
+	b.sample.Store(uint32(points))
+	return nil
+}
+
+// PairedSample is the share of objects, in percent, whose comparisons may pair code.
+func (b *Budget) PairedSample() float64 {
+	if b == nil {
+		return 100
+	}
+	return float64(b.sample.Load()) / 100
+}
+
+// SampleBucket is the object's bucket in the paired sample, 0 to 9,999: flag.Bucket of
+// "paired-sample/" followed by its UID (the Rust crate's flag::sample_bucket).
+func SampleBucket(uid string) uint16 { return flag.Bucket("paired-sample/" + uid) }
+
+// sampledOut says whether a comparison that pairs code leaves the object with uid out.
+func (b *Budget) sampledOut(uid string) bool {
+	return b != nil && uint32(SampleBucket(uid)) >= b.sample.Load()
+}
 
 func defaultBudget() *Budget {
 	b, err := NewBudget(DefaultBudgetQPS, DefaultBudgetBurst)

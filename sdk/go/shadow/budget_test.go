@@ -2,6 +2,7 @@ package shadow
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -214,5 +216,88 @@ func TestParseBudget(t *testing.T) {
 		if _, err := ParseBudget(bad.qps, bad.burst); err == nil || !strings.Contains(err.Error(), bad.says) {
 			t.Errorf("ParseBudget(%q, %d) = %v, want an error saying %q", bad.qps, bad.burst, err, bad.says)
 		}
+	}
+}
+
+// The paired sample: a stable share of the objects by UID, nested, drawn apart from the ramp;
+// an object outside it runs its control alone when its comparison would pair code (counted
+// sampled-out, nothing dry-run), one inside is compared; shared code is never sampled out.
+func TestThePairedSampleBoundsTheComparisonsThatPairCode(t *testing.T) {
+	b := UnlimitedBudget()
+	if err := b.SetPairedSample(20); err != nil || b.PairedSample() != 20 {
+		t.Fatalf("SetPairedSample(20): %v, %v", err, b.PairedSample())
+	}
+	for _, bad := range []float64{-1, 100.5, 1.234} {
+		if err := b.SetPairedSample(bad); err == nil {
+			t.Errorf("SetPairedSample(%v) accepted", bad)
+		}
+	}
+	inside, both := 0, 0
+	for i := range 10_000 {
+		uid := fmt.Sprintf("uid-%d", i)
+		if SampleBucket(uid) != flag.Bucket("paired-sample/"+uid) {
+			t.Fatalf("SampleBucket(%s) is not the bucket of paired-sample/%s", uid, uid)
+		}
+		in := !b.sampledOut(uid)
+		if in {
+			inside++
+			if flag.Bucket(uid) < 2_000 {
+				both++
+			}
+		}
+		wide := UnlimitedBudget()
+		if err := wide.SetPairedSample(50); err != nil {
+			t.Fatal(err)
+		}
+		if in && wide.sampledOut(uid) {
+			t.Fatalf("%s is in the 20%% sample but not in the 50%% one", uid)
+		}
+	}
+	// About 2,000 of 10,000 inside, and about a fifth of those in the ramp's first 20%: drawn
+	// apart (a sample equal to the ramp would have them all).
+	if inside < 1_800 || inside > 2_200 || both > 550 {
+		t.Errorf("%d of 10,000 inside the 20%% sample, %d of them in the ramp's 20%%", inside, both)
+	}
+
+	const op = "MonitoringAndCLISecrets"
+	paired := func(sample float64) (*legacyHarness, *Outcome) {
+		h := newLegacyHarness(t, nil,
+			map[string]secretOp{op: upsert("monitoring-config", map[string]string{"scrape": "true", "retention": "15d"})},
+			Legacy[*corev1.Secret, state]{Ops: map[string]secretOp{op: upsert("monitoring-config", map[string]string{"scrape": "true"})}},
+		)
+		budget := UnlimitedBudget()
+		if err := budget.SetPairedSample(sample); err != nil {
+			t.Fatal(err)
+		}
+		h.engine.dry.budget = budget
+		return h, h.reconcile(t)
+	}
+	out, in := "", ""
+	for _, s := range []float64{0, 100} {
+		h, o := paired(s)
+		switch s {
+		case 0:
+			out = string(o.ComparisonSkipped)
+			if o.Candidate != nil || o.DryRunRequests != 0 || h.candidateSpans()[op] != 0 {
+				t.Errorf("sampled out, the candidate ran: %v, %d dry runs", o.Candidate != nil, o.DryRunRequests)
+			}
+		default:
+			in = string(o.ComparisonSkipped)
+			if o.Candidate == nil || h.candidateSpans()[op] != 1 {
+				t.Errorf("sampled in, no comparison: %v", o.Candidate != nil)
+			}
+		}
+	}
+	if out != string(SkipSampledOut) || in != "" {
+		t.Errorf("skipped: %q outside the sample, %q inside", out, in)
+	}
+	// Shared code (no legacy code of its own): compared whatever the sample.
+	h := newHarness(t, "hostedcluster", nil)
+	h.dry.budget = UnlimitedBudget()
+	if err := h.dry.budget.SetPairedSample(0); err != nil {
+		t.Fatal(err)
+	}
+	if o := h.reconcile(); o.ComparisonSkipped != "" || o.Candidate == nil {
+		t.Errorf("shared code: skipped %q", o.ComparisonSkipped)
 	}
 }

@@ -218,7 +218,8 @@ type Outcome struct {
 	Cancelled bool
 	// ComparisonSkipped says why the control ran alone in a mode with a shadow (SkipBudget: the
 	// shadow's request budget was spent; SkipPaused: the shadow was paused under load, or a
-	// pause began during the comparison, which is then dropped), empty when the comparison ran:
+	// pause began during the comparison, which is then dropped; SkipSampledOut: the object is
+	// outside the paired sample), empty when the comparison ran:
 	// Candidate nil, as in mode off (the reconcile span says so; the sidecar counts it).
 	ComparisonSkipped ComparisonSkip
 
@@ -308,7 +309,7 @@ func (e *Engine[T, S]) Reconcile(ctx context.Context, obj T) *Outcome {
 	// control's: the phased candidate when the control runs the legacy path.
 	var sh *shadowRun
 	var pairing *model.Policy
-	budget, skip := e.admit(out.Mode)
+	budget, skip := e.admit(out.Mode, uid, controlPolicy)
 	pausesAtStart := budget.Pauses()
 	switch {
 	case skip != "":

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
+	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/plan"
 )
 
 // Backing off: the shadow steps aside while the API server is under load, and comes back by
@@ -208,12 +210,28 @@ func WatchControl(config *rest.Config, b *Budget) {
 }
 
 // admit is the budget of a reconcile in mode (nil: no shadow) and why its comparison is skipped
-// ("": it is not).
-func (e *Engine[T, S]) admit(mode flag.Mode) (*Budget, ComparisonSkip) {
+// ("": it is not): a comparison that pairs code (calibrate's, or the candidate's own code beside
+// the legacy control's) for the objects of the paired sample only, then the pause and the budget.
+func (e *Engine[T, S]) admit(mode flag.Mode, uid string, control *model.Policy) (*Budget, ComparisonSkip) {
 	if mode == flag.Off || e.dry == nil {
 		return nil, ""
 	}
+	pairs := mode == flag.Calibrate || (control.Path() == plan.PathLegacy && e.pairsCode())
+	if pairs && e.dry.budget.sampledOut(uid) {
+		return e.dry.budget, SkipSampledOut
+	}
 	return e.dry.budget, e.dry.budget.admit()
+}
+
+// pairsCode says whether some operation in both paths has legacy code of its own (or the
+// legacy loop is one function): a comparison in mode shadow then pairs code.
+func (e *Engine[T, S]) pairsCode() bool {
+	for i, op := range e.plan.Operations {
+		if op.Only == "" && (e.fn != nil || e.legacy[i] != nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // watchedControl is the control's transport, watched for the shadow's pauses unless b never

@@ -60,6 +60,7 @@ func start() error {
 		shadowQPS                               string
 		shadowBurst                             int
 		shadowAs                                string
+		pairedSample                            float64
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, calibrate, shadow or enforce")
@@ -77,6 +78,7 @@ func start() error {
 	goflag.StringVar(&metricsAddress, "metrics-bind-address", "0", "where to serve controller-runtime's /metrics, e.g. :8080 (0: nowhere)")
 	goflag.StringVar(&shadowQPS, "shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited: no bound and no pause under load): a reconcile that finds them spent runs its control alone, counted")
 	goflag.IntVar(&shadowBurst, "shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
+	goflag.Float64Var(&pairedSample, "paired-sample-percent", -1, "the share of objects (0 to 100) whose comparisons pair code (the legacy code beside the phased), by a stable hash of the UID (-1: 20 with a rate, 100 with --shadow-qps unlimited)")
 	goflag.StringVar(&shadowAs, "shadow-as", "", "the identity the shadow's requests impersonate, for a FlowSchema of its own, e.g. system:serviceaccount:NAMESPACE:NAME (empty: the controller's)")
 	goflag.StringVar(&legacy, "legacy", "ops", "the legacy loop's shape: ops (its own code per operation, Legacy) or func (one function with shadow.Step marks, LegacyLoop)")
 	opts := zap.Options{Development: false}
@@ -157,6 +159,11 @@ func start() error {
 	budget, err := shadow.ParseBudget(shadowQPS, shadowBurst)
 	if err != nil {
 		return err
+	}
+	if pairedSample >= 0 {
+		if err := budget.SetPairedSample(pairedSample); err != nil {
+			return err
+		}
 	}
 	// The manager's requests are the control's: their 429s and latency pause the shadow.
 	shadow.WatchControl(cfg, budget)

@@ -65,6 +65,7 @@ func run() error {
 	sampleRate := flag.Float64("reexecute-sample-rate", 0, "the share of reused steps the candidate re-executes in dry run")
 	shadowQPS := flag.String("shadow-qps", "10", "the shadow's own requests per second (a positive number, or unlimited: no bound and no pause under load): a reconcile that finds them spent runs its control alone, counted")
 	shadowBurst := flag.Int("shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
+	pairedSample := flag.Float64("paired-sample-percent", -1, "the share of objects (0 to 100) whose comparisons pair code (the candidate's 409 retry beside today's code), by a stable hash of the UID (-1: 20 with a rate, 100 with --shadow-qps unlimited)")
 	shadowAs := flag.String("shadow-as", "", "the identity the shadow's requests impersonate, for a FlowSchema of its own, e.g. system:serviceaccount:NAMESPACE:NAME (empty: the controller's)")
 	flag.Parse()
 	if *planFile == "" {
@@ -107,6 +108,11 @@ func run() error {
 	budget, err := shadow.ParseBudget(*shadowQPS, *shadowBurst)
 	if err != nil {
 		return err
+	}
+	if *pairedSample >= 0 {
+		if err := budget.SetPairedSample(*pairedSample); err != nil {
+			return err
+		}
 	}
 	dryRun := []shadow.DryRunOption{shadow.WithBudget(budget)}
 	if *shadowAs != "" {
