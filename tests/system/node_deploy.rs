@@ -1,7 +1,9 @@
 //! The shipped manifests as users deploy them, on a real node (tests/common/node.rs): the image
-//! built by `scripts/image.sh` runs as a pod of `deploy/overlays/standalone`, applied unchanged
-//! (the image's reference is the manifests' own; its volume is a node-local `PersistentVolume` the
-//! test provides, as a cluster's provisioner would). The pod must become Ready through its probes,
+//! built by `scripts/image.sh` runs as a pod of `deploy/overlays/standalone`, applied with one
+//! change, every object in the shadow's paired sample (`--paired-sample-percent 100`: the object
+//! without its SSH key is compared whatever its UID, so its dry runs are there to check), the
+//! image's reference the manifests' own, its volume a node-local `PersistentVolume` the test
+//! provides, as a cluster's provisioner would. The pod must become Ready through its probes,
 //! reconcile `HostedClusters` created with kubectl, be scraped by a real Prometheus through the
 //! shipped `ServiceMonitor`, follow a flag flip and its rollback, lose no accepted record across
 //! `kubectl rollout restart`, and leave the audit log with 0 refused requests and 0 persisted
@@ -521,19 +523,46 @@ fn the_overlays_run_on_a_real_node() {
     node.stop().expect("the node restores what it changed");
 }
 
+/// A kustomize overlay in `target/` (kustomize takes a base only by a relative path, so it lives
+/// inside the repository): `base`, relative to it, with `patches` (the entries of a
+/// `patches:` list). Removed when dropped.
+fn overlay_in_target(prefix: &str, base: &str, patches: &str) -> tempfile::TempDir {
+    let target = repo().join("target");
+    std::fs::create_dir_all(&target).expect("create target/");
+    let overlay = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&target)
+        .expect("temp dir");
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\npatches:\n{patches}"
+        ),
+    )
+    .expect("write the kustomization");
+    overlay
+}
+
 #[allow(clippy::too_many_lines)] // one scenario, step by step
 fn standalone(node: &Node) {
     let data = provide_volume(node);
 
-    // The overlay as shipped.
-    node.kubectl(&[
-        "apply",
-        "-k",
-        &repo()
-            .join("deploy/overlays/standalone")
-            .display()
-            .to_string(),
-    ]);
+    // The overlay as shipped, every object in the paired sample (its default, a fifth of the
+    // objects by UID, would leave the test's one failing object uncompared four times in five).
+    let overlay = overlay_in_target(
+        "node-standalone-overlay-",
+        "../../deploy/overlays/standalone",
+        r#"  - target: {group: apps, version: v1, kind: Deployment, name: shadow-reconciler}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --paired-sample-percent
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: "100"
+"#,
+    );
+    node.kubectl(&["apply", "-k", &overlay.path().display().to_string()]);
     let rollout = node.kubectl_output(&[
         "rollout",
         "status",
@@ -904,22 +933,11 @@ fn sidecar(node: &Node) {
     // compared (`--shadow-qps unlimited`): under the default budget (10 requests a second) the
     // evidence for a dependency builds over hours at this population, not in this test's minutes;
     // the budget's skips are tested in tests/suite/shadow_budget.rs and sdk/go/shadow.
-    // kustomize takes a base only by a relative path: the overlay lives in target/.
-    let target = repo().join("target");
-    std::fs::create_dir_all(&target).expect("create target/");
-    let overlay = tempfile::Builder::new()
-        .prefix("node-sidecar-overlay-")
-        .tempdir_in(&target)
-        .expect("temp dir");
-    std::fs::write(
-        overlay.path().join("kustomization.yaml"),
-        format!(
-            r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - {}
-patches:
-  - target: {{group: apps, version: v1, kind: Deployment, name: operator, namespace: hypershift}}
+    let overlay = overlay_in_target(
+        "node-sidecar-overlay-",
+        "../../deploy/overlays/sidecar",
+        &format!(
+            r#"  - target: {{group: apps, version: v1, kind: Deployment, name: operator, namespace: hypershift}}
     patch: |-
       apiVersion: apps/v1
       kind: Deployment
@@ -932,11 +950,9 @@ patches:
                 image: ghcr.io/shadow-reconciler/example-controller:{}
                 args: [--plan, /etc/shadow-reconciler/plans/hostedcluster.yaml, --health-probe-bind-address, ":6060", --shadow-qps, unlimited]
 "#,
-            "../../deploy/overlays/sidecar",
             env!("CARGO_PKG_VERSION")
         ),
-    )
-    .expect("write the kustomization");
+    );
     node.kubectl(&["apply", "-k", &overlay.path().display().to_string()]);
     let rollout = node.kubectl_output(&[
         "rollout",
