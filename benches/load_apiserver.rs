@@ -6,15 +6,18 @@
 //! `tests/system/e2e_run.rs` does (the RBAC, and `components/shadow-flow`: the shadow's own
 //! identity, flow schema and rejecting priority level). `run --reconciler hostedcluster` is
 //! authenticated as the deployment's service account (not an exempt admin: its requests go through
-//! Priority and Fairness), with `--shadow-as` and its default budget (10 requests a second,
-//! burst 20), over a `missing-secrets` population in which every object is touched (annotated)
-//! again and again while it runs, so its ten workers always have work: the server's seats, not the
-//! population, bound the control's throughput. `run`'s kube client has no client-side rate
+//! Priority and Fairness), with `--shadow-as`, its default budget (10 requests a second, burst
+//! 20) and every object in the paired sample (`--paired-sample-percent 100`: the most the shadow
+//! sends under its rate, where the default would compare a fifth), over a `missing-secrets`
+//! population in which every object is touched (annotated) again and again while it runs, so its
+//! ten workers always have work: the server's seats, not the population, bound the control's
+//! throughput. `run`'s kube client has no client-side rate
 //! limiter (kube-rs has none), so the saturated budget is the server's.
 //!
 //! Cases, interleaved in rounds: `off` (no shadow), `shadow`, and `shadow, 429s forced` (the
-//! shadow's priority level given no seat: every shadow request is rejected with a 429, and the
-//! shadow must pause and leave the control alone). Measured from `run`'s Parquet dataset over the
+//! shadow's priority level given no seat: its requests are rejected with 429s, but one at a time
+//! when none of them is executing, the server's guard against starvation; the shadow must meet
+//! 429s, pause and leave the control alone). Measured from `run`'s Parquet dataset over the
 //! window after a warm-up: control reconciles per second, the p50 and p99 of the control's latency
 //! (its steps' wall time in a reconcile) and of the whole reconcile (what a worker is held: the
 //! candidate's inline work included); from its metrics: pauses, comparisons skipped by budget
@@ -144,6 +147,7 @@ fn start_run(plane: &ControlPlane, mode: &str, data: &Path) -> Run {
         .arg("--parquet-dir")
         .arg(data)
         .args(["--shadow-as", SHADOW_IDENTITY])
+        .args(["--paired-sample-percent", "100"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
