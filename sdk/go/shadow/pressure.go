@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
@@ -37,6 +39,29 @@ const (
 )
 
 // pressure is a Budget's pause state.
+// The reasons a pause begins, the label of shadow_reconciler_shadow_pauses_total (the Rust
+// engine's Signal labels).
+const (
+	reasonShadowThrottled  = "shadow-throttled"
+	reasonControlThrottled = "control-throttled"
+	reasonControlSlow      = "control-slow"
+)
+
+// shadowPauses counts the pauses begun, by reason, in controller-runtime's metrics registry (the
+// manager's /metrics), for every budget of the process: the Rust engine's family of that name.
+var shadowPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "shadow_reconciler_shadow_pauses_total",
+	Help: "Pauses of the shadow under load, by what began them: shadow-throttled (a shadow request answered 429), control-throttled (a control request answered 429), control-slow (the control's requests slowed down).",
+}, []string{"reason"})
+
+func init() {
+	for _, reason := range []string{reasonShadowThrottled, reasonControlThrottled, reasonControlSlow} {
+		shadowPauses.WithLabelValues(reason)
+	}
+	// Registered once per process; a registry that already has it keeps its own.
+	_ = crmetrics.Registry.Register(shadowPauses)
+}
+
 type pressure struct {
 	disabled bool // never pauses (UnlimitedBudget)
 	mu       sync.Mutex
@@ -56,17 +81,18 @@ func (p *pressure) pausedAt(now time.Time) bool {
 	return now.Before(p.until)
 }
 
-// signal pauses the shadow at now unless it already is; it returns the pause begun (0: none).
-func (p *pressure) signal(now time.Time, retryAfter time.Duration) time.Duration {
+// signal pauses the shadow at now for reason unless it already is; it returns the pause begun
+// (0: none).
+func (p *pressure) signal(reason string, now time.Time, retryAfter time.Duration) time.Duration {
 	if p.disabled {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pauseLocked(now, retryAfter)
+	return p.pauseLocked(reason, now, retryAfter)
 }
 
-func (p *pressure) pauseLocked(now time.Time, retryAfter time.Duration) time.Duration {
+func (p *pressure) pauseLocked(reason string, now time.Time, retryAfter time.Duration) time.Duration {
 	if now.Before(p.until) {
 		return 0
 	}
@@ -82,6 +108,7 @@ func (p *pressure) pauseLocked(now time.Time, retryAfter time.Duration) time.Dur
 	length = min(max(length, retryAfter), pauseMax)
 	p.until, p.last = now.Add(length), length
 	p.pauses.Add(1)
+	shadowPauses.WithLabelValues(reason).Inc()
 	return length
 }
 
@@ -106,7 +133,7 @@ func (p *pressure) controlLatency(now time.Time, latency time.Duration) time.Dur
 		return 0
 	}
 	if float64(median) > latencyFactor*float64(p.baseline) && median > p.baseline+latencyFloor {
-		return p.pauseLocked(now, 0)
+		return p.pauseLocked(reasonControlSlow, now, 0)
 	}
 	p.baseline = (p.baseline*(baselineWeight-1) + median) / baselineWeight
 	return 0
@@ -166,7 +193,7 @@ type shadowThrottle struct {
 func (t shadowThrottle) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests && t.b != nil {
-		t.b.p.signal(t.b.now(), retryAfter(resp))
+		t.b.p.signal(reasonShadowThrottled, t.b.now(), retryAfter(resp))
 		resp.Header.Del("Retry-After")
 	}
 	return resp, err
@@ -189,7 +216,7 @@ func (w controlWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := w.next.RoundTrip(req)
 	now := w.b.now()
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-		w.b.p.signal(now, retryAfter(resp))
+		w.b.p.signal(reasonControlThrottled, now, retryAfter(resp))
 	}
 	if q := req.URL.Query().Get("watch"); q != "true" && q != "1" {
 		w.b.p.controlLatency(now, now.Sub(started))

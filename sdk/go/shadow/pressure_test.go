@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/flag"
 )
@@ -21,30 +23,30 @@ import (
 func TestPausesDoubleInARowAndResetAfterAQuietSpell(t *testing.T) {
 	var p pressure
 	t0 := time.Now()
-	if got := p.signal(t0, 0); got != time.Second {
+	if got := p.signal(reasonShadowThrottled, t0, 0); got != time.Second {
 		t.Fatalf("first pause %v", got)
 	}
 	if !p.pausedAt(t0.Add(999*time.Millisecond)) || p.pausedAt(t0.Add(time.Second)) {
 		t.Error("the pause is not 1 s long")
 	}
-	if got := p.signal(t0.Add(500*time.Millisecond), 0); got != 0 {
+	if got := p.signal(reasonShadowThrottled, t0.Add(500*time.Millisecond), 0); got != 0 {
 		t.Errorf("a signal during a pause lengthened it by %v", got)
 	}
 	// Right after it ended: 2 s, then 4 s; a Retry-After longer than that is honoured.
-	if got := p.signal(t0.Add(1500*time.Millisecond), 0); got != 2*time.Second {
+	if got := p.signal(reasonShadowThrottled, t0.Add(1500*time.Millisecond), 0); got != 2*time.Second {
 		t.Errorf("second pause %v", got)
 	}
-	if got := p.signal(t0.Add(4*time.Second), 0); got != 4*time.Second {
+	if got := p.signal(reasonShadowThrottled, t0.Add(4*time.Second), 0); got != 4*time.Second {
 		t.Errorf("third pause %v", got)
 	}
-	if got := p.signal(t0.Add(9*time.Second), 30*time.Second); got != 30*time.Second {
+	if got := p.signal(reasonShadowThrottled, t0.Add(9*time.Second), 30*time.Second); got != 30*time.Second {
 		t.Errorf("Retry-After 30 s: %v", got)
 	}
 	// Quiet for longer than the last pause after it ended: back to 1 s.
-	if got := p.signal(t0.Add(2*time.Minute), 0); got != time.Second {
+	if got := p.signal(reasonShadowThrottled, t0.Add(2*time.Minute), 0); got != time.Second {
 		t.Errorf("after a quiet spell %v", got)
 	}
-	if got := p.signal(t0.Add(time.Hour), time.Hour); got != pauseMax {
+	if got := p.signal(reasonShadowThrottled, t0.Add(time.Hour), time.Hour); got != pauseMax {
 		t.Errorf("Retry-After of an hour: %v, want the longest pause", got)
 	}
 	if p.pauses.Load() != 6 {
@@ -84,7 +86,7 @@ func TestAPausedShadowLeavesTheControlAsWithTheShadowOff(t *testing.T) {
 	offOut := off.reconcile()
 
 	budget := pausing(t)
-	budget.p.signal(time.Now(), time.Hour) // paused for five minutes: all through the test
+	budget.p.signal(reasonShadowThrottled, time.Now(), time.Hour) // paused for five minutes: all through the test
 	h := newHarness(t, "hostedcluster", nil)
 	h.dry.budget = budget
 	h.fail["SSHKeySync"] = notFound("hc-0-ssh-key")
@@ -174,7 +176,40 @@ func pausing(t *testing.T) *Budget {
 
 func TestAnUnlimitedBudgetNeverPauses(t *testing.T) {
 	b := UnlimitedBudget()
-	if b.p.signal(time.Now(), 0) != 0 || b.Paused() || b.Pauses() != 0 {
+	if b.p.signal(reasonShadowThrottled, time.Now(), 0) != 0 || b.Paused() || b.Pauses() != 0 {
 		t.Error("an unlimited budget paused")
+	}
+}
+
+// Each pause begun is counted by its reason in controller-runtime's registry; a signal during a
+// pause, or to a budget that never pauses, counts nothing.
+func TestPausesAreCountedByReasonInTheManagersMetrics(t *testing.T) {
+	count := func(reason string) float64 { return testutil.ToFloat64(shadowPauses.WithLabelValues(reason)) }
+	before := map[string]float64{}
+	for _, r := range []string{reasonShadowThrottled, reasonControlThrottled, reasonControlSlow} {
+		before[r] = count(r)
+	}
+	var p pressure
+	t0 := time.Now()
+	p.signal(reasonShadowThrottled, t0, 0)
+	p.signal(reasonControlThrottled, t0.Add(100*time.Millisecond), 0) // during the pause
+	p.signal(reasonControlThrottled, t0.Add(time.Minute), 0)
+	// A window of fast requests makes the baseline, then a slow one pauses.
+	later := t0.Add(time.Hour)
+	for range latencyWindow {
+		p.controlLatency(later, time.Millisecond)
+	}
+	for range latencyWindow {
+		p.controlLatency(later, time.Second)
+	}
+	(&pressure{disabled: true}).signal(reasonShadowThrottled, t0, 0)
+	want := map[string]float64{reasonShadowThrottled: 1, reasonControlThrottled: 1, reasonControlSlow: 1}
+	for r, n := range want {
+		if got := count(r) - before[r]; got != n {
+			t.Errorf("%s: %v pauses counted, want %v", r, got, n)
+		}
+	}
+	if err := crmetrics.Registry.Register(shadowPauses); err == nil {
+		t.Error("the counter is not in controller-runtime's registry")
 	}
 }
