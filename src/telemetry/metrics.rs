@@ -173,7 +173,7 @@ impl EngineMetrics {
             comparisons_skipped: counter(
                 registry,
                 "comparisons_skipped_total",
-                "Reconciles whose control ran alone in a mode with a shadow, their comparison skipped, by reason: budget (the shadow's request budget was spent), paused (the shadow stood aside under load).",
+                "Reconciles whose control ran alone in a mode with a shadow, their comparison skipped, by reason: budget (the shadow's request budget was spent), paused (the shadow stood aside under load), sampled-out (the comparison would pair code and the object is outside the paired sample).",
                 &["plan", "mode", "reason"],
             )?,
             reconcile_duration: histogram(

@@ -101,3 +101,19 @@ impl FromStr for ComparisonSkip {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ComparisonSkip;
+
+    /// Every reason's label (metrics, spans, Parquet) reads back as that reason: ingest accepts
+    /// what either engine writes.
+    #[test]
+    fn every_skip_reason_reads_back_from_its_label() {
+        for reason in ComparisonSkip::ALL {
+            assert_eq!(reason.as_str().parse::<ComparisonSkip>(), Ok(reason));
+        }
+        let error = "skipped".parse::<ComparisonSkip>().unwrap_err();
+        assert!(error.contains("budget, paused or sampled-out"), "{error}");
+    }
+}

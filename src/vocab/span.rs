@@ -27,7 +27,8 @@ pub const GUARD_REFUSALS: &str = "shadow_reconciler.guard_refusals";
 /// difference; its operation spans are not read.
 pub const CANCELLED: &str = "shadow_reconciler.cancelled";
 /// On a reconcile span: the control ran alone, its comparison skipped for this reason (`budget`:
-/// the shadow's request budget was spent; `paused`: the shadow stood aside under load).
+/// the shadow's request budget was spent; `paused`: the shadow stood aside under load;
+/// `sampled-out`: the comparison would pair code and the object is outside the paired sample).
 pub const COMPARISON_SKIPPED: &str = "shadow_reconciler.comparison_skipped";
 /// An operation span's operation name.
 pub const OPERATION: &str = "shadow_reconciler.operation";
