@@ -141,6 +141,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
                 ),
                 plans.iter().map(|p| (**p).clone()).collect(),
                 &telemetry,
+                false,
             )?
         } else {
             None

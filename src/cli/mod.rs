@@ -5,6 +5,7 @@
 
 mod analyze;
 mod budget;
+mod election;
 mod ingest;
 mod manifests;
 mod options;

@@ -73,6 +73,16 @@ pub struct ParquetArgs {
 
 /// A retention age: a whole number and its unit, `s`, `m`, `h` or `d` (`30d`).
 fn retention_age(text: &str) -> Result<Duration, String> {
+    match whole_duration(text)? {
+        Duration::ZERO => {
+            Err("must be more than 0 (leave the option out to keep everything)".into())
+        }
+        age => Ok(age),
+    }
+}
+
+/// A whole number and its unit, `s`, `m`, `h` or `d` (`30d`, `15s`); 0 is `Duration::ZERO`.
+pub(super) fn whole_duration(text: &str) -> Result<Duration, String> {
     let unit = text.chars().last().filter(char::is_ascii_alphabetic);
     let seconds = match unit {
         Some('s') => 1,
@@ -81,19 +91,18 @@ fn retention_age(text: &str) -> Result<Duration, String> {
         Some('d') => 86_400,
         _ => {
             return Err(format!(
-                "{text:?} is not an age such as 30d, 12h, 90m or 600s (a whole number and its unit)"
+                "{text:?} is not a duration such as 30d, 12h, 90m or 15s (a whole number and its unit)"
             ));
         }
     };
     let number = &text[..text.len() - 1];
     match number.parse::<u64>() {
-        Ok(0) => Err("must be more than 0 (leave the option out to keep everything)".into()),
         Ok(n) => n
             .checked_mul(seconds)
             .map(Duration::from_secs)
             .ok_or_else(|| format!("{text:?} is too long")),
         Err(_) => Err(format!(
-            "{text:?} is not an age such as 30d, 12h, 90m or 600s (a whole number and its unit)"
+            "{text:?} is not a duration such as 30d, 12h, 90m or 15s (a whole number and its unit)"
         )),
     }
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -14,13 +15,14 @@ use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::reconcilers::addon::{AddOnReconciler, ClusterManagementAddOn};
 use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedClusterReconciler};
 use shadow_reconciler::scenario;
+use shadow_reconciler::util::election::{Elector, Lost};
 use shadow_reconciler::wiring::Wiring;
 
 use super::options::{FlagArgs, ParquetArgs, cluster_config, finish, flag_spec, parse_probability};
 use super::shutdown_signal;
 
 /// How long `run` waits for its controllers to stop after SIGTERM.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Args)]
 pub(super) struct RunArgs {
@@ -68,6 +70,8 @@ pub(super) struct RunArgs {
     flag: FlagArgs,
     #[command(flatten)]
     rollout: super::rollout::RolloutArgs,
+    #[command(flatten)]
+    election: super::election::ElectionArgs,
     /// The cluster's kubeconfig (default: KUBECONFIG, ~/.kube/config, or the pod's service
     /// account).
     #[arg(long, value_name = "FILE")]
@@ -104,11 +108,14 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let flag = Arc::new(flag_defaults(args, plans)?);
     let shadow_budget = args.budget.budget(true)?;
+    let flag_namespace = args.flag.target().map(|t| t.namespace);
+    let election = args.election.config(flag_namespace.as_deref())?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(controllers(
         args,
         (hostedcluster, addon),
         (&flag, shadow_budget),
+        election,
     ))
 }
 
@@ -149,28 +156,115 @@ async fn clients(args: &RunArgs) -> anyhow::Result<(kube::Client, kube::Client)>
     Ok((client, shadow))
 }
 
-/// Runs the chosen controllers until SIGTERM or Ctrl-C, with the endpoints and sinks around them.
+/// Serves the endpoints, stands by for the leader Lease with `--leader-elect`, then runs the
+/// controllers until SIGTERM or Ctrl-C, or until the Lease is lost.
 async fn controllers(
     args: &RunArgs,
-    (hostedcluster, addon): (bool, bool),
+    reconcilers: (bool, bool),
     (flag, shadow_budget): (&Arc<LiveFlag>, Arc<ShadowBudget>),
+    election: Option<shadow_reconciler::util::election::Config>,
 ) -> anyhow::Result<ExitCode> {
     let (client, shadow_client) = clients(args).await?;
     // One listener for the whole run, registered now: a SIGTERM at any moment from here on
-    // (waiting for the flag, starting the controllers, running) is kept until it is awaited.
+    // (standing by, waiting for the flag, starting the controllers, running) is kept until it
+    // is awaited.
     let terminated = shutdown_signal();
     tokio::pin!(terminated);
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
-    let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-    let parquet = args.parquet.start(&telemetry)?;
     let server = shadow_reconciler::telemetry::http::Server::start(args.listen, telemetry.clone())
         .await
         .with_context(|| format!("cannot serve the metrics endpoint on {}", args.listen))?;
     tracing::info!(address = %server.addr(), "serving /metrics, /healthz and /readyz");
+    let elector = election.map(|config| Arc::new(Elector::new(client.clone(), config)));
+    if let Some(elector) = &elector {
+        let lease = format!("{}/{}", elector.config().namespace, elector.config().name);
+        telemetry.standby(Some(lease.clone()));
+        tracing::info!(%lease, identity = %elector.config().identity, "standing by for the leader Lease");
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = &mut terminated => {
+                server.shutdown().await.context("the metrics endpoint failed")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        telemetry.standby(None);
+        telemetry.leader().set(1);
+        tracing::info!(%lease, identity = %elector.config().identity, "leading: starting the controllers");
+    }
+    let holder = elector.clone();
+    let lost = async move {
+        match holder {
+            Some(elector) => elector.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    let running = Running {
+        client,
+        shadow_client,
+        telemetry: telemetry.clone(),
+        server,
+        elector,
+    };
+    let outcome = lead(
+        args,
+        running,
+        reconcilers,
+        (flag, shadow_budget),
+        (terminated, lost),
+    )
+    .await;
+    telemetry.leader().set(0);
+    match outcome? {
+        None => Ok(ExitCode::SUCCESS),
+        Some(lost) => {
+            // Status 1, as controller-runtime's managers: the container restarts and stands by.
+            tracing::error!(
+                "lost the leader Lease ({lost}): stopped the controllers and committed the records; exiting so that a restart stands by again"
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// What `lead` starts from: the clients and the endpoints, serving already.
+struct Running {
+    client: kube::Client,
+    shadow_client: kube::Client,
+    telemetry: Arc<shadow_reconciler::telemetry::http::Telemetry>,
+    server: shadow_reconciler::telemetry::http::Server,
+    /// The Lease the process leads by: given up once the controllers stopped on SIGTERM (the
+    /// rollout driver then needs none of its own).
+    elector: Option<Arc<Elector>>,
+}
+
+/// Runs the chosen controllers, with the sinks around them, until `terminated` (`None`) or
+/// `lost` (`Some`, the Lease lost: the controllers are stopped at once, before another replica
+/// may take over, and the records made so far committed).
+async fn lead(
+    args: &RunArgs,
+    running: Running,
+    (hostedcluster, addon): (bool, bool),
+    (flag, shadow_budget): (&Arc<LiveFlag>, Arc<ShadowBudget>),
+    (terminated, lost): (
+        impl std::future::Future<Output = ()>,
+        impl std::future::Future<Output = Lost>,
+    ),
+) -> anyhow::Result<Option<Lost>> {
+    let Running {
+        client,
+        shadow_client,
+        telemetry,
+        server,
+        elector,
+    } = running;
+    let elected = elector.is_some();
+    let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
+    let parquet = args.parquet.start(&telemetry)?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    tokio::pin!(terminated, lost);
     let mut tasks = Vec::new();
     if let Some(target) = args.flag.target() {
         let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
@@ -191,19 +285,16 @@ async fn controllers(
         tokio::select! {
             _ = synced_rx => {}
             () = &mut terminated => anyhow::bail!("interrupted while waiting for the flag ConfigMap"),
+            lost = &mut lost => {
+                let _ = stop.send(true);
+                stop_controllers(tasks, Duration::ZERO).await;
+                return Ok(Some(lost));
+            }
         }
     } else {
         telemetry.flag().synced(true);
         telemetry.flag().in_force(&flag.current());
     }
-    let kinds: Vec<String> = [
-        hostedcluster.then(crd_name::<HostedCluster>),
-        addon.then(crd_name::<ClusterManagementAddOn>),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let mut synced = telemetry.ready_when_listed(&kinds);
     let wiring = Wiring::new(client.clone(), flag.clone())
         .with_reexecute_sample_rate(args.sample_rate)
         .with_shadow_budget(shadow_budget)
@@ -212,44 +303,57 @@ async fn controllers(
         .with_metrics(telemetry.metrics().clone())
         .with_traces(traces.clone())
         .with_parquet(parquet.clone());
+    let mut synced = telemetry.ready_when_listed(&kinds(hostedcluster, addon));
     if hostedcluster {
-        let plan = HostedClusterReconciler::plan();
-        let on_synced = synced.remove(0);
         let api = match &args.namespace {
             Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
             None => kube::Api::all(client.clone()),
         };
-        tasks.push(spawn(
-            wiring.engine(HostedClusterReconciler, plan)?,
-            api,
-            until_stopped(stopped.clone()),
-            on_synced,
-        ));
+        let engine = wiring.engine(HostedClusterReconciler, HostedClusterReconciler::plan())?;
+        let shutdown = until_stopped(stopped.clone());
+        tasks.push(spawn(engine, api, shutdown, synced.remove(0)));
     }
     if addon {
-        let plan = AddOnReconciler::plan();
-        let on_synced = synced.remove(0);
-        tasks.push(spawn(
-            wiring.engine(AddOnReconciler, plan)?,
+        let engine = wiring.engine(AddOnReconciler, AddOnReconciler::plan())?;
+        let (api, shutdown) = (
             kube::Api::all(client.clone()),
             until_stopped(stopped.clone()),
-            on_synced,
-        ));
+        );
+        tasks.push(spawn(engine, api, shutdown, synced.remove(0)));
     }
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
-    if let Some(driver) = rollout_driver(
-        args,
-        &client,
-        (hostedcluster, addon),
-        parquet.as_ref(),
-        &telemetry,
-    )? {
+    let sinks = (parquet.as_ref(), telemetry.as_ref());
+    if let Some(driver) = rollout_driver(args, &client, (hostedcluster, addon), sinks, elected)? {
         tasks.push(tokio::spawn(driver.run(until_stopped(stopped.clone()))));
     }
-    terminated.await;
+    let outcome = tokio::select! {
+        () = &mut terminated => None,
+        lost = &mut lost => Some(lost),
+    };
     let _ = stop.send(true);
-    stop_all(tasks, server, traces, parquet, args.parquet.grace()).await?;
-    Ok(ExitCode::SUCCESS)
+    // Lost: another replica may take over once the Lease expires, so nothing waits for
+    // reconciles in flight (their records are not made; the ones made are committed below).
+    let grace = outcome.as_ref().map_or(SHUTDOWN_GRACE, |_| Duration::ZERO);
+    stop_controllers(tasks, grace).await;
+    // Given up as soon as nothing writes any more, so another replica leads at once.
+    if let Some(elector) = elector.filter(|_| outcome.is_none())
+        && let Err(error) = elector.release().await
+    {
+        tracing::warn!(%error, "cannot give the leader Lease up; it expires on its own");
+    }
+    stop_sinks(server, traces, parquet, args.parquet.grace()).await?;
+    Ok(outcome)
+}
+
+/// The CRD names of the kinds the chosen controllers list.
+fn kinds(hostedcluster: bool, addon: bool) -> Vec<String> {
+    [
+        hostedcluster.then(crd_name::<HostedCluster>),
+        addon.then(crd_name::<ClusterManagementAddOn>),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The rollout driver of `--rollout`, over the plans of the controllers run.
@@ -257,8 +361,11 @@ fn rollout_driver(
     args: &RunArgs,
     client: &kube::Client,
     (hostedcluster, addon): (bool, bool),
-    parquet: Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
-    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    (parquet, telemetry): (
+        Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
+        &shadow_reconciler::telemetry::http::Telemetry,
+    ),
+    elected: bool,
 ) -> anyhow::Result<Option<shadow_reconciler::rollout::Driver>> {
     if !args.rollout.rollout {
         return Ok(None);
@@ -285,35 +392,35 @@ fn rollout_driver(
         ),
         plans,
         telemetry,
+        elected,
     )
 }
 
-/// Stops the controllers (reconciles in flight finish), then the endpoints, then flushes the
-/// traces and the Parquet data.
-async fn stop_all(
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+/// Stops the controllers: reconciles in flight finish within `grace`; a controller that cannot
+/// stop (kube-runtime waits for a cache that never synced when its kind is not served) is
+/// abandoned after it.
+async fn stop_controllers(tasks: Vec<tokio::task::JoinHandle<()>>, grace: std::time::Duration) {
+    let aborts: Vec<_> = tasks
+        .iter()
+        .map(tokio::task::JoinHandle::abort_handle)
+        .collect();
+    if tokio::time::timeout(grace, futures_util::future::join_all(tasks))
+        .await
+        .is_err()
+    {
+        tracing::warn!(?grace, "controllers did not stop in time; abandoning them");
+        aborts.iter().for_each(tokio::task::AbortHandle::abort);
+    }
+    tracing::info!("controllers stopped");
+}
+
+/// Stops the endpoints, then flushes the traces and the Parquet data.
+async fn stop_sinks(
     server: shadow_reconciler::telemetry::http::Server,
     traces: Option<Arc<shadow_reconciler::telemetry::traces::TraceSink>>,
     parquet: Option<Arc<shadow_reconciler::dataset::ParquetSink>>,
     grace: std::time::Duration,
 ) -> anyhow::Result<()> {
-    // Reconciles in flight finish; a controller that cannot stop (kube-runtime waits for a cache
-    // that never synced when its kind is not served) is abandoned after the grace time.
-    let aborts: Vec<_> = tasks
-        .iter()
-        .map(tokio::task::JoinHandle::abort_handle)
-        .collect();
-    if tokio::time::timeout(SHUTDOWN_GRACE, futures_util::future::join_all(tasks))
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            grace = ?SHUTDOWN_GRACE,
-            "controllers did not stop in time; abandoning them"
-        );
-        aborts.iter().for_each(tokio::task::AbortHandle::abort);
-    }
-    tracing::info!("controllers stopped");
     server
         .shutdown()
         .await

@@ -10,11 +10,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -29,6 +27,7 @@ use crate::flag::rollout::{
 };
 use crate::flag::{GroupRamp, RolloutMetrics};
 use crate::plan::ReconcilePlan;
+use crate::util::election::{self, Elector};
 
 /// The Events' reporting controller.
 const REPORTER: &str = "shadow-reconciler-rollout";
@@ -36,18 +35,18 @@ const REPORTER: &str = "shadow-reconciler-rollout";
 /// The driver's settings.
 #[derive(Clone)]
 pub struct Settings {
-    /// The namespace of the rollouts, the flag ConfigMap and the Lease.
+    /// The namespace of the rollouts and the flag ConfigMap.
     pub namespace: String,
     /// The cluster's name in the records (`--cluster`).
     pub cluster: String,
     /// The flag ConfigMap's name.
     pub flag: String,
-    /// The Lease's name.
-    pub lease: String,
-    /// Who holds it (the pod's name).
+    /// The Lease that elects the driver among replicas, tried once a round (its retry period
+    /// is the interval); `None` when the process's own election already makes it the only
+    /// driver (`run --leader-elect`), so it always drives.
+    pub lease: Option<election::Config>,
+    /// The Events' reporting instance (the pod's name).
     pub identity: String,
-    /// How long a held Lease lasts without renewal.
-    pub lease_duration: Duration,
     /// How often the rollouts are evaluated.
     pub interval: Duration,
     /// Where the dataset is read.
@@ -93,6 +92,7 @@ pub struct Driver {
     settings: Settings,
     metrics: Option<RolloutMetrics>,
     recorder: Recorder,
+    elector: Option<Elector>,
 }
 
 impl Driver {
@@ -106,11 +106,16 @@ impl Driver {
                 instance: Some(settings.identity.clone()),
             },
         );
+        let elector = settings
+            .lease
+            .clone()
+            .map(|lease| Elector::new(client.clone(), lease));
         Self {
             client,
             settings,
             metrics,
             recorder,
+            elector,
         }
     }
 
@@ -137,7 +142,10 @@ impl Driver {
     /// # Errors
     /// The API server refused or could not be reached (the Lease, the list, the flag).
     pub async fn round(&mut self) -> Result<Round, kube::Error> {
-        let leader = self.hold_lease().await?;
+        let leader = match &self.elector {
+            Some(elector) => elector.try_acquire_or_renew().await?,
+            None => true,
+        };
         if let Some(m) = &self.metrics {
             m.leader(leader);
         }
@@ -423,79 +431,10 @@ impl Driver {
         Ok((Some(groups), version))
     }
 
-    /// Takes or renews the Lease; whether this process holds it.
-    async fn hold_lease(&self) -> Result<bool, kube::Error> {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
-        let now = Timestamp::now();
-        let seconds = i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX);
-        let me = &self.settings.identity;
-        let Some(mut lease) = api.get_opt(&self.settings.lease).await? else {
-            let lease = Lease {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(self.settings.lease.clone()),
-                    namespace: Some(self.settings.namespace.clone()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(me.clone()),
-                    lease_duration_seconds: Some(seconds),
-                    acquire_time: Some(MicroTime(now)),
-                    renew_time: Some(MicroTime(now)),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
-            return match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            };
-        };
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        let mine = holder.as_deref() == Some(me.as_str());
-        let expired = spec.renew_time.as_ref().is_none_or(|t| {
-            let lasts = spec.lease_duration_seconds.unwrap_or(seconds);
-            now.duration_since(t.0) > SignedDuration::from_secs(i64::from(lasts))
-        });
-        if !mine && holder.is_some() && !expired {
-            return Ok(false);
-        }
-        if !mine {
-            spec.holder_identity = Some(me.clone());
-            spec.acquire_time = Some(MicroTime(now));
-            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-            tracing::info!(lease = %self.settings.lease, previous = ?holder, "took the rollout Lease");
-        }
-        spec.renew_time = Some(MicroTime(now));
-        spec.lease_duration_seconds = Some(seconds);
-        match api
-            .replace(&self.settings.lease, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Gives the Lease up, so another replica drives at once.
     async fn release(&self) {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
-        let Ok(Some(mut lease)) = api.get_opt(&self.settings.lease).await else {
-            return;
-        };
-        let Some(spec) = lease.spec.as_mut() else {
-            return;
-        };
-        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
-            return;
-        }
-        spec.holder_identity = None;
-        spec.renew_time = None;
-        if let Err(error) = api
-            .replace(&self.settings.lease, &PostParams::default(), &lease)
-            .await
+        if let Some(elector) = &self.elector
+            && let Err(error) = elector.release().await
         {
             tracing::warn!(%error, "cannot give the rollout Lease up; it expires on its own");
         }

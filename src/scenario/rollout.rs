@@ -200,9 +200,9 @@ pub async fn drive(
             namespace: NAMESPACE.into(),
             cluster: crate::dataset::encode::DEFAULT_CLUSTER.into(),
             flag: "shadow-reconciler-flag".into(),
-            lease: "shadow-reconciler-rollout".into(),
+            // One process drives alone.
+            lease: None,
             identity: "simulate".into(),
-            lease_duration: Duration::from_secs(15),
             interval: Duration::from_secs(1),
             location: crate::dataset::Location::Local(sink.dir().to_owned()),
             plans,

@@ -23,6 +23,9 @@ pub struct Telemetry {
     flag: crate::flag::FlagMetrics,
     rollout: crate::flag::RolloutMetrics,
     ingest: crate::ingest::IngestMetrics,
+    leader: prometheus::IntGauge,
+    /// While standing by for the leader Lease: which Lease (`/readyz` says so, and answers 200).
+    standby: std::sync::Mutex<Option<String>>,
     ready: AtomicBool,
     /// The reconciled kinds not listed yet, by CRD name (`/readyz` names them).
     unlisted: std::sync::Mutex<std::collections::BTreeSet<String>>,
@@ -56,12 +59,22 @@ impl Telemetry {
             .expect("distinct families in a fresh registry");
         let ingest = crate::ingest::IngestMetrics::register(&registry)
             .expect("distinct families in a fresh registry");
+        let leader = prometheus::IntGauge::with_opts(prometheus::Opts::new(
+            format!("{}_leader", crate::vocab::METRIC_PREFIX),
+            "1 while this process holds its leader-election Lease and runs the controllers (run --leader-elect); 0 while it stands by.",
+        ))
+        .expect("a valid family");
+        registry
+            .register(Box::new(leader.clone()))
+            .expect("distinct families in a fresh registry");
         Self {
             registry,
             metrics,
             flag,
             rollout,
             ingest,
+            leader,
+            standby: std::sync::Mutex::new(None),
             ready: AtomicBool::new(false),
             unlisted: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             sink_checks: std::sync::Mutex::new(Vec::new()),
@@ -92,10 +105,37 @@ impl Telemetry {
         &self.ingest
     }
 
+    /// The leader-election gauge (`run --leader-elect`).
+    #[must_use]
+    pub fn leader(&self) -> &prometheus::IntGauge {
+        &self.leader
+    }
+
+    /// Standing by for `lease` (`Some`): `/readyz` answers 200 and says so, as a replica that
+    /// does not lead is healthy and a rolling update must move on; `None` once leading.
+    pub fn standby(&self, lease: Option<String>) {
+        *self
+            .standby
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = lease;
+    }
+
+    fn standing_by(&self) -> Option<String> {
+        self.standby
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The name of every family registered, whether or not it has a series yet.
     #[must_use]
     pub fn family_names(&self) -> Vec<String> {
         let mut names = crate::telemetry::metrics::family_names(&self.metrics);
+        names.extend(
+            prometheus::core::Collector::desc(&self.leader)
+                .iter()
+                .map(|d| d.fq_name.clone()),
+        );
         for collector in self
             .flag
             .collectors()
@@ -122,7 +162,8 @@ impl Telemetry {
     /// Whether `/readyz` answers 200: ready, and no sink reports that it cannot write.
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed) && self.sink_problem().is_none()
+        self.standing_by().is_some()
+            || (self.ready.load(Ordering::Relaxed) && self.sink_problem().is_none())
     }
 
     /// Adds a check `/readyz` runs: `Some(why)` while a sink cannot write (the Parquet writer on
@@ -197,6 +238,12 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(t): State<Arc<Telemetry>>) -> (StatusCode, String) {
+    if let Some(lease) = t.standing_by() {
+        return (
+            StatusCode::OK,
+            format!("ready: standing by for the leader Lease {lease}\n"),
+        );
+    }
     if !t.ready.load(Ordering::Relaxed) {
         let unlisted: Vec<String> = t
             .unlisted

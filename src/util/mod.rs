@@ -1,9 +1,11 @@
 //! Small helpers with no knowledge of the domain: time formatting, base64, the seedable random number
-//! generator, YAML error locations, serving an HTTP router until stopped.
+//! generator, YAML error locations, serving an HTTP router until stopped, leader election by a
+//! Lease.
 //!
 //! Layer 0: this module imports nothing of the crate.
 
 pub mod base64;
+pub mod election;
 pub mod rng;
 pub mod serve;
 pub mod time;

@@ -309,7 +309,9 @@ fn simulate_rejects_an_unknown_scenario() {
 
 /// CRDs and one HostedCluster whose pull secret is missing (the control fails at its first step),
 /// created through the kubeconfig the simulator wrote.
-async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> kube::Client {
+pub(crate) async fn cluster_with_a_failing_hosted_cluster(
+    kubeconfig: &std::path::Path,
+) -> kube::Client {
     use kube::CustomResourceExt;
     use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedControlPlane};
     let config = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
@@ -330,7 +332,7 @@ async fn cluster_with_a_failing_hosted_cluster(kubeconfig: &std::path::Path) -> 
 
 /// A HostedCluster whose pull secret is missing (the control fails at its first step), in
 /// `namespace` (created if need be).
-async fn failing_hosted_cluster(client: &kube::Client, namespace: &str, name: &str) {
+pub(crate) async fn failing_hosted_cluster(client: &kube::Client, namespace: &str, name: &str) {
     use k8s_openapi::api::core::v1::Namespace;
     use shadow_reconciler::reconcilers::hostedcluster::{
         HostedCluster, HostedClusterSpec, LocalRef, Release,
@@ -366,7 +368,12 @@ async fn failing_hosted_cluster(client: &kube::Client, namespace: &str, name: &s
 /// Whether the controller wrote its condition on `namespace/name`, waiting up to 5 minutes (a
 /// bound for a broken run only, however loaded the machine: the condition comes within one
 /// reconcile).
-async fn reconciled(client: &kube::Client, namespace: &str, name: &str, wait: bool) -> bool {
+pub(crate) async fn reconciled(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    wait: bool,
+) -> bool {
     use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
     let api = kube::Api::<HostedCluster>::namespaced(client.clone(), namespace);
     for _ in 0..if wait { 3000 } else { 1 } {
@@ -673,7 +680,7 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
 
 /// `sim serve` writing its kubeconfig to `kubeconfig`: the process, its stdout (kept open, so it
 /// can print its summary) and its first line.
-fn sim_serve(
+pub(crate) fn sim_serve(
     kubeconfig: &Path,
 ) -> (
     std::process::Child,

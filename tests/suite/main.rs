@@ -10,6 +10,7 @@ mod cli;
 mod conflict_vectors;
 mod dataset_lock;
 mod dry_run_client;
+mod election;
 mod engine_addon;
 mod engine_cancel;
 mod engine_candidate_code;

@@ -16,6 +16,7 @@ use shadow_reconciler::flag::rollout::{ACTION_ANNOTATION, Phase, RolloutStatus, 
 use shadow_reconciler::rollout::{Driver, Round, Settings as DriverSettings};
 use shadow_reconciler::scenario::rollout::{Entry, Timeline, prepare};
 use shadow_reconciler::sim::SimConfig;
+use shadow_reconciler::util::election;
 
 use crate::common;
 use common::records::{Record, records};
@@ -257,9 +258,11 @@ fn driver(client: &kube::Client, identity: &str, dir: &std::path::Path, lease: D
             namespace: "shadow-reconciler".into(),
             cluster: "default".into(),
             flag: "shadow-reconciler-flag".into(),
-            lease: "shadow-reconciler-rollout".into(),
+            lease: Some(election::Config {
+                lease_duration: lease,
+                ..election::Config::new("shadow-reconciler", "shadow-reconciler-rollout", identity)
+            }),
             identity: identity.into(),
-            lease_duration: lease,
             interval: Duration::from_secs(1),
             location: Location::Local(dir.to_owned()),
             plans: vec![shadow_reconciler::plan::embedded::load("hostedcluster").unwrap()],
@@ -367,11 +370,13 @@ async fn the_driver_leads_alone_applies_actions_once_and_resumes_from_the_status
     assert_eq!(of(&resumed, "critical-core").phase, Phase::Aborted);
     assert_eq!(of(&resumed, "gated-components").step, 0);
 
-    // Another replica takes over only once the Lease has expired.
+    // Another replica takes over only once it has seen the Lease unrenewed for its duration, by
+    // its own clock (a first sight starts that clock).
     let mut short = driver(&client, "a", data.path(), Duration::from_secs(1));
     assert!(short.round().await.unwrap().leader);
     let mut c = driver(&client, "c", data.path(), Duration::from_secs(1));
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert!(!c.round().await.unwrap().leader, "taken at first sight");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(
         c.round().await.unwrap().leader,
         "the expired Lease was not taken over"
