@@ -259,7 +259,7 @@ async fn lead(
     } = running;
     let elected = elector.is_some();
     let traces = shadow_reconciler::telemetry::traces::TraceSink::from_env()?.map(Arc::new);
-    let parquet = args.parquet.start(&telemetry)?;
+    let parquet = start_parquet(args, &telemetry, elected).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -343,6 +343,40 @@ async fn lead(
     }
     stop_sinks(server, traces, parquet, args.parquet.grace()).await?;
     Ok(outcome)
+}
+
+/// The Parquet sink of `--parquet-dir`. Elected, a dataset directory still locked by the
+/// replica that led before (it commits its last part after it gave the Lease up, or after it
+/// lost it) is waited for, up to that replica's shutdown time; otherwise a lock held is refused.
+async fn start_parquet(
+    args: &RunArgs,
+    telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+    elected: bool,
+) -> anyhow::Result<Option<Arc<shadow_reconciler::dataset::ParquetSink>>> {
+    use shadow_reconciler::dataset::{LockError, OpenCause};
+    let patience = SHUTDOWN_GRACE + args.parquet.grace() + Duration::from_secs(30);
+    let started = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        match args.parquet.start(telemetry) {
+            Err(error)
+                if elected
+                    && started.elapsed() < patience
+                    && error.chain().any(|cause| {
+                        matches!(
+                            cause.downcast_ref::<OpenCause>(),
+                            Some(OpenCause::Lock(LockError::Held { .. }))
+                        )
+                    }) =>
+            {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(%error, "the replica that led before still commits its last part; waiting for the dataset");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The CRD names of the kinds the chosen controllers list.

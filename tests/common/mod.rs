@@ -157,6 +157,32 @@ pub fn analyze_json(data: &std::path::Path) -> serde_json::Value {
     })
 }
 
+/// The figures of `parquet: N records accepted, M written to DIR in F files (D dropped, E write
+/// errors, L lost)`, the line `run` and `ingest` print once their writer has committed on
+/// shutdown, found in `log`: accepted, written, dropped, errors, lost.
+pub fn parquet_closing_line(log: &str) -> [u64; 5] {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("parquet: ") && l.contains("records accepted"))
+        .unwrap_or_else(|| panic!("the log has no closing Parquet line:\n{log}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    // accepted, written, [directory digits...], files, dropped, errors, lost: the last three and
+    // the first two are ours.
+    let n = numbers.len();
+    assert!(n >= 6, "unexpected Parquet line: {line}");
+    [
+        numbers[0],
+        numbers[1],
+        numbers[n - 3],
+        numbers[n - 2],
+        numbers[n - 1],
+    ]
+}
+
 /// The reconciles `analyze`'s JSON counted, over all plans.
 pub fn counted_reconciles(doc: &serde_json::Value) -> u64 {
     doc["plans"]

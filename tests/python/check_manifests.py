@@ -779,8 +779,9 @@ UNNAMED_GRANTS = {
         ("clustermanagementaddons", "get"), ("clustermanagementaddons", "list"),
         ("clustermanagementaddons", "watch"), ("clustermanagementaddons/status", "patch"),
     },
-    # Events get generated names.
-    "shadow-reconciler-flag": {("events", "create"), ("events", "patch")},
+    # Events get generated names; create cannot be limited by name (the leader-election Lease,
+    # once).
+    "shadow-reconciler-flag": {("events", "create"), ("events", "patch"), ("leases", "create")},
     # The driver drives whatever rollouts people create in its namespace; create cannot be
     # limited by name (its Lease, once); Events get generated names.
     "shadow-reconciler-rollout": {

@@ -165,8 +165,14 @@ fn the_timing_must_let_the_holder_stop_before_another_may_take_over() {
 }
 
 /// A `run --leader-elect` replica on the simulator of `kubeconfig`, serving on `port`, as pod
-/// `pod`, with short timing (the Lease lasts 4 s).
-fn replica(kubeconfig: &std::path::Path, port: u16, pod: &str) -> std::process::Child {
+/// `pod`, writing the dataset `data` (shared, as the overlay's volume), with short timing (the
+/// Lease lasts 4 s).
+fn replica(
+    kubeconfig: &std::path::Path,
+    port: u16,
+    pod: &str,
+    data: &std::path::Path,
+) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
         .args([
             "run",
@@ -184,6 +190,8 @@ fn replica(kubeconfig: &std::path::Path, port: u16, pod: &str) -> std::process::
             "1s",
             "--listen",
             &format!("127.0.0.1:{port}"),
+            "--parquet-dir",
+            data.to_str().expect("a UTF-8 path"),
         ])
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAME", pod)
@@ -237,9 +245,11 @@ fn signal(child: &std::process::Child, signal: &str) {
     assert!(sent.success());
 }
 
-/// Two replicas of `run --leader-elect`: one leads (reconciles, gauge 1), the other stands by
-/// (ready, gauge 0, reconciles nothing); on SIGTERM the leader gives the Lease up and exits 0,
-/// and the other takes over and reconciles; a leader whose Lease is taken exits 1 and says why.
+/// Two replicas of `run --leader-elect` sharing a dataset directory: one leads (reconciles, gauge
+/// 1), the other stands by (ready, gauge 0, reconciles nothing); on SIGTERM the leader gives the
+/// Lease up and exits 0, and the other takes over (waiting for the dataset the first commits) and
+/// reconciles; a leader whose Lease is taken exits 1, says why, and commits its records. The
+/// dataset holds exactly the records both accepted, none twice.
 #[test]
 fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lease_is_lost() {
     let dir = tempfile::tempdir().unwrap();
@@ -249,8 +259,9 @@ fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lea
     let client = runtime.block_on(crate::cli::cluster_with_a_failing_hosted_cluster(
         &kubeconfig,
     ));
+    let data = dir.path().join("data");
     let (port_a, port_b) = (common::free_port(), common::free_port());
-    let mut a = replica(&kubeconfig, port_a, "pod-a");
+    let mut a = replica(&kubeconfig, port_a, "pod-a", &data);
     runtime.block_on(async {
         assert!(
             within_a_minute(async || run_lease(&client).await.0.starts_with("pod-a_")).await,
@@ -258,7 +269,7 @@ fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lea
         );
         assert!(crate::cli::reconciled(&client, "default", "beta", true).await);
     });
-    let mut b = replica(&kubeconfig, port_b, "pod-b");
+    let mut b = replica(&kubeconfig, port_b, "pod-b", &data);
     let (addr_a, addr_b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
     runtime.block_on(async {
         assert!(
@@ -306,4 +317,43 @@ fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lea
     );
     signal(&server, "-TERM");
     assert_eq!(server.wait().unwrap().code(), Some(0));
+    let mut accepted = 0;
+    for (pod, logs) in [("a", &logs_a), ("b", &logs_b)] {
+        let [taken, written, dropped, errors, lost] = common::parquet_closing_line(logs);
+        assert!(taken > 0, "replica {pod} recorded nothing:\n{logs}");
+        assert_eq!(
+            (written, dropped, errors, lost),
+            (taken, 0, 0, 0),
+            "replica {pod}:\n{logs}"
+        );
+        accepted += taken;
+    }
+    let (mut rows, mut ids) = (0, std::collections::HashSet::new());
+    for file in parquet_files(&data.join("table=reconciles")) {
+        let in_file = common::reconcile_ids(&file);
+        rows += in_file.len();
+        ids.extend(in_file);
+    }
+    assert_eq!(ids.len(), rows, "a reconcile recorded twice");
+    assert_eq!(
+        rows as u64, accepted,
+        "the dataset's reconciles are not the ones accepted"
+    );
+}
+
+/// The Parquet files under `dir`, recursively.
+fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read the dataset") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                found.push(path);
+            }
+        }
+    }
+    found
 }

@@ -479,8 +479,8 @@ fn follow_log(node: &Node) -> Child {
         .expect("kubectl logs -f")
 }
 
-/// The figures of `parquet: N records accepted, M written to DIR in F files (D dropped, E write
-/// errors, L lost)`, the line `run` prints when its writer has committed on shutdown.
+/// The figures of the closing Parquet line in the log `child` follows
+/// ([`common::parquet_closing_line`]).
 pub(crate) fn parquet_summary(mut child: Child) -> [u64; 5] {
     let mut log = String::new();
     child
@@ -490,26 +490,7 @@ pub(crate) fn parquet_summary(mut child: Child) -> [u64; 5] {
         .read_to_string(&mut log)
         .expect("read the log");
     let _ = child.wait();
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("parquet: ") && l.contains("records accepted"))
-        .unwrap_or_else(|| panic!("the pod's log has no closing Parquet line:\n{log}"));
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    // accepted, written, [directory digits...], files, dropped, errors, lost: the last four and
-    // the first two are ours.
-    let n = numbers.len();
-    assert!(n >= 6, "unexpected Parquet line: {line}");
-    [
-        numbers[0],
-        numbers[1],
-        numbers[n - 3],
-        numbers[n - 2],
-        numbers[n - 1],
-    ]
+    common::parquet_closing_line(&log)
 }
 
 #[test]
