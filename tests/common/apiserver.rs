@@ -764,6 +764,9 @@ pub struct AuditEvent {
     pub impersonated: String,
     /// The client's user agent.
     pub user_agent: String,
+    /// The pod a service account's bound token was issued to
+    /// (`user.extra["authentication.kubernetes.io/pod-name"]`), empty for other credentials.
+    pub pod: String,
     /// The answer's HTTP code.
     pub code: u16,
     /// Resource, namespace, name and subresource of the object written.
@@ -778,6 +781,16 @@ pub struct AuditEvent {
     pub request_object: serde_json::Value,
     /// When the answer was complete (`stageTimestamp`), µs since the Unix epoch; 0 if absent.
     pub time_us: i64,
+    /// When the request was received (`requestReceivedTimestamp`), µs since the Unix epoch; 0 if
+    /// absent.
+    pub received_us: i64,
+}
+
+/// An RFC 3339 timestamp of the audit log in µs since the Unix epoch; 0 if absent.
+fn micros(v: &serde_json::Value) -> i64 {
+    v.as_str()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map_or(0, k8s_openapi::jiff::Timestamp::as_microsecond)
 }
 
 impl AuditEvent {
@@ -791,6 +804,7 @@ impl AuditEvent {
             user: s(&v["user"]["username"]),
             impersonated: s(&v["impersonatedUser"]["username"]),
             user_agent: s(&v["userAgent"]),
+            pod: s(&v["user"]["extra"]["authentication.kubernetes.io/pod-name"][0]),
             code: v["responseStatus"]["code"]
                 .as_u64()
                 .and_then(|c| u16::try_from(c).ok())
@@ -800,10 +814,8 @@ impl AuditEvent {
             name: s(&v["objectRef"]["name"]),
             subresource: s(&v["objectRef"]["subresource"]),
             request_object: v["requestObject"].clone(),
-            time_us: v["stageTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-                .map_or(0, k8s_openapi::jiff::Timestamp::as_microsecond),
+            time_us: micros(&v["stageTimestamp"]),
+            received_us: micros(&v["requestReceivedTimestamp"]),
         }
     }
 

@@ -193,6 +193,26 @@ pub fn counted_reconciles(doc: &serde_json::Value) -> u64 {
         .sum()
 }
 
+/// The reconciles of the dataset `dir` (its `table=reconciles` files), and how many distinct
+/// `reconcile_id`s they hold: equal when no reconcile was recorded twice.
+pub fn reconciles_in(dir: &std::path::Path) -> (u64, u64) {
+    let mut stack = vec![dir.join("table=reconciles")];
+    let (mut rows, mut ids) = (0_u64, std::collections::HashSet::new());
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                let in_file = reconcile_ids(&path);
+                rows += in_file.len() as u64;
+                ids.extend(in_file);
+            }
+        }
+    }
+    (rows, ids.len() as u64)
+}
+
 /// The distinct `reconcile_id`s of one Parquet file of the dataset (either table).
 pub fn reconcile_ids(path: &std::path::Path) -> std::collections::HashSet<String> {
     use arrow_array::{Array, StringArray};

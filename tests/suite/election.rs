@@ -328,32 +328,10 @@ fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lea
         );
         accepted += taken;
     }
-    let (mut rows, mut ids) = (0, std::collections::HashSet::new());
-    for file in parquet_files(&data.join("table=reconciles")) {
-        let in_file = common::reconcile_ids(&file);
-        rows += in_file.len();
-        ids.extend(in_file);
-    }
-    assert_eq!(ids.len(), rows, "a reconcile recorded twice");
+    let (rows, distinct) = common::reconciles_in(&data);
+    assert_eq!(distinct, rows, "a reconcile recorded twice");
     assert_eq!(
-        rows as u64, accepted,
+        rows, accepted,
         "the dataset's reconciles are not the ones accepted"
     );
-}
-
-/// The Parquet files under `dir`, recursively.
-fn parquet_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read the dataset") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "parquet") {
-                found.push(path);
-            }
-        }
-    }
-    found
 }

@@ -20,6 +20,7 @@ mod go_rollout;
 mod image;
 mod ingest_otlp;
 mod node_deploy;
+mod node_handover;
 mod node_rollout;
 mod object_store;
 mod ocm_controller;

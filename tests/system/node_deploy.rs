@@ -3,16 +3,19 @@
 //! change, every object in the shadow's paired sample (`--paired-sample-percent 100`: the object
 //! without its SSH key is compared whatever its UID, so its dry runs are there to check), the
 //! image's reference the manifests' own, its volume a node-local `PersistentVolume` the test
-//! provides, as a cluster's provisioner would. The pod must become Ready through its probes,
-//! reconcile `HostedClusters` created with kubectl, be scraped by a real Prometheus through the
-//! shipped `ServiceMonitor`, follow a flag flip and its rollback, lose no accepted record across
-//! `kubectl rollout restart`, and leave the audit log with 0 refused requests and 0 persisted
-//! shadow writes of its `ServiceAccount`. Then `deploy/overlays/sidecar`, with the Go example
-//! controller's image in place of the overlay's stand-in: its spans reach the `ingest` sidecar over
-//! the pod's loopback, and `analyze` run in the sidecar with `kubectl exec` finds the dependency
-//! on the control-plane namespace.
+//! provides, as a cluster's provisioner would. The two replicas must become Ready through their
+//! probes (one leading, one standing by), reconcile `HostedClusters` created with kubectl, be
+//! scraped by a real Prometheus through the shipped `ServiceMonitor`, follow a flag flip and its
+//! rollback, hand over when the leader's pod is deleted and when its process is killed
+//! (`tests/system/node_handover.rs`), lose no record a leader stopped gracefully accepted and record
+//! none twice, and leave the audit log with 0 refused requests, 0 persisted shadow writes of
+//! their `ServiceAccount` and the leaders' writes one after the other. Then
+//! `deploy/overlays/sidecar`, with the Go example controller's image in place of the overlay's
+//! stand-in: its spans reach the `ingest` sidecar over the pod's loopback, and `analyze` run in
+//! the sidecar with `kubectl exec` finds the dependency on the control-plane namespace.
 
 use crate::common;
+use crate::node_handover;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -21,8 +24,9 @@ use std::time::{Duration, Instant};
 
 use common::node::Node;
 
-const NAMESPACE: &str = "shadow-reconciler";
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:shadow-reconciler:shadow-reconciler";
+pub(crate) const NAMESPACE: &str = "shadow-reconciler";
+pub(crate) const SERVICE_ACCOUNT: &str =
+    "system:serviceaccount:shadow-reconciler:shadow-reconciler";
 /// prometheus-operator's release whose CRDs (`ServiceMonitor`, `PrometheusRule`) the test installs,
 /// from the Go module proxy (the module carries them in example/prometheus-operator-crd).
 const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-operator@v0.89.0";
@@ -204,7 +208,7 @@ pub(crate) fn apply_stdin(node: &Node, yaml: &str) {
     );
 }
 
-fn hosted_cluster(name: &str) -> String {
+pub(crate) fn hosted_cluster(name: &str) -> String {
     format!(
         "apiVersion: example.shadow-reconciler.io/v1
 kind: HostedCluster
@@ -279,7 +283,7 @@ fn wait_reconciled(node: &Node, name: &str) {
 /// monitor's namespaces with its selector's labels, their `EndpointSlices`, the ready endpoints'
 /// addresses on the port the monitor names, written as a `file_sd` target file; the path is the
 /// monitor's, only the interval is shortened to 2 s.
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     port: u16,
     monitor: serde_json::Value,
@@ -348,7 +352,7 @@ scrape_configs:
     }
 
     /// Writes the targets the `ServiceMonitor` selects now (a restarted pod has a new address).
-    fn discover(&self, node: &Node) {
+    pub(crate) fn discover(&self, node: &Node) {
         let spec = &self.monitor["spec"];
         let port_name = spec["endpoints"][0]["port"]
             .as_str()
@@ -426,7 +430,7 @@ scrape_configs:
     }
 
     /// The values of an instant query, by their labels.
-    fn query(&self, query: &str) -> Vec<(serde_json::Value, f64)> {
+    pub(crate) fn query(&self, query: &str) -> Vec<(serde_json::Value, f64)> {
         let path = format!("/api/v1/query?query={}", urlencode(query));
         let body = common::http_get(&format!("127.0.0.1:{}", self.port), &path);
         let json = body.split_once("\r\n\r\n").map_or("", |(_, b)| b);
@@ -448,7 +452,7 @@ scrape_configs:
     }
 
     /// The sum of a query's values (0 when it has none).
-    fn sum(&self, query: &str) -> f64 {
+    pub(crate) fn sum(&self, query: &str) -> f64 {
         self.query(query).iter().map(|(_, v)| v).sum()
     }
 
@@ -466,17 +470,6 @@ fn urlencode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// Follows the log of the deployment's current pod until its container exits; returns the
-/// Parquet writer's closing line's figures (accepted, written, dropped, errors, lost).
-fn follow_log(node: &Node) -> Child {
-    node.kubectl_command()
-        .args(["logs", "-f", "-n", NAMESPACE, "deploy/shadow-reconciler"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl logs -f")
 }
 
 /// The figures of the closing Parquet line in the log `child` follows
@@ -629,32 +622,15 @@ fn standalone(node: &Node) {
         || format!("{:?}", prometheus.query("shadow_reconciler_flag_info")),
     );
 
-    // kubectl rollout restart: the old pod commits every record it accepted before it exits.
-    let first = follow_log(node);
-    node.kubectl(&[
-        "rollout",
-        "restart",
-        "-n",
-        NAMESPACE,
-        "deploy/shadow-reconciler",
-    ]);
-    let first = parquet_summary(first);
-    let rollout = node.kubectl_output(&[
-        "rollout",
-        "status",
-        "-n",
-        NAMESPACE,
-        "deploy/shadow-reconciler",
-        "--timeout=300s",
-    ]);
-    assert!(
-        rollout.status.success(),
-        "the restarted pod did not become Ready:\n{}",
-        describe(node)
-    );
-    apply_stdin(node, &hosted_cluster("after-restart"));
-    wait_reconciled(node, "after-restart");
-    let second = follow_log(node);
+    // The two replicas: the leader's pod deleted hands over at once, committing every record it
+    // accepted; the next leader's process killed hands over within the Lease's duration.
+    let handovers = node_handover::hand_over(node, &prometheus, |name| {
+        apply_stdin(node, &hosted_cluster(name));
+        wait_reconciled(node, name);
+    });
+    let first = handovers.graceful;
+    let last = handovers.leaders.last().expect("leaders");
+    let second = node_handover::follow_pod_log(node, &last.pod);
     node.kubectl(&[
         "scale",
         "-n",
@@ -663,8 +639,7 @@ fn standalone(node: &Node) {
         "--replicas=0",
     ]);
     let second = parquet_summary(second);
-    for (pod, [accepted, written, dropped, errors, lost]) in [("first", first), ("second", second)]
-    {
+    for (pod, [accepted, written, dropped, errors, lost]) in [("first", first), ("last", second)] {
         eprintln!(
             "{pod} pod: {accepted} records accepted, {written} written, {dropped} dropped, {errors} write errors, {lost} lost"
         );
@@ -675,15 +650,30 @@ fn standalone(node: &Node) {
             "the {pod} pod lost records"
         );
     }
-    let analysis = common::analyze_json(&data);
-    let counted = common::counted_reconciles(&analysis);
-    assert_eq!(
-        counted,
-        first[0] + second[0],
-        "analyze over the volume counts {counted} reconciles; the two pods accepted {} and {}",
+    // On the volume: no reconcile twice; the two leaders stopped gracefully committed all they
+    // accepted, the killed one what it had committed before the kill (its open part is lost
+    // with the process); analyze counts them all.
+    let (rows, distinct) = common::reconciles_in(&data);
+    assert_eq!(distinct, rows, "a reconcile recorded twice on the volume");
+    assert!(
+        rows >= first[0] + second[0],
+        "{rows} reconciles on the volume; the leaders stopped gracefully accepted {} and {}",
         first[0],
         second[0]
     );
+    eprintln!(
+        "volume: {rows} reconciles, none twice: {} and {} of the leaders stopped gracefully, {} committed by the killed one",
+        first[0],
+        second[0],
+        rows - first[0] - second[0]
+    );
+    let analysis = common::analyze_json(&data);
+    let counted = common::counted_reconciles(&analysis);
+    assert_eq!(
+        counted, rows,
+        "analyze over the volume counts {counted} reconciles"
+    );
+    node_handover::writes_never_interleave(node, &handovers.leaders);
 
     // The ServiceAccount in the audit log: nothing refused, no shadow write persisted.
     let audit = node.audit();
