@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
 
-const HOSTED_CLUSTERS: usize = 200;
+pub(crate) const HOSTED_CLUSTERS: usize = 200;
 /// The candidate's User-Agent (`sdk/go/shadow`: `UserAgent`).
 pub(crate) const GO_DRY_RUN: &str = "shadow-reconciler-go-dry-run/0.1.0";
 /// The example controller's User-Agent.
@@ -132,7 +132,12 @@ pub(crate) struct Shadowed {
 }
 
 /// The Go example controller, sending its spans to `127.0.0.1:{grpc}`, its stderr to `log`.
-fn spawn_controller(kubeconfig: &Path, grpc: u16, extra: &[String], log: &Path) -> Process {
+pub(crate) fn spawn_controller(
+    kubeconfig: &Path,
+    grpc: u16,
+    extra: &[String],
+    log: &Path,
+) -> Process {
     let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/plans/hostedcluster.yaml");
     Process(
         Command::new(go_example())
@@ -315,8 +320,9 @@ impl Shadowed {
 }
 
 /// Waits until every HostedCluster carries the `ReconciliationSucceeded` condition: each was
-/// reconciled at least once (the engine writes it after the control).
-fn wait_reconciled(kubeconfig: &Path, shadowed: &Shadowed) {
+/// reconciled at least once (the engine writes it after the control). `log`: what a timeout
+/// shows.
+pub(crate) fn wait_reconciled(kubeconfig: &Path, log: impl Fn() -> String) {
     let rt = runtime();
     rt.block_on(async {
         let api: Api<HostedCluster> = Api::all(client(kubeconfig).await);
@@ -344,7 +350,7 @@ fn wait_reconciled(kubeconfig: &Path, shadowed: &Shadowed) {
                 started.elapsed() < PATIENCE,
                 "{done} of {} HostedClusters reconciled after {PATIENCE:?}:\n{}",
                 list.items.len(),
-                shadowed.log("controller.log")
+                log()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -486,7 +492,7 @@ fn the_go_controller_in_shadow_on_the_simulator() {
         &kubeconfig,
         &["--content-type", "json", "--flag-namespace", "shadow-flags"],
     );
-    wait_reconciled(&kubeconfig, &shadowed);
+    wait_reconciled(&kubeconfig, || shadowed.log("controller.log"));
     assert_eq!(shadowed.reconciles("off"), 0, "no flag said off yet");
     assert!(shadowed.reconciles("shadow") >= HOSTED_CLUSTERS as u64);
 
@@ -582,7 +588,7 @@ fn the_go_controller_in_shadow_on_kube_apiserver() {
     populate(plane.kubeconfig());
     // client-go's default encoding (protobuf for built-in types), as in production.
     let shadowed = start_shadowed(dir.path(), plane.kubeconfig(), &[]);
-    wait_reconciled(plane.kubeconfig(), &shadowed);
+    wait_reconciled(plane.kubeconfig(), || shadowed.log("controller.log"));
     let data = shadowed.stop();
 
     common::apiserver::assert_shadow_persisted_nothing(&plane.audit(), GO_DRY_RUN, GO_CONTROL);
@@ -639,7 +645,7 @@ fn the_go_controllers_legacy_function_through_restarts_on_kube_apiserver() {
         }
         shadowed.restart_controller(n);
     }
-    wait_reconciled(plane.kubeconfig(), &shadowed);
+    wait_reconciled(plane.kubeconfig(), || shadowed.log("controller.log"));
     let data = shadowed.stop();
 
     let audit = plane.audit();

@@ -16,6 +16,7 @@ mod e2e_engine;
 mod e2e_run;
 mod exporters;
 mod go_controller;
+mod go_replicas;
 mod go_rollout;
 mod image;
 mod ingest_otlp;

@@ -20,7 +20,7 @@ use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
 const ACCESS_KEY: &str = "shadowtest";
 const SECRET_KEY: &str = "shadowtest-secret-key";
-const BUCKET: &str = "shadow";
+pub(crate) const BUCKET: &str = "shadow";
 /// How long the server may take to start or come back: only a hung one reaches it.
 const START: Duration = Duration::from_mins(3);
 
@@ -35,14 +35,14 @@ fn weed() -> PathBuf {
 
 /// A SeaweedFS server (master, volume, filer and S3 gateway in one process) on loopback ports,
 /// its data in `dir`; restartable on the same ports and data.
-struct S3 {
+pub(crate) struct S3 {
     dir: PathBuf,
     ports: [u16; 8],
     process: Option<Process>,
 }
 
 impl S3 {
-    fn start(dir: &Path) -> Self {
+    pub(crate) fn start(dir: &Path) -> Self {
         // gRPC ports are given too: SeaweedFS would otherwise take the HTTP port + 10000.
         let mut server = Self {
             dir: dir.to_owned(),
@@ -145,7 +145,7 @@ impl S3 {
         ]
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AWS_ENDPOINT", self.endpoint()),
             ("AWS_ALLOW_HTTP", "true".into()),
@@ -155,7 +155,7 @@ impl S3 {
         ]
     }
 
-    fn location(&self, prefix: &str) -> Location {
+    pub(crate) fn location(&self, prefix: &str) -> Location {
         let options = self.options();
         let options: Vec<(&str, &str)> = options.iter().map(|(k, v)| (*k, v.as_str())).collect();
         Location::parse_with(&format!("s3://{BUCKET}/{prefix}"), &options).unwrap()
@@ -226,7 +226,7 @@ fn stop(mut process: Process, log: &Path) -> String {
     log
 }
 
-fn analyze(dataset: &str, env: &[(&str, String)]) -> Value {
+pub(crate) fn analyze(dataset: &str, env: &[(&str, String)]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
         .args(["analyze", dataset, "--format", "json"])
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -334,7 +334,7 @@ fn record(i: usize) -> ReconcileRecord {
 }
 
 /// The records in the remote dataset's whole parts, and its files without a sibling.
-fn remote_records(location: &Location) -> (u64, usize) {
+pub(crate) fn remote_records(location: &Location) -> (u64, usize) {
     let parts = reader::parts_at(location).unwrap();
     let mut records = 0;
     for (reconciles, steps) in &parts.pairs {

@@ -7,6 +7,7 @@
 //	hostedcluster --kubeconfig FILE --plan deploy/plans/hostedcluster.yaml [--mode shadow]
 //	    [--enforce-group [PLAN/]GROUP]... [--candidate-group [PLAN/]GROUP]... [--ramp-percent 100]
 //	    [--flag-namespace NS --flag-name shadow-reconciler-flag] [--content-type protobuf|json]
+//	    [--leader-elect [--leader-elect-namespace NS] [--leader-elect-id NAME]]
 package main
 
 import (
@@ -61,6 +62,8 @@ func start() error {
 		shadowBurst                             int
 		shadowAs                                string
 		pairedSample                            float64
+		leaderElect                             bool
+		leaderNamespace, leaderID               string
 	)
 	goflag.StringVar(&planPath, "plan", "", "the ReconcilePlan file (deploy/plans/hostedcluster.yaml)")
 	goflag.StringVar(&mode, "mode", "shadow", "the mode when no ConfigMap says otherwise: off, calibrate, shadow or enforce")
@@ -80,6 +83,9 @@ func start() error {
 	goflag.IntVar(&shadowBurst, "shadow-burst", 0, "the most requests the shadow's budget holds at once (0: 20)")
 	goflag.Float64Var(&pairedSample, "paired-sample-percent", -1, "the share of objects (0 to 100) whose comparisons pair code (the legacy code beside the phased), by a stable hash of the UID (-1: 20 with a rate, 100 with --shadow-qps unlimited)")
 	goflag.StringVar(&shadowAs, "shadow-as", "", "the identity the shadow's requests impersonate, for a FlowSchema of its own, e.g. system:serviceaccount:NAMESPACE:NAME (empty: the controller's)")
+	goflag.BoolVar(&leaderElect, "leader-elect", false, "reconcile only while this process holds a coordination.k8s.io Lease (controller-runtime's leader election): replicas stand by, one leads")
+	goflag.StringVar(&leaderNamespace, "leader-elect-namespace", "", "the Lease's namespace (empty: the flag's namespace, else the pod's)")
+	goflag.StringVar(&leaderID, "leader-elect-id", "hostedcluster-example", "the Lease's name")
 	goflag.StringVar(&legacy, "legacy", "ops", "the legacy loop's shape: ops (its own code per operation, Legacy) or func (one function with shadow.Step marks, LegacyLoop)")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(goflag.CommandLine)
@@ -175,11 +181,20 @@ func start() error {
 		return err
 	}
 	uncached := &client.CacheOptions{DisableFor: UncachedKinds()}
+	if leaderNamespace == "" {
+		leaderNamespace = flagNamespace
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Client:                 client.Options{Cache: uncached},
 		Metrics:                metricsserver.Options{BindAddress: metricsAddress},
 		HealthProbeBindAddress: probeAddress,
+		// Only the leader reconciles, so only its sidecar receives spans; on SIGTERM it gives
+		// the Lease up once its reconciles ended, and a standby takes over at once.
+		LeaderElection:                leaderElect,
+		LeaderElectionID:              leaderID,
+		LeaderElectionNamespace:       leaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return err
