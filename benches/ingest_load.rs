@@ -6,19 +6,19 @@
 //! `cargo bench --bench ingest_load` runs 2,000,000 spans; `cargo test --benches` a short smoke
 //! run of 20,000. Results: docs/performance.md.
 
+#[path = "common/otlp.rs"]
+mod otlp;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, status};
-use prost::Message;
+use otlp::{Attributes, Load};
 use shadow_reconciler::plan::embedded;
 
 /// Reconciles per request (each with its operation spans).
-const RECONCILES_PER_REQUEST: usize = 40;
+const RECONCILES_PER_REQUEST: u64 = 40;
 /// The longest the load runs.
 const MAX_DURATION: Duration = Duration::from_mins(2);
 
@@ -29,82 +29,6 @@ impl Drop for Process {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.into())),
-        }),
-        ..KeyValue::default()
-    }
-}
-
-/// One request: `RECONCILES_PER_REQUEST` reconciles with ids unique to `seq`.
-fn request(seq: u64, order: &[&str], with_root: bool) -> (Vec<u8>, u64) {
-    let mut spans = Vec::new();
-    let base = 1_700_000_000_000_000_000u64;
-    for r in 0..RECONCILES_PER_REQUEST as u64 {
-        let n = seq * RECONCILES_PER_REQUEST as u64 + r + 1;
-        let mut trace_id = [0u8; 16];
-        trace_id[..8].copy_from_slice(&n.to_be_bytes());
-        trace_id[15] = 1;
-        let root_id = (n << 8 | 1).to_be_bytes();
-        let failing = n.is_multiple_of(3);
-        for (i, op) in order.iter().enumerate() {
-            let mut span = Span {
-                trace_id: trace_id.to_vec(),
-                span_id: (n << 8 | (i as u64 + 2)).to_be_bytes().to_vec(),
-                parent_span_id: root_id.to_vec(),
-                name: (*op).to_owned(),
-                start_time_unix_nano: base + i as u64 * 1000,
-                end_time_unix_nano: base + i as u64 * 1000 + 800,
-                attributes: vec![kv("shadow_reconciler.operation", op)],
-                ..Span::default()
-            };
-            let stop = failing && *op == "SSHKeySync";
-            if stop {
-                span.attributes.push(kv("error.type", "NotFound"));
-                span.status = Some(Status {
-                    code: status::StatusCode::Error as i32,
-                    message: "secrets \"ssh-key\" not found".into(),
-                });
-            }
-            spans.push(span);
-            if stop {
-                break;
-            }
-        }
-        if !with_root {
-            continue;
-        }
-        spans.push(Span {
-            trace_id: trace_id.to_vec(),
-            span_id: root_id.to_vec(),
-            name: "reconcile".into(),
-            start_time_unix_nano: base,
-            end_time_unix_nano: base + 1_000_000,
-            attributes: vec![
-                kv("k8s.object.kind", "HostedCluster"),
-                kv("k8s.namespace.name", "clusters"),
-                kv("k8s.object.name", &format!("hc-{n}")),
-                kv("k8s.object.uid", &format!("uid-{n}")),
-            ],
-            ..Span::default()
-        });
-    }
-    let count = spans.len() as u64;
-    let request = ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    };
-    (request.encode_to_vec(), count)
 }
 
 /// POSTs `body` on a keep-alive connection and reads the response.
@@ -158,11 +82,11 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let target_spans: u64 = if full { 2_000_000 } else { 20_000 };
     let plan = embedded::load("hostedcluster").unwrap();
-    let order: Vec<&str> = plan
-        .legacy_order()
-        .iter()
-        .map(|op| plan.name_of(*op))
-        .collect();
+    let load = Load {
+        plan: &plan,
+        reconciles_per_request: RECONCILES_PER_REQUEST,
+        attributes: Attributes::Lean,
+    };
     // Three distinct ports, held until all are chosen (a released port can be handed out again).
     let held: Vec<std::net::TcpListener> = (0..3)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -201,7 +125,7 @@ fn main() {
     let mut bodies: Vec<(Vec<u8>, u64)> = Vec::new();
     let mut planned = 0;
     while planned < target_spans {
-        let (body, count) = request(bodies.len() as u64, &order, true);
+        let (body, count) = load.request(bodies.len() as u64, true);
         planned += count;
         bodies.push((body, count));
     }
@@ -257,7 +181,7 @@ fn main() {
         bodies.len() as u64,
         target_spans,
         max_buffered,
-        &order,
+        &load,
     );
 }
 
@@ -270,10 +194,10 @@ fn orphan_phase(
     first: u64,
     target_spans: u64,
     max_buffered: usize,
-    order: &[&str],
+    load: &Load<'_>,
 ) {
     let orphans: Vec<(Vec<u8>, u64)> = (0..(target_spans / 2 / 500).max(4))
-        .map(|s| request(first + s, order, false))
+        .map(|s| load.request(first + s, false))
         .collect();
     let mut reader = BufReader::new(TcpStream::connect(format!("127.0.0.1:{http}")).unwrap());
     let mut orphan_spans = 0;

@@ -255,6 +255,7 @@ pub async fn serve_http(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), Error> {
     let (listener, bound) = bind(addr).await?;
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| no_delay(stream));
     let task = tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, http_router(ingest))
             .with_graceful_shutdown(shutdown)
@@ -332,12 +333,26 @@ pub async fn serve_grpc(
     Ok((bound, task))
 }
 
-/// The accepted connections of `listener`, as tonic's server takes them.
+/// The accepted connections of `listener`, as tonic's server takes them, with `TCP_NODELAY`
+/// (what tonic's own `serve` sets, and skips for connections handed to it): HTTP/2 writes a
+/// response, its trailers and the flow-control window updates as separate small frames, and
+/// with Nagle's algorithm each waits for the client's delayed acknowledgement (40 ms on Linux),
+/// so a few connections leave the receiver idle between requests.
 fn tokio_stream_listener(
     listener: tokio::net::TcpListener,
 ) -> impl futures_util::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     futures_util::stream::unfold(listener, |listener| async move {
-        let accepted = listener.accept().await.map(|(stream, _)| stream);
+        let accepted = listener.accept().await.map(|(stream, _)| {
+            no_delay(&stream);
+            stream
+        });
         Some((accepted, listener))
     })
+}
+
+/// `TCP_NODELAY` on an accepted connection; a socket that refuses it still serves.
+fn no_delay(stream: &tokio::net::TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "cannot set TCP_NODELAY on an OTLP connection");
+    }
 }

@@ -144,7 +144,8 @@ fn sigterm(process: &Process) {
     assert!(status.is_ok_and(|s| s.success()), "kill -TERM {pid}");
 }
 
-/// The writers of the prefix's parts: each file is `part-{WRITER}-{SEQUENCE}.parquet`.
+/// The writers of the prefix's parts: each file is `part-{START}-{WRITER}-{SEQUENCE}.parquet`
+/// (docs/parquet.md, "Layout"), the writer a random id per process.
 fn writers(location: &Location) -> BTreeSet<String> {
     let Location::Remote(remote) = location else {
         unreachable!("an s3:// location")
@@ -155,7 +156,8 @@ fn writers(location: &Location) -> BTreeSet<String> {
         .iter()
         .filter_map(|o| {
             let name = o.path.file_name()?.to_str()?.strip_suffix(".parquet")?;
-            let (writer, _sequence) = name.strip_prefix("part-")?.rsplit_once('-')?;
+            let mut fields = name.strip_prefix("part-")?.split('-');
+            let (_start, writer) = (fields.next()?, fields.next()?);
             Some(writer.to_owned())
         })
         .collect()

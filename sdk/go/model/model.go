@@ -550,7 +550,7 @@ type Diff struct {
 // without running it is in none of the lists, and so is an operation that exists in one of the
 // two runs only (only: in the plan).
 func Between(control, candidate *Report) (*Diff, error) {
-	if control.Plan.Name != candidate.Plan.Name || control.Plan.Hash() != candidate.Plan.Hash() {
+	if control.Plan != candidate.Plan && (control.Plan.Name != candidate.Plan.Name || !control.Plan.SameHash(candidate.Plan)) {
 		return nil, fmt.Errorf("cannot compare runs of different plans: %s@%s and %s@%s",
 			control.Plan.Name, control.Plan.ShortHash(), candidate.Plan.Name, candidate.Plan.ShortHash())
 	}
@@ -577,7 +577,7 @@ func Between(control, candidate *Report) (*Diff, error) {
 	for i, s := range candidate.Steps {
 		position[s.Op] = i
 	}
-	var both []int
+	both := make([]int, 0, len(control.Steps))
 	for _, s := range control.Steps {
 		if k, ok := candidate.Get(s.Op); s.Executed && ok && k.Executed {
 			both = append(both, s.Op)

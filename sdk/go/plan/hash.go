@@ -15,6 +15,9 @@ import (
 // order of dependencies, groups, intended differences and volatile fields do not count.
 func (p *Plan) Hash() string { return hex.EncodeToString(p.hash[:]) }
 
+// SameHash says whether two plans have the same content hash, without formatting either.
+func (p *Plan) SameHash(other *Plan) bool { return p.hash == other.hash }
+
 // ShortHash is the hash's first 12 hex digits, as metrics label it.
 func (p *Plan) ShortHash() string { return p.Hash()[:12] }
 
