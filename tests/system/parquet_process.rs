@@ -426,6 +426,10 @@ fn pyarrow_and_duckdb_read_the_rollout_drivers_record_as_our_reader_does() {
             "rollout",
             "--seed",
             "4",
+            // A bound for a broken run, not a speed target: on a loaded machine the default
+            // 60 s can end the run before its rollouts start.
+            "--duration",
+            "600",
             "--parquet-dir",
         ])
         .arg(&data)
