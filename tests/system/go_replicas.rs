@@ -236,6 +236,12 @@ fn a_go_controller_with_replicas_has_one_sidecar_per_replica_on_kube_apiserver()
         "spans after the leader stopped"
     );
 
+    check_dataset(replicas, &s3, &dataset);
+}
+
+/// Each sidecar wrote what it accepted; the prefix keeps the two writers apart and is read as
+/// one dataset.
+fn check_dataset(replicas: [Replica; 2], s3: &S3, dataset: &str) {
     // Each sidecar wrote what it accepted; the prefix keeps the two writers apart and is read
     // as one dataset.
     let [a, b] = replicas;
@@ -254,7 +260,7 @@ fn a_go_controller_with_replicas_has_one_sidecar_per_replica_on_kube_apiserver()
     assert_eq!((records, orphans), (total, 0), "the prefix's whole parts");
     let writers = writers(&location);
     assert_eq!(writers.len(), 2, "the parts' writers: {writers:?}");
-    let analysis = analyze(&dataset, &s3.env());
+    let analysis = analyze(dataset, &s3.env());
     // analyze counts a reconcile the leader's SIGTERM cut short as cancelled, apart.
     let cancelled: u64 = analysis["plans"]
         .as_array()
