@@ -16,15 +16,15 @@
 #[path = "common/otlp.rs"]
 mod otlp;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::BufReader;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use otlp::{Attributes, Load};
+use otlp::{Attributes, Load, Process, metric, peak_kib, post};
 use prost::Message;
 use shadow_reconciler::plan::embedded;
 
@@ -32,15 +32,6 @@ const RECONCILES_PER_REQUEST: u64 = 50;
 const CONNECTIONS: usize = 4;
 /// A bound for a broken run, not a speed target.
 const PATIENCE: Duration = Duration::from_mins(5);
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Transport {
@@ -86,30 +77,6 @@ fn cpu_of(pid: u32) -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
-fn peak_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The sum of the samples whose line starts with `prefix` on `addr`'s `/metrics`, or `None`
-/// while it does not serve.
-fn metric(addr: &str, prefix: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    Some(
-        text.lines()
-            .filter(|l| l.starts_with(prefix))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum(),
-    )
-}
-
 fn wait_for(what: &str, process: &mut Process, log: &Path, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
@@ -151,36 +118,13 @@ fn otelcol() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
 }
 
-/// POSTs `body` on a keep-alive connection and reads the response, which must be a 200.
-fn post(reader: &mut BufReader<TcpStream>, body: &[u8]) {
-    let stream = reader.get_mut();
-    write!(
-        stream,
-        "POST /v1/traces HTTP/1.1\r\nHost: bench\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    stream.write_all(body).unwrap();
-    let mut status = String::new();
-    reader.read_line(&mut status).unwrap();
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-}
-
-/// Sends every request to `port` over `CONNECTIONS` connections; the spans sent.
-fn send(transport: Transport, port: u16, bodies: &[(Vec<u8>, u64)]) -> u64 {
+/// Sends every request over `CONNECTIONS` connections to the receiver's port of `transport`
+/// (`[http, grpc]`); the spans sent.
+fn send(transport: Transport, [http, grpc]: [u16; 2], bodies: &[(Vec<u8>, u64)]) -> u64 {
+    let port = match transport {
+        Transport::Http => http,
+        Transport::Grpc => grpc,
+    };
     match transport {
         Transport::Http => std::thread::scope(|scope| {
             let handles: Vec<_> = (0..CONNECTIONS)
@@ -284,15 +228,7 @@ fn measure_ingest(transport: Transport, bodies: &[(Vec<u8>, u64)], reconciles: u
     let pid = ingest.0.id();
     let before = cpu_of(pid);
     let begin = Instant::now();
-    let sent = send(
-        transport,
-        if transport == Transport::Http {
-            http
-        } else {
-            grpc
-        },
-        bodies,
-    );
+    let sent = send(transport, [http, grpc], bodies);
     let accepted = metric(
         &listen,
         "shadow_reconciler_ingest_spans_total{result=\"accepted\"",
@@ -428,15 +364,7 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
     let (pid, down_pid) = (collector.0.id(), downstream.0.id());
     let (before, down_before) = (cpu_of(pid), cpu_of(down_pid));
     let begin = Instant::now();
-    let sent = send(
-        transport,
-        if transport == Transport::Http {
-            http
-        } else {
-            grpc
-        },
-        bodies,
-    );
+    let sent = send(transport, [http, grpc], bodies);
     #[allow(clippy::cast_precision_loss)]
     let all = sent as f64;
     wait_for(

@@ -9,74 +9,18 @@
 #[path = "common/otlp.rs"]
 mod otlp;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::BufReader;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use otlp::{Attributes, Load};
+use otlp::{Attributes, Load, Process, metric, peak_kib, post};
 use shadow_reconciler::plan::embedded;
 
 /// Reconciles per request (each with its operation spans).
 const RECONCILES_PER_REQUEST: u64 = 40;
 /// The longest the load runs.
 const MAX_DURATION: Duration = Duration::from_mins(2);
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// POSTs `body` on a keep-alive connection and reads the response.
-fn post(reader: &mut BufReader<TcpStream>, body: &[u8]) {
-    let stream = reader.get_mut();
-    write!(
-        stream,
-        "POST /v1/traces HTTP/1.1\r\nHost: ingest\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    stream.write_all(body).unwrap();
-    let mut status = String::new();
-    reader.read_line(&mut status).unwrap();
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-}
-
-fn metric(addr: &str, line_prefix: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-fn peak_memory_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
@@ -119,7 +63,7 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let idle_kib = peak_memory_kib(ingest.0.id());
+    let idle_kib = peak_kib(ingest.0.id());
     // Every request encoded before the clock starts, each with its own ids (real traffic never
     // repeats a span id; a repeated reconcile span id would make its children `late`).
     let mut bodies: Vec<(Vec<u8>, u64)> = Vec::new();
@@ -158,7 +102,7 @@ fn main() {
         "shadow_reconciler_ingest_spans_total{result=\"accepted\"}",
     )
     .unwrap_or_default();
-    let peak_kib = peak_memory_kib(ingest.0.id());
+    let peak_kib = peak_kib(ingest.0.id());
     #[allow(clippy::cast_precision_loss)] // span counts far below 2^52
     let rate = sent as f64 / elapsed.as_secs_f64();
     println!(
@@ -211,7 +155,7 @@ fn orphan_phase(
         "shadow_reconciler_ingest_spans_total{result=\"evicted\"}",
     )
     .unwrap_or_default();
-    let peak_after = peak_memory_kib(pid);
+    let peak_after = peak_kib(pid);
     println!(
         "ingest orphans: {orphan_spans} operation spans without their reconcile span: {buffered:.0} buffered (cap {max_buffered}), {evicted:.0} evicted; peak RSS {} MiB",
         peak_after / 1024

@@ -2,8 +2,13 @@
 //! HyperShift's legacy order, a third of the reconciles failing at `SSHKeySync`, every id
 //! unique. `lean` spans carry what `ingest` needs; `go` spans every attribute the Go package
 //! puts on its spans (sdk/go/shadow/attributes.go), so that a receiver decodes what it would
-//! in production.
+//! in production. And what the benches that start a receiver share: the child process, a POST,
+//! a metric, the peak memory.
 #![allow(dead_code)] // each bench uses part of it
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Child;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -175,4 +180,67 @@ impl Load<'_> {
             ..Span::default()
         }
     }
+}
+
+/// A child process, killed when dropped.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The peak resident memory of `pid` (`VmHWM`), in KiB.
+pub fn peak_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The sum of the samples whose line starts with `prefix` on `addr`'s `/metrics`, or `None`
+/// while it does not serve.
+pub fn metric(addr: &str, prefix: &str) -> Option<f64> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// POSTs `body` on a keep-alive connection and reads the response, which must be a 200.
+pub fn post(reader: &mut BufReader<TcpStream>, body: &[u8]) {
+    let stream = reader.get_mut();
+    write!(
+        stream,
+        "POST /v1/traces HTTP/1.1\r\nHost: bench\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
 }
