@@ -52,6 +52,15 @@ struct Figures {
     wall: Duration,
     peak_kib: u64,
     downstream_cpu: Option<Duration>,
+    /// The sender's own CPU while it sent (this process, one core): near the wall time, the
+    /// sender, not the receiver, set the pace.
+    sender_cpu: Duration,
+}
+
+/// What `send` sent, and its own CPU over the sending.
+struct Sent {
+    spans: u64,
+    cpu: Duration,
 }
 
 impl Figures {
@@ -120,7 +129,33 @@ fn otelcol() -> PathBuf {
 
 /// Sends every request over `CONNECTIONS` connections to the receiver's port of `transport`
 /// (`[http, grpc]`); the spans sent.
-fn send(transport: Transport, [http, grpc]: [u16; 2], bodies: &[(Vec<u8>, u64)]) -> u64 {
+fn send(transport: Transport, ports: [u16; 2], bodies: &[(Vec<u8>, u64)]) -> Sent {
+    let requests: Vec<(ExportTraceServiceRequest, u64)> = match transport {
+        Transport::Http => Vec::new(),
+        Transport::Grpc => bodies
+            .iter()
+            .map(|(body, count)| {
+                (
+                    ExportTraceServiceRequest::decode(body.as_slice()).unwrap(),
+                    *count,
+                )
+            })
+            .collect(),
+    };
+    let before = cpu_of(std::process::id());
+    let spans = send_over(transport, ports, bodies, &requests);
+    Sent {
+        spans,
+        cpu: cpu_of(std::process::id()).saturating_sub(before),
+    }
+}
+
+fn send_over(
+    transport: Transport,
+    [http, grpc]: [u16; 2],
+    bodies: &[(Vec<u8>, u64)],
+    requests: &[(ExportTraceServiceRequest, u64)],
+) -> u64 {
     let port = match transport {
         Transport::Http => http,
         Transport::Grpc => grpc,
@@ -150,15 +185,6 @@ fn send(transport: Transport, [http, grpc]: [u16; 2], bodies: &[(Vec<u8>, u64)])
                 .enable_all()
                 .build()
                 .expect("runtime");
-            let requests: Vec<(ExportTraceServiceRequest, u64)> = bodies
-                .iter()
-                .map(|(body, count)| {
-                    (
-                        ExportTraceServiceRequest::decode(body.as_slice()).unwrap(),
-                        *count,
-                    )
-                })
-                .collect();
             runtime.block_on(async {
                 let mut tasks = Vec::new();
                 for c in 0..CONNECTIONS {
@@ -228,7 +254,10 @@ fn measure_ingest(transport: Transport, bodies: &[(Vec<u8>, u64)], reconciles: u
     let pid = ingest.0.id();
     let before = cpu_of(pid);
     let begin = Instant::now();
-    let sent = send(transport, [http, grpc], bodies);
+    let Sent {
+        spans: sent,
+        cpu: sender_cpu,
+    } = send(transport, [http, grpc], bodies);
     let accepted = metric(
         &listen,
         "shadow_reconciler_ingest_spans_total{result=\"accepted\"",
@@ -262,6 +291,7 @@ fn measure_ingest(transport: Transport, bodies: &[(Vec<u8>, u64)], reconciles: u
         wall,
         peak_kib: peak,
         downstream_cpu: None,
+        sender_cpu,
     }
 }
 
@@ -364,7 +394,10 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
     let (pid, down_pid) = (collector.0.id(), downstream.0.id());
     let (before, down_before) = (cpu_of(pid), cpu_of(down_pid));
     let begin = Instant::now();
-    let sent = send(transport, [http, grpc], bodies);
+    let Sent {
+        spans: sent,
+        cpu: sender_cpu,
+    } = send(transport, [http, grpc], bodies);
     #[allow(clippy::cast_precision_loss)]
     let all = sent as f64;
     wait_for(
@@ -388,6 +421,7 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
         wall,
         peak_kib: peak_kib(pid),
         downstream_cpu: Some(cpu_of(down_pid).saturating_sub(down_before)),
+        sender_cpu,
     }
 }
 
@@ -433,11 +467,12 @@ fn main() {
                     Receiver::Collector => measure_collector(&binary, transport, &bodies),
                 };
                 println!(
-                    "round {round} {transport:?} {receiver:?}: {} spans, {:.2} CPU-s, {:.0} spans per CPU-second, wall {:.2} s, peak RSS {} MiB{}",
+                    "round {round} {transport:?} {receiver:?}: {} spans, {:.2} CPU-s, {:.0} spans per CPU-second, wall {:.2} s (the sender's CPU {:.2} s), peak RSS {} MiB{}",
                     f.spans,
                     f.cpu.as_secs_f64(),
                     f.per_cpu_second(),
                     f.wall.as_secs_f64(),
+                    f.sender_cpu.as_secs_f64(),
                     f.peak_kib / 1024,
                     f.downstream_cpu.map_or(String::new(), |d| format!(
                         ", downstream {:.2} CPU-s",

@@ -52,6 +52,12 @@ pub struct IngestArgs {
     /// Largest request accepted, in bytes (after gzip inflation for HTTP).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// With --parquet-dir: seconds a request's records wait for room when the Parquet writer is
+    /// behind (its queue of --parquet-capacity records is full), before they are dropped and
+    /// counted. The exporter's request waits with them, which slows the exporter down instead
+    /// of losing its data; 0 drops at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub parquet_wait_when_full: u64,
     #[command(flatten)]
     pub parquet: super::options::ParquetArgs,
     #[command(flatten)]
@@ -106,7 +112,7 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let mut sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(metrics)];
         let parquet = args
             .parquet
-            .start(&telemetry)?;
+            .start(&telemetry, Duration::from_secs(args.parquet_wait_when_full))?;
         if let Some(parquet) = &parquet {
             sinks.push(parquet.clone());
         }
@@ -155,8 +161,12 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let names: Vec<&str> = plans.iter().map(|p| p.name()).collect();
         tracing::info!(grpc = %grpc, http = %http, metrics = %server.addr(), plans = ?names, "receiving OTLP traces");
         terminated.await;
+        // Said before anything stops, so a log that ends here tells a kill during the
+        // shutdown from a stream that was lost.
+        tracing::info!("shutting down: closing the receivers, then the rollout driver, then the Parquet writer");
         let _ = stop.send(true);
         let _ = tokio::join!(grpc_task, http_task);
+        tracing::info!("receivers closed");
         if let Some(task) = driver_task {
             let _ = task.await;
         }

@@ -143,6 +143,7 @@ impl ParquetArgs {
             max_file_bytes: self.parquet_max_mib << 20,
             max_file_age: Duration::from_secs(self.parquet_max_age),
             capacity: self.parquet_capacity,
+            wait_when_full: Duration::ZERO,
             spool: self.parquet_spool.clone(),
             spool_max_bytes: self.parquet_spool_max_mib.map(|mib| (mib as u64) << 20),
             retention: shadow_reconciler::dataset::retention::Retention {
@@ -167,10 +168,13 @@ impl ParquetArgs {
     /// A sink at `--parquet-dir`'s location (`run`, `ingest`) when it is given (the library's
     /// [`SinkOptions::open`]: a local directory, or an object store's prefix through the
     /// spool); without it, no sink, and the options that only apply to one are errors rather
-    /// than silently ignored. `/readyz` is not ready while writes or uploads fail.
+    /// than silently ignored. `/readyz` is not ready while writes or uploads fail. A record
+    /// waits up to `wait_when_full` for room in the writer's queue (zero for a reconcile, which
+    /// must never wait).
     pub fn start(
         &self,
         telemetry: &shadow_reconciler::telemetry::http::Telemetry,
+        wait_when_full: Duration,
     ) -> anyhow::Result<Option<std::sync::Arc<ParquetSink>>> {
         let Some(location) = self.parquet_dir.as_deref() else {
             if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() {
@@ -199,8 +203,11 @@ impl ParquetArgs {
             uploads: matches!(parsed, Location::Remote(_))
                 .then(|| telemetry.metrics().upload_health("parquet")),
         };
-        let sink = self
-            .options()
+        let options = SinkOptions {
+            wait_when_full,
+            ..self.options()
+        };
+        let sink = options
             .open(&parsed, health, &command_line())
             .map_err(open_error)?;
         Ok(Some(followed(sink, telemetry)))

@@ -358,7 +358,7 @@ async fn start_parquet(
     let started = std::time::Instant::now();
     let mut said = false;
     loop {
-        match args.parquet.start(telemetry) {
+        match args.parquet.start(telemetry, std::time::Duration::ZERO) {
             Err(error)
                 if elected
                     && started.elapsed() < patience

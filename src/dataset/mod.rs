@@ -22,10 +22,10 @@ pub mod upload;
 pub mod writer;
 pub mod writes;
 
-pub use health::HealthCounters;
+pub use health::{HealthCounters, ShutdownError};
 pub use lock::{DatasetLock, LockError};
 pub use open::{OpenCause, OpenError, SinkHealth, SinkOptions};
 pub use schema::Table;
-pub use sink::{ParquetSink, ShutdownError, SinkConfig, SinkStats};
+pub use sink::{ParquetSink, SinkConfig, SinkStats};
 pub use store::Location;
 pub use writer::{DatasetWriter, WriteError, WriterConfig};

@@ -25,6 +25,9 @@ pub struct SinkOptions {
     pub max_file_age: Duration,
     /// Records in flight between the engine and the writer before new ones are dropped.
     pub capacity: usize,
+    /// How long a record waits for room in a full queue before it is dropped (zero: never
+    /// waits; a reconcile must not).
+    pub wait_when_full: Duration,
     /// An object store only: the directory parts wait in until uploaded (default
     /// `shadow-spool`, kept across restarts).
     pub spool: Option<PathBuf>,
@@ -38,7 +41,10 @@ pub struct SinkOptions {
 impl Default for SinkOptions {
     fn default() -> Self {
         let SinkConfig {
-            writer, capacity, ..
+            writer,
+            capacity,
+            wait_when_full,
+            ..
         } = SinkConfig::new(PathBuf::new());
         Self {
             cluster: super::encode::DEFAULT_CLUSTER.to_owned(),
@@ -46,6 +52,7 @@ impl Default for SinkOptions {
             max_file_bytes: writer.max_file_bytes,
             max_file_age: writer.max_file_age,
             capacity,
+            wait_when_full,
             spool: None,
             spool_max_bytes: None,
             retention: super::retention::Retention::default(),
@@ -121,6 +128,7 @@ impl SinkOptions {
         let mut config = SinkConfig::new(dir);
         config.writer.cluster = self.cluster.as_str().into();
         config.capacity = self.capacity;
+        config.wait_when_full = self.wait_when_full;
         config.writer.max_file_rows = self.max_file_rows;
         config.writer.row_group_rows = config
             .writer

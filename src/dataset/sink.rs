@@ -1,13 +1,14 @@
 //! The Parquet sink: a bounded channel between the engine and a writer thread. A slow or failing
 //! disk never blocks a reconcile: when the channel is full the record is dropped, counted, logged
-//! and exported as a metric.
+//! and exported as a metric. A caller that may wait (`ingest`, whose exporters wait for the
+//! answer) sets [`SinkConfig::wait_when_full`]: its records wait that long for room first.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::health::HealthCounters;
+use super::health::{HealthCounters, ShutdownError};
 use super::repair::remove_stale_temporaries;
 use super::writer::{DatasetWriter, WriterConfig};
 use crate::engine::{ReconcileRecord, Sink};
@@ -19,6 +20,9 @@ pub struct SinkConfig {
     pub writer: WriterConfig,
     /// Records the channel holds before new ones are dropped.
     pub capacity: usize,
+    /// How long a record waits for room in a full channel before it is dropped; zero (the
+    /// default): dropped at once, the caller never blocked.
+    pub wait_when_full: Duration,
     /// The first wait after a failed write; doubled after each failure up to `max_backoff`.
     pub backoff: Duration,
     /// The longest wait between retries.
@@ -40,6 +44,7 @@ impl SinkConfig {
         Self {
             writer: WriterConfig::new(dir),
             capacity: 10_000,
+            wait_when_full: Duration::ZERO,
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
             upload: None,
@@ -81,43 +86,6 @@ pub struct SinkStats {
     pub queued: u64,
 }
 
-/// Errors of [`ParquetSink::shutdown`].
-#[derive(Debug, thiserror::Error)]
-pub enum ShutdownError {
-    /// `shutdown` was called before.
-    #[error("the Parquet sink was already shut down")]
-    AlreadyShutDown,
-    /// The writer did not finish within the grace period.
-    #[error(
-        "the Parquet sink did not finish within {grace:?}: {pending} accepted records may not be on disk{}",
-        last_error.as_ref().map_or_else(String::new, |e| format!(" (the last write error: {e})"))
-    )]
-    GraceExpired {
-        /// The grace period.
-        grace: Duration,
-        /// Records accepted but not yet written.
-        pending: u64,
-        /// The last write error, naming the path and the cause (a full disk, say).
-        last_error: Option<String>,
-    },
-    /// Everything was written to the spool, but not all of it uploaded within the grace period.
-    #[error(
-        "the uploads did not finish within {grace:?}: {parts} parts stay in the spool {}, to be uploaded by the next start with it{}",
-        spool.display(),
-        last_error.as_ref().map_or_else(String::new, |e| format!(" (the last upload error: {e})"))
-    )]
-    UploadIncomplete {
-        /// The grace period.
-        grace: Duration,
-        /// Whole parts left in the spool.
-        parts: u64,
-        /// The spool.
-        spool: std::path::PathBuf,
-        /// The last upload error.
-        last_error: Option<String>,
-    },
-}
-
 enum Message {
     Record(Box<ReconcileRecord>),
     Flush(SyncSender<()>),
@@ -148,6 +116,7 @@ pub struct ParquetSink {
     uploaded: Mutex<Option<Receiver<bool>>>,
     shared: Arc<Shared>,
     dir: std::path::PathBuf,
+    wait_when_full: Duration,
 }
 
 impl std::fmt::Debug for ParquetSink {
@@ -238,7 +207,7 @@ impl ParquetSink {
                 .expect("spawning the Parquet upload thread");
             uploaded_rx
         });
-        let dir = config.writer.dir.clone();
+        let (dir, wait_when_full) = (config.writer.dir.clone(), config.wait_when_full);
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("parquet-writer".into())
@@ -253,6 +222,7 @@ impl ParquetSink {
             uploaded: Mutex::new(uploaded),
             shared,
             dir,
+            wait_when_full,
         }
     }
 
@@ -426,16 +396,28 @@ impl ParquetSink {
 impl Sink for ParquetSink {
     fn record(&self, record: &ReconcileRecord) {
         // Copied before taking the lock, so concurrent reconciles hold it only to enqueue.
-        let message = Message::Record(Box::new(record.clone()));
-        let sent = self
-            .sender
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|sender| match sender.try_send(message) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
-            });
+        let mut message = Message::Record(Box::new(record.clone()));
+        let deadline = Instant::now() + self.wait_when_full;
+        let sent = loop {
+            let sent = match self
+                .sender
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+            {
+                Some(sender) => sender.try_send(message),
+                None => break false,
+            };
+            match sent {
+                Ok(()) => break true,
+                // Polled rather than blocked on the channel: the lock is not held while waiting.
+                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                    message = m;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => break false,
+            }
+        };
         if sent {
             self.shared
                 .counters

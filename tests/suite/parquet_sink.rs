@@ -215,6 +215,65 @@ fn a_stalled_writer_never_blocks_a_reconcile_and_drops_are_counted() {
     assert_eq!(files.get(), stats.files);
 }
 
+/// `ingest`'s setting: a record waits for room (its exporter's request with it) rather than being
+/// dropped, for at most `wait_when_full`, then it is dropped and counted as before.
+#[test]
+fn a_sink_that_may_wait_holds_records_until_the_writer_makes_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = small(dir.path());
+    config.capacity = 4;
+    config.wait_when_full = Duration::from_mins(5);
+    let sink = std::sync::Arc::new(ParquetSink::start(config, None));
+    sink.pause();
+    let sender = {
+        let sink = sink.clone();
+        std::thread::spawn(move || (0..6).for_each(|i| sink.record(&record(i))))
+    };
+    let patience = Instant::now() + Duration::from_mins(1);
+    while sink.stats().accepted < 4 {
+        assert!(Instant::now() < patience, "{:?}", sink.stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Four in the channel and at most one in the paused writer's hands: the sixth must wait.
+    assert_eq!(sink.stats().dropped, 0);
+    assert!(
+        !sender.is_finished(),
+        "the sixth record found room with the writer paused"
+    );
+    sink.resume();
+    sender.join().unwrap();
+    let stats = sink.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!((stats.accepted, stats.dropped, stats.written), (6, 0, 6));
+    assert_eq!(count(dir.path(), Table::Reconciles), 6);
+
+    // The wait is bounded: past it, dropped and counted.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = small(dir.path());
+    config.capacity = 2;
+    config.wait_when_full = Duration::from_millis(50);
+    let sink = ParquetSink::start(config, None);
+    sink.pause();
+    for i in 0..6 {
+        let started = Instant::now();
+        let dropped = sink.stats().dropped;
+        sink.record(&record(i));
+        if sink.stats().dropped > dropped {
+            assert!(
+                started.elapsed() >= Duration::from_millis(50),
+                "dropped before the wait"
+            );
+        }
+    }
+    let stats = sink.stats();
+    assert_eq!(stats.accepted + stats.dropped, 6);
+    assert!(stats.dropped >= 3, "{stats:?}");
+    sink.resume();
+    assert_eq!(
+        sink.shutdown(Duration::from_secs(10)).unwrap().written,
+        stats.accepted
+    );
+}
+
 #[test]
 fn an_unwritable_directory_is_reported_and_retried_until_it_heals() {
     let dir = tempfile::tempdir().unwrap();
