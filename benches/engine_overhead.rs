@@ -27,6 +27,11 @@
 #[path = "common/cpu.rs"]
 mod cpu;
 
+/// The binary's allocator (src/main.rs), so that the engine is measured as `run` runs it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::hint::black_box;
