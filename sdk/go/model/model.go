@@ -573,15 +573,29 @@ func Between(control, candidate *Report) (*Diff, error) {
 			d.Changed = append(d.Changed, step.Op)
 		}
 	}
-	position := make([]int, len(control.Plan.Operations))
+	// On the stack for plans of up to 64 operations (every reconcile compares once).
+	var positions, boths [64]int
+	position := scratch(positions[:], len(control.Plan.Operations))
 	for i, s := range candidate.Steps {
 		position[s.Op] = i
 	}
-	both := make([]int, 0, len(control.Steps))
+	both := scratch(boths[:], len(control.Steps))[:0]
 	for _, s := range control.Steps {
 		if k, ok := candidate.Get(s.Op); s.Executed && ok && k.Executed {
 			both = append(both, s.Op)
 		}
+	}
+	// Counted first, so the pairs take one allocation rather than a growing slice's.
+	reordered := 0
+	for i, a := range both {
+		for _, b := range both[i+1:] {
+			if position[a] > position[b] {
+				reordered++
+			}
+		}
+	}
+	if reordered > 0 {
+		d.Reordered = make([][2]int, 0, reordered)
 	}
 	for i, a := range both {
 		for _, b := range both[i+1:] {
@@ -591,4 +605,13 @@ func Between(control, candidate *Report) (*Diff, error) {
 		}
 	}
 	return d, nil
+}
+
+// scratch is n ints of buf when they fit, else a new slice.
+func scratch(buf []int, n int) []int {
+	if n <= len(buf) {
+		clear(buf[:n])
+		return buf[:n]
+	}
+	return make([]int, n)
 }

@@ -103,4 +103,4 @@ func Classify(err error) string {
 
 // IsConflict says whether err is a 409 Conflict (not AlreadyExists): what retry-on-conflict
 // retries.
-func IsConflict(err error) bool { return apierrors.IsConflict(err) }
+func IsConflict(err error) bool { return err != nil && apierrors.IsConflict(err) }
