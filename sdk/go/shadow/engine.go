@@ -514,8 +514,8 @@ func reuse(step model.Step) model.Result {
 // execute runs one operation in its own span, with retry-on-conflict when the run asks for it,
 // and returns the span for the caller to close. A panic in the operation is its failure (class
 // internal), not the controller's crash.
-func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy string) (model.Result, stepSpan) {
-	ctx, span := e.startSpan(ctx, op, policy, r.Execution)
+func (e *Engine[T, S]) execute(ctx context.Context, op int, r *Run[T, S], policy string, options ...trace.SpanStartOption) (model.Result, stepSpan) {
+	ctx, span := e.startSpan(ctx, op, policy, r.Execution, options...)
 	err := e.call(ctx, r, op)
 	end := time.Now()
 	result := model.Success()

@@ -71,4 +71,31 @@ func TestBranchesThatHadNothingToDoAreNotUnblocked(t *testing.T) {
 	if idle != 2 {
 		t.Fatalf("%d spans say idle, want the candidate's two branches", idle)
 	}
+	// Every operation span carries one outcome, the last set: the start's `succeeded` gives way
+	// to a failure or to idle (the SDK keeps a key's last value).
+	outcomes := map[string]int{}
+	for _, s := range spans.Ended() {
+		if s.Name() == "reconcile" {
+			continue
+		}
+		var said []string
+		policy := ""
+		for _, a := range s.Attributes() {
+			switch string(a.Key) {
+			case attrOutcome:
+				said = append(said, a.Value.AsString())
+			case attrPolicy:
+				policy = a.Value.AsString()
+			}
+		}
+		if len(said) != 1 {
+			t.Fatalf("span %s (%s) has outcomes %v, want one", s.Name(), policy, said)
+		}
+		outcomes[policy+"/"+s.Name()+"/"+said[0]]++
+	}
+	for _, want := range []string{"control/ManualStrategyStatus/failed", "candidate/ManualStrategyStatus/succeeded", "control/DefaultConfigReferences/succeeded"} {
+		if outcomes[want] != 1 {
+			t.Fatalf("no span %s: %v", want, outcomes)
+		}
+	}
 }

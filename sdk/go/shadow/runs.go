@@ -3,6 +3,9 @@ package shadow
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shadow-reconciler/shadow-reconciler/sdk/go/model"
@@ -233,8 +236,8 @@ func (e *Engine[T, S]) runCandidate(policy *model.Policy, obj T, state *S, contr
 			dry.recording(oneSided)
 			r := &Run[T, S]{Client: dry.client(), Object: obj, State: state, Execution: ExecDryRun, Path: policy.Path(), retry: retry}
 			var span stepSpan
-			result, span = e.execute(sh.ctx, op, r, "candidate")
-			span.reevaluates(reevaluate)
+			// Known before it runs: a start attribute, not one more when the span ends.
+			result, span = e.execute(sh.ctx, op, r, "candidate", trace.WithAttributes(attribute.Bool(ReevaluatedAttribute, reevaluate)))
 			var found []writes.WriteDifference
 			if oneSided {
 				found = writes.OneSided(operation, plan.PathPhased, dry.take(), &e.kinds)

@@ -53,21 +53,24 @@ func (s stepSpan) close(differences []writes.WriteDifference) {
 }
 
 // startSpan starts an operation's span: a direct child of the reconcile span, as the span
-// convention wants.
+// convention wants. It says `succeeded` from the start: reportOutcome sets another outcome
+// only when there is one (the SDK keeps the last value of a key), so the common span takes its
+// attributes in one allocation instead of growing them when it ends.
 func (e *Engine[T, S]) startSpan(ctx context.Context, op int, policy string, execution Execution, options ...trace.SpanStartOption) (context.Context, trace.Span) {
 	name := e.plan.Operations[op].Name
 	return e.tracer.Start(ctx, name, append([]trace.SpanStartOption{trace.WithAttributes(
 		attribute.String(attrOperation, name),
 		attribute.String(attrPolicy, policy),
 		attribute.String(attrExecution, string(execution)),
+		attribute.String(attrOutcome, "succeeded"),
 	)}, options...)...)
 }
 
 // reportOutcome sets an operation span's outcome (failed, with its class, status code and error
-// status; idle when it had nothing to do; else succeeded), its conflicts and whether it ran under
-// retry-on-conflict.
+// status; idle when it had nothing to do; else succeeded, as startSpan said), its conflicts and
+// whether it ran under retry-on-conflict.
 func reportOutcome(span trace.Span, err error, idle bool, conflicts int, retried bool) {
-	if !span.IsRecording() {
+	if !span.IsRecording() || (err == nil && !idle && conflicts == 0 && !retried) {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
@@ -81,8 +84,6 @@ func reportOutcome(span trace.Span, err error, idle bool, conflicts int, retried
 		span.SetStatus(codes.Error, err.Error())
 	} else if idle {
 		attrs = append(attrs, attribute.String(attrOutcome, string(model.Idle)))
-	} else {
-		attrs = append(attrs, attribute.String(attrOutcome, "succeeded"))
 	}
 	if conflicts > 0 {
 		attrs = append(attrs, attribute.Int(attrConflicts, conflicts))
