@@ -397,7 +397,9 @@ impl Sink for ParquetSink {
     fn record(&self, record: &ReconcileRecord) {
         // Copied before taking the lock, so concurrent reconciles hold it only to enqueue.
         let mut message = Message::Record(Box::new(record.clone()));
-        let deadline = Instant::now() + self.wait_when_full;
+        // Read the clock only once the channel is full, and never for a caller that must not
+        // wait (a reconcile): the common path stays one lock and one `try_send`.
+        let mut deadline = None;
         let sent = loop {
             let sent = match self
                 .sender
@@ -411,7 +413,12 @@ impl Sink for ParquetSink {
             match sent {
                 Ok(()) => break true,
                 // Polled rather than blocked on the channel: the lock is not held while waiting.
-                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                Err(TrySendError::Full(m))
+                    if !self.wait_when_full.is_zero()
+                        && Instant::now()
+                            < *deadline
+                                .get_or_insert_with(|| Instant::now() + self.wait_when_full) =>
+                {
                     message = m;
                     std::thread::sleep(Duration::from_millis(1));
                 }
