@@ -38,7 +38,8 @@ pub struct ParquetArgs {
     /// Records per row group are counted in step rows; a file closes at this many step rows.
     #[arg(long, default_value_t = 262_144, value_parser = at_least_one)]
     pub parquet_max_rows: usize,
-    /// A file also closes at this many MiB of buffered data.
+    /// A file also closes at this many MiB of buffered data (its Arrow size: held encoded, the
+    /// writer's memory is a fraction of it).
     #[arg(long, default_value_t = 64, value_parser = at_least_one)]
     pub parquet_max_mib: usize,
     /// A file also closes this many seconds after its first record.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Array, RecordBatch};
 
-use super::rowgroup::{AheadEncoder, Group};
+use super::rowgroup::{AheadEncoder, Encoded, Sealed};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -91,13 +91,13 @@ struct Part {
     reconciles: ReconcileRows,
     steps: StepRows,
     writes: WriteRows,
-    /// Finished batches per table (in [`Table`] order), and whether that table's file is
-    /// already committed.
-    batches: [Vec<RecordBatch>; 3],
-    /// The `steps` row groups being encoded ahead, one per batch, and whether every batch has
-    /// its group (a failed rotation consumes them: the retry encodes from the batches).
-    groups: Vec<Group>,
-    ahead: bool,
+    /// Finished batches of the `reconciles` and `writes` tables (small: a few rows per
+    /// reconcile, encoded at rotation).
+    reconcile_batches: Vec<RecordBatch>,
+    write_batches: Vec<RecordBatch>,
+    /// The `steps` row groups, encoded as they are sealed.
+    groups: Vec<Sealed>,
+    /// Whether each table's file (in [`Table`] order) is already committed.
     committed: [bool; 3],
     step_rows: usize,
     records: usize,
@@ -115,9 +115,9 @@ impl Part {
             reconciles: reconcile_rows(rows, cluster),
             steps: step_rows(rows, cluster),
             writes: WriteRows::default().with_cluster(cluster.clone()),
-            batches: [Vec::new(), Vec::new(), Vec::new()],
+            reconcile_batches: Vec::new(),
+            write_batches: Vec::new(),
             groups: Vec::new(),
-            ahead: true,
             committed: [false; 3],
             step_rows: 0,
             records: 0,
@@ -126,7 +126,8 @@ impl Part {
     }
 
     /// Seals the rows built so far as a batch of each table (builders for `rows` more); the
-    /// steps batch, a row group, starts encoding at once.
+    /// steps batch, a row group, starts encoding at once, and the row groups encoded since the
+    /// last seal drop their batches.
     fn seal_batch(
         &mut self,
         rows: usize,
@@ -137,22 +138,22 @@ impl Part {
             let mut full = std::mem::replace(&mut self.reconciles, reconcile_rows(rows, cluster));
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
-            self.batches[0].push(batch);
+            self.reconcile_batches.push(batch);
         }
         if self.steps.rows() > 0 {
             let mut full = std::mem::replace(&mut self.steps, step_rows(rows, cluster));
             let batch = full.finish()?;
             self.bytes += data_bytes(&batch);
-            match ahead {
-                Some(ahead) if self.ahead => self.groups.push(ahead.spawn(batch.clone())),
-                _ => self.ahead = false,
-            }
-            self.batches[1].push(batch);
+            self.groups.iter_mut().for_each(Sealed::harvest);
+            self.groups.push(match ahead {
+                Some(ahead) => Sealed::Encoding(batch.clone(), ahead.spawn(batch)),
+                None => Sealed::Batch(batch),
+            });
         }
         if self.writes.rows() > 0 {
             let batch = self.writes.finish()?;
             self.bytes += data_bytes(&batch);
-            self.batches[2].push(batch);
+            self.write_batches.push(batch);
         }
         Ok(())
     }
@@ -365,36 +366,59 @@ impl DatasetWriter {
         // completes or removes. The files are prepared at once: the steps' row groups are
         // mostly encoded already, the reconciles' and the writes' (few rows: the write
         // differences, often none) are encoded now, beside them.
-        let groups = std::mem::take(&mut part.groups);
-        let ahead = std::mem::replace(&mut part.ahead, false) && !groups.is_empty();
-        let prepare = |table: Table, groups: Option<Vec<Group>>| {
-            let i = table as usize;
-            if part.committed[i] {
-                return Ok(None);
-            }
-            let dir = self
-                .config
+        let fallback;
+        let encoder = if let Some(encoder) = &self.ahead {
+            encoder
+        } else {
+            let steps = &self.properties[Table::Steps as usize];
+            fallback = AheadEncoder::new(Table::Steps.schema(), steps)
+                .map_err(|e| encode_error(self.config.dir.join(&name), e))?;
+            &fallback
+        };
+        let Part {
+            partition,
+            groups,
+            reconcile_batches,
+            write_batches,
+            committed,
+            ..
+        } = &mut *part;
+        let dir_of = |table: Table| {
+            self.config
                 .dir
                 .join(format!("table={}", table.as_str()))
                 .join(format!("cluster={}", self.config.cluster))
-                .join(&part.partition);
-            let tmp = prepare_file(
-                &dir,
-                &name,
-                (&part.batches[i], groups),
-                &self.properties[i],
-                table,
-            )?;
+                .join(&*partition)
+        };
+        let prepare = |table: Table, rows: Rows<'_>| {
+            let i = table as usize;
+            if committed[i] {
+                return Ok(None);
+            }
+            let dir = dir_of(table);
+            let tmp = prepare_file(&dir, &name, rows, &self.properties[i], table)?;
             Ok::<_, WriteError>(Some((i, dir, tmp)))
         };
         let (steps, reconciles) = std::thread::scope(|scope| {
             let reconciles = scope.spawn(|| {
-                let writes = prepare(Table::Writes, None);
-                (writes, prepare(Table::Reconciles, None))
+                let writes = prepare(Table::Writes, Rows::Batches(write_batches));
+                (
+                    writes,
+                    prepare(Table::Reconciles, Rows::Batches(reconcile_batches)),
+                )
             });
-            // Encoded ahead when every batch has its group; else (after a failed rotation
-            // consumed them) encoded here from the batches.
-            let steps = prepare(Table::Steps, ahead.then_some(groups));
+            // The row groups encoded ahead (the last one is finishing); any whose encoding
+            // failed is encoded now. They stay encoded for a retry if this rotation fails.
+            let steps = if committed[Table::Steps as usize] {
+                Ok(None)
+            } else {
+                groups
+                    .iter_mut()
+                    .map(|group| group.finish(encoder))
+                    .collect::<Result<Vec<&Encoded>, _>>()
+                    .map_err(|e| encode_error(dir_of(Table::Steps).join(&name), e))
+                    .and_then(|encoded| prepare(Table::Steps, Rows::Groups(&encoded)))
+            };
             (steps, reconciles.join())
         });
         let (writes, reconciles) =
@@ -428,12 +452,24 @@ pub fn temporary_name(name: &str) -> String {
     format!(".{name}.tmp")
 }
 
-/// Writes `batches` (or their row groups, encoded ahead) to `dir/.name.tmp` and fsyncs it; returns the temporary path. On error the
-/// temporary file is removed.
+/// A table's rows for its file.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// Arrow batches, which `ArrowWriter` merges into row groups of up to the configured rows
+    /// (the `reconciles` and `writes` tables).
+    Batches(&'a [RecordBatch]),
+    /// Row groups already encoded (the `steps` table: its batches hold dictionary arrays,
+    /// which only the row group encoder takes for the file's plain columns, a batch per row
+    /// group).
+    Groups(&'a [&'a Encoded]),
+}
+
+/// Writes a table's rows to `dir/.name.tmp` and fsyncs it; returns the temporary path. On error
+/// the temporary file is removed.
 fn prepare_file(
     dir: &Path,
     name: &str,
-    (batches, ahead): (&[RecordBatch], Option<Vec<Group>>),
+    rows: Rows<'_>,
     properties: &WriterProperties,
     table: Table,
 ) -> Result<PathBuf, WriteError> {
@@ -442,27 +478,23 @@ fn prepare_file(
     let result = (|| {
         let file = File::create(&tmp).map_err(io(&tmp))?;
         let encode = |source| encode_error(dir.join(name), source);
-        // Row groups encoded ahead, else encoded now: the `steps` batches hold dictionary
-        // arrays, which only the row group encoder takes for the file's plain columns (a batch
-        // per row group); the `reconciles` batches (small: one per sealed steps row group) are
-        // merged by `ArrowWriter` into row groups of up to the configured rows.
-        let groups = match (ahead, table) {
-            (Some(groups), _) => Some(groups),
-            (None, Table::Steps) => {
-                let encoder = AheadEncoder::new(table.schema(), properties).map_err(encode)?;
-                Some(batches.iter().map(|b| encoder.spawn(b.clone())).collect())
+        let file = match rows {
+            Rows::Groups(groups) => super::rowgroup::write_file(
+                file,
+                table.schema(),
+                properties,
+                groups.iter().copied(),
+            )
+            .map_err(encode)?,
+            Rows::Batches(batches) => {
+                let mut writer =
+                    ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
+                        .map_err(encode)?;
+                for batch in batches {
+                    writer.write(batch).map_err(encode)?;
+                }
+                writer.into_inner().map_err(encode)?
             }
-            (None, Table::Reconciles | Table::Writes) => None,
-        };
-        let file = if let Some(groups) = groups {
-            super::rowgroup::write_file(file, table.schema(), properties, groups).map_err(encode)?
-        } else {
-            let mut writer = ArrowWriter::try_new(file, table.schema(), Some(properties.clone()))
-                .map_err(encode)?;
-            for batch in batches {
-                writer.write(batch).map_err(encode)?;
-            }
-            writer.into_inner().map_err(encode)?
         };
         file.sync_all().map_err(io(&tmp))
     })();
