@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod apiserver;
+pub mod go_example;
 pub mod hostedcluster;
 pub mod node;
 pub mod records;

@@ -32,25 +32,8 @@ fn binary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
 }
 
-/// The example controller, built once per test binary with the Go toolchain scripts/test.sh
-/// checks for (a missing Go is a failure, not a skip).
 fn go_example() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = root.join("target/go/hostedcluster-example");
-        let status = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg("./examples/hostedcluster")
-            .current_dir(root.join("sdk/go"))
-            .status()
-            .unwrap_or_else(|e| {
-                panic!("cannot run go ({e}): the Go controller tests need Go; see docs/testing.md")
-            });
-        assert!(status.success(), "go build of the example failed: {status}");
-        out
-    })
+    common::go_example::binary()
 }
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
