@@ -12,6 +12,7 @@ pub mod clusters;
 pub mod conflicts;
 pub mod counts;
 mod entry;
+mod join;
 mod judge;
 pub mod noise;
 pub mod pairs;

@@ -1,6 +1,8 @@
 //! Reads the dataset and counts: one pass over the `steps` table (reconcile by reconcile) and one
 //! over `reconciles`, files in parallel, each file counted on its own and merged only once it was
-//! read to the end, so a corrupt file contributes nothing. What is counted is in [`super::counts`].
+//! read to the end, so a corrupt file contributes nothing. A part's steps rows are joined to its
+//! reconciles as they are counted (`join.rs`): a part whose files disagree counts nothing
+//! either. What is counted is in [`super::counts`].
 //!
 //! Over 600 lines: the two passes share the part bookkeeping (pairs, skips, reasons) and the
 //! column decoding; apart, each half would export its private row types to the other.
@@ -16,6 +18,7 @@ use super::counts::{
     EXECUTED_FAILED, EXECUTED_OK, First, ObjectCounts, OpCounts, PlanCounts, REUSED_FAILED, RunKey,
     Signature, flag,
 };
+use super::join::{Roster, Runs};
 use crate::dataset::{Location, Table, reader};
 use crate::plan::ReconcilePlan;
 use crate::vocab::ErrorClass;
@@ -38,9 +41,11 @@ pub const STEP_COLUMNS: [&str; 15] = [
     "conflict_resolution",
     "blocked_by",
 ];
-/// Columns of `reconciles` the analysis reads (`cancelled`: in parts written since it exists).
-pub const RECONCILE_COLUMNS: [&str; 6] = [
+/// Columns of `reconciles` the analysis reads (`cancelled`: in parts written since it exists;
+/// `reconcile_id`: to join the part's steps rows to it, `join.rs`).
+pub const RECONCILE_COLUMNS: [&str; 7] = [
     "time",
+    "reconcile_id",
     "plan",
     "plan_hash",
     "guard_refusals",
@@ -273,18 +278,20 @@ fn count_part(
 ) {
     let mut counts = Counts::new(ctx.plans);
     let cluster = ctx.several.then(|| cluster_of(reconciles));
+    let mut roster = Roster::new(reconciles);
+    let read = reader::guarded(reconciles, || {
+        count_reconciles(reconciles, ctx, &mut counts, &mut roster)
+    });
+    // Without its reconciles the part is skipped: its steps file is read for its own errors.
+    let roster = read.is_ok().then_some(&mut roster);
     let mut results = vec![
-        (
-            Table::Reconciles,
-            reconciles,
-            reader::guarded(reconciles, || {
-                count_reconciles(reconciles, ctx, &mut counts)
-            }),
-        ),
+        (Table::Reconciles, reconciles, read),
         (
             Table::Steps,
             steps,
-            reader::guarded(steps, || count_steps(steps, ctx, cluster, &mut counts)),
+            reader::guarded(steps, || {
+                count_steps(steps, ctx, (cluster, Runs::new(roster)), &mut counts)
+            }),
         ),
     ];
     if let Some(writes) = writes {
@@ -318,7 +325,7 @@ fn count_part(
         let error = match result {
             Err(e) => e.to_string(),
             Ok(()) => format!(
-                "another file of its part cannot be read, so this {} file is not counted either (a part counts whole or not at all)",
+                "another file of its part cannot be read or disagrees with it, so this {} file is not counted either (a part counts whole or not at all)",
                 table.as_str()
             ),
         };
@@ -350,11 +357,19 @@ impl Ctx<'_> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Resolved {
     Plan(usize),
     OtherVersion(usize),
     Unknown,
+}
+
+/// What counting makes of a row: the plan it belongs to, and whether it is counted (not before
+/// `--since`; of `reconciles`, not cancelled). A reconcile's steps rows have its fate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Fate {
+    resolved: Resolved,
+    counted: bool,
 }
 
 fn invalid(path: &Path, message: String) -> reader::ReadError {
@@ -364,9 +379,17 @@ fn invalid(path: &Path, message: String) -> reader::ReadError {
     }
 }
 
-fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), reader::ReadError> {
+/// Counts a reconciles file, and lists its reconciles in `roster`.
+fn count_reconciles(
+    path: &Path,
+    ctx: &Ctx,
+    counts: &mut Counts,
+    roster: &mut Roster<Fate>,
+) -> Result<(), reader::ReadError> {
     for batch in reader::open_at(ctx.location, path, &RECONCILE_COLUMNS)? {
         let batch = batch?;
+        let id = string_column(path, &batch, "reconcile_id")?;
+        roster.reserve(batch.num_rows());
         let plan = string_column(path, &batch, "plan")?;
         let hash = string_column(path, &batch, "plan_hash")?;
         let time = reader::time_column(&batch, path)?;
@@ -392,11 +415,16 @@ fn count_reconciles(path: &Path, ctx: &Ctx, counts: &mut Counts) -> Result<(), r
         };
         counts.rows += batch.num_rows() as u64;
         for i in 0..batch.num_rows() {
-            if time.value(i) < ctx.since_us {
+            let resolved = ctx.resolve(plan.value(i), hash.value(i));
+            let cancelled = cancelled.is_some_and(|c| c.value(i));
+            let before = time.value(i) < ctx.since_us;
+            let counted = !(before || cancelled);
+            roster.add(id.value(i), Fate { resolved, counted });
+            if before {
                 continue;
             }
-            match ctx.resolve(plan.value(i), hash.value(i)) {
-                Resolved::Plan(p) if cancelled.is_some_and(|c| c.value(i)) => {
+            match resolved {
+                Resolved::Plan(p) if cancelled => {
                     counts.plans[p].cancelled += 1;
                 }
                 Resolved::Plan(p) => {
@@ -618,11 +646,12 @@ impl<'a> StepBatch<'a> {
     }
 }
 
-/// Counts a steps file; with `cluster`, objects and namespaces are named `CLUSTER/...`.
+/// Counts a steps file, run by run, each run's reconcile taken from the part's roster (`runs`);
+/// with `cluster`, objects and namespaces are named `CLUSTER/...`.
 fn count_steps(
     path: &Path,
     ctx: &Ctx,
-    cluster: Option<&str>,
+    (cluster, mut runs): (Option<&str>, Runs<Fate>),
     counts: &mut Counts,
 ) -> Result<(), reader::ReadError> {
     let mut pending: Option<Pending> = None;
@@ -637,9 +666,6 @@ fn count_steps(
         let b = StepBatch::new(path, &batch)?;
         let mut previous = Resolved::Unknown;
         for i in 0..batch.num_rows() {
-            if pending.as_ref().is_some_and(|p| p.id != b.id.value(i)) {
-                finish(pending.take(), ctx, counts);
-            }
             // Plan lookups are cached: consecutive rows nearly always share the plan.
             let same = i > 0
                 && b.plan.value(i) == b.plan.value(i - 1)
@@ -651,7 +677,16 @@ fn count_steps(
             };
             previous = resolved;
             // After the lookup, which caches it for the next row.
-            if b.time.value(i) < ctx.since_us {
+            let counted = b.time.value(i) >= ctx.since_us;
+            let fate = Fate { resolved, counted };
+            // A run is one reconcile: its rows counted together, its reconcile in the roster.
+            if runs
+                .next(b.id.value(i), fate)
+                .map_err(|why| invalid(path, why))?
+            {
+                finish(pending.take(), ctx, counts);
+            }
+            if !counted {
                 continue;
             }
             let p = match resolved {

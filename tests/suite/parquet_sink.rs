@@ -307,7 +307,11 @@ fn an_unwritable_directory_is_reported_and_retried_until_it_heals() {
         .flat_map(|batch| {
             let column = batch.column(0);
             let strings = arrow_array::cast::AsArray::as_string::<i32>(column);
-            strings.iter().flatten().map(str::to_owned).collect::<Vec<_>>()
+            strings
+                .iter()
+                .flatten()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
         })
         .collect();
     assert_eq!(ids.len(), 60);
