@@ -23,6 +23,8 @@
 
 #[path = "../tests/common/apiserver.rs"]
 mod apiserver;
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "../tests/common/go_example.rs"]
 mod go_example;
 
@@ -56,16 +58,6 @@ impl Run {
     fn cpu_per_reconcile(&self) -> f64 {
         self.cpu.as_secs_f64() / self.reconciles
     }
-}
-
-/// A process's CPU (utime + stime of every thread) from `/proc/PID/stat`.
-fn cpu_of(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process's stat");
-    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    Duration::from_millis(ticks * 10)
 }
 
 /// The sum of a counter's series on a `/metrics` page (every label set whose line starts with
@@ -155,9 +147,9 @@ fn run(mode: &str, hosted_clusters: usize, window: Duration) -> Run {
     );
     steady(&metrics, hosted_clusters, &log);
     let pid = controller.0.id();
-    let (cpu, page) = (cpu_of(pid), page_of(&metrics));
+    let (cpu, page) = (cpu::of(pid), page_of(&metrics));
     std::thread::sleep(window);
-    let (end, last) = (cpu_of(pid), page_of(&metrics));
+    let (end, last) = (cpu::of(pid), page_of(&metrics));
     drop(controller);
     drop(plane); // stopped (and its processes reaped) outside the next run's window
     let delta = |prefix: &str| counter(&last, prefix) - counter(&page, prefix);

@@ -13,6 +13,8 @@
 //! `cargo bench --bench ingest_collector` runs three rounds of 1,000,000 spans per case;
 //! `cargo test --benches` one round of 20,000. Results: docs/performance.md.
 
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "common/otlp.rs"]
 mod otlp;
 
@@ -68,22 +70,6 @@ impl Figures {
     fn per_cpu_second(&self) -> f64 {
         self.spans as f64 / self.cpu.as_secs_f64()
     }
-}
-
-/// utime + stime of a live process, from `/proc/PID/stat` (clock ticks of 10 ms).
-fn cpu_of(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(end) = stat.rfind(')') else {
-        return Duration::ZERO;
-    };
-    let fields: Vec<&str> = stat[end + 2..].split(' ').collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 fn wait_for(what: &str, process: &mut Process, log: &Path, mut done: impl FnMut() -> bool) {
@@ -142,11 +128,11 @@ fn send(transport: Transport, ports: [u16; 2], bodies: &[(Vec<u8>, u64)]) -> Sen
             })
             .collect(),
     };
-    let before = cpu_of(std::process::id());
+    let before = cpu::of(std::process::id());
     let spans = send_over(transport, ports, bodies, &requests);
     Sent {
         spans,
-        cpu: cpu_of(std::process::id()).saturating_sub(before),
+        cpu: cpu::of(std::process::id()).saturating_sub(before),
     }
 }
 
@@ -252,7 +238,7 @@ fn measure_ingest(transport: Transport, bodies: &[(Vec<u8>, u64)], reconciles: u
         metric(&listen, "shadow_reconciler_ingest_buffered_spans").is_some()
     });
     let pid = ingest.0.id();
-    let before = cpu_of(pid);
+    let before = cpu::of(pid);
     let begin = Instant::now();
     let Sent {
         spans: sent,
@@ -265,14 +251,14 @@ fn measure_ingest(transport: Transport, bodies: &[(Vec<u8>, u64)], reconciles: u
     .unwrap_or_default();
     let peak = peak_kib(pid);
     // Stopped: the Parquet writer commits what it holds; its CPU is the process's until exit.
-    let last = cpu_of(pid);
+    let last = cpu::of(pid);
     let status = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
     assert!(status.is_ok_and(|s| s.success()));
     let mut last_seen = last;
     while ingest.0.try_wait().expect("try_wait").is_none() {
-        last_seen = last_seen.max(cpu_of(pid));
+        last_seen = last_seen.max(cpu::of(pid));
         std::thread::sleep(Duration::from_millis(10));
     }
     let wall = begin.elapsed();
@@ -392,7 +378,7 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
         metric(&addr, "otelcol_receiver_accepted_spans").is_some()
     });
     let (pid, down_pid) = (collector.0.id(), downstream.0.id());
-    let (before, down_before) = (cpu_of(pid), cpu_of(down_pid));
+    let (before, down_before) = (cpu::of(pid), cpu::of(down_pid));
     let begin = Instant::now();
     let Sent {
         spans: sent,
@@ -417,10 +403,10 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
     );
     Figures {
         spans: sent,
-        cpu: cpu_of(pid).saturating_sub(before),
+        cpu: cpu::of(pid).saturating_sub(before),
         wall,
         peak_kib: peak_kib(pid),
-        downstream_cpu: Some(cpu_of(down_pid).saturating_sub(down_before)),
+        downstream_cpu: Some(cpu::of(down_pid).saturating_sub(down_before)),
         sender_cpu,
     }
 }

@@ -366,15 +366,6 @@ impl DatasetWriter {
         // completes or removes. The files are prepared at once: the steps' row groups are
         // mostly encoded already, the reconciles' and the writes' (few rows: the write
         // differences, often none) are encoded now, beside them.
-        let fallback;
-        let encoder = if let Some(encoder) = &self.ahead {
-            encoder
-        } else {
-            let steps = &self.properties[Table::Steps as usize];
-            fallback = AheadEncoder::new(Table::Steps.schema(), steps)
-                .map_err(|e| encode_error(self.config.dir.join(&name), e))?;
-            &fallback
-        };
         let Part {
             partition,
             groups,
@@ -389,6 +380,15 @@ impl DatasetWriter {
                 .join(format!("table={}", table.as_str()))
                 .join(format!("cluster={}", self.config.cluster))
                 .join(&*partition)
+        };
+        let fallback;
+        let encoder = if let Some(encoder) = &self.ahead {
+            encoder
+        } else {
+            let steps = &self.properties[Table::Steps as usize];
+            fallback = AheadEncoder::new(Table::Steps.schema(), steps)
+                .map_err(|e| encode_error(dir_of(Table::Steps).join(&name), e))?;
+            &fallback
         };
         let prepare = |table: Table, rows: Rows<'_>| {
             let i = table as usize;
