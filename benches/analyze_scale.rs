@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shadow_reconciler::dataset::{DatasetWriter, WriterConfig};
+use shadow_reconciler::dataset::{DatasetWriter, SinkOptions};
 use shadow_reconciler::plan::embedded;
 use shadow_reconciler::util::Rng;
 
@@ -28,7 +28,7 @@ const POPULATION: usize = 20_000;
 /// analyzer's worst case: the runs it keeps grow with the reconciles, to their bound).
 fn generate(dir: &Path, rows: u64, patterns: Option<u64>) -> (u64, u64, u64) {
     let plan = embedded::load("hostedcluster").expect("shipped plan");
-    let mut writer = DatasetWriter::new(WriterConfig::new(dir));
+    let mut writer = DatasetWriter::new(dir, &SinkOptions::default());
     let mut rng = Rng::new(11);
     // Every record holds both policies' rows for every operation.
     let per_record = 2 * plan.len() as u64;

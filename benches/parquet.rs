@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use shadow_reconciler::dataset::{DatasetWriter, WriterConfig};
+use shadow_reconciler::dataset::{DatasetWriter, SinkOptions};
 use shadow_reconciler::engine::ReconcileRecord;
 use shadow_reconciler::plan::{ReconcilePlan, embedded};
 use shadow_reconciler::util::Rng;
@@ -26,7 +26,7 @@ fn records(plan: &ReconcilePlan, n: usize) -> Vec<ReconcileRecord> {
 }
 
 fn write(dir: &Path, records: &[ReconcileRecord]) -> u64 {
-    let mut writer = DatasetWriter::new(WriterConfig::new(dir));
+    let mut writer = DatasetWriter::new(dir, &SinkOptions::default());
     for r in records {
         writer
             .push(r, r.trace_id.as_deref().unwrap_or(""))

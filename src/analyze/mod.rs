@@ -4,8 +4,8 @@
 //! documented in `docs/analyze.md`.
 //!
 //! Layer 5 of the crate (docs/design.md, "Layers"): builds on [`dataset`](crate::dataset),
-//! [`engine`](crate::engine), [`plan`](crate::plan), [`vocab`](crate::vocab); nothing here may use
-//! a module of its layer or above.
+//! [`engine`](crate::engine), [`flag`](crate::flag), [`plan`](crate::plan), [`vocab`](crate::vocab);
+//! nothing here may use a module of its layer or above.
 
 pub mod answer;
 pub mod clusters;

@@ -1,15 +1,16 @@
 //! Selecting rollout groups of an analysis by `PLAN/GROUP` or `GROUP` (`--group`).
 
 use super::{Analysis, AnalyzeError, GroupReport, PlanReport};
+use crate::flag::GroupRef;
 
 impl Analysis {
     /// The groups `selector` names (`PLAN/GROUP`, or `GROUP` in every analysed plan that has it),
     /// as `(plan, group)`.
-    pub fn groups(&self, selector: &str) -> Result<Vec<(&PlanReport, &GroupReport)>, AnalyzeError> {
-        let (plan, group) = match selector.split_once('/') {
-            Some((plan, group)) => (Some(plan), group),
-            None => (None, selector),
-        };
+    pub fn groups(
+        &self,
+        selector: &GroupRef,
+    ) -> Result<Vec<(&PlanReport, &GroupReport)>, AnalyzeError> {
+        let (plan, group) = (selector.plan(), selector.name());
         let found: Vec<(&PlanReport, &GroupReport)> = self
             .plans
             .iter()
@@ -31,7 +32,7 @@ impl Analysis {
             None => format!("no analysed plan has a rollout group {group:?}"),
         };
         Err(AnalyzeError::UnknownGroup {
-            selector: selector.to_owned(),
+            selector: selector.to_string(),
             why,
             known: self
                 .plans

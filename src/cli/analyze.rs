@@ -109,13 +109,14 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         since_us: args.since,
         ..analyze::Settings::default()
     };
+    let selectors = super::options::parse_groups("group", &args.groups)?;
     let only: Vec<ReconcilePlan> = plans.iter().map(|p| p.plan.clone()).collect();
     let location = shadow_reconciler::dataset::Location::parse(&args.dir)?;
     let mut analysis = analyze::analyze_at(&location, &only, &settings)?;
     attach_diffs(&mut analysis, &plans);
     // Resolve --group before printing: a misspelt group is a usage error, not a verdict.
     let mut gated = Vec::new();
-    for selector in &args.groups {
+    for selector in &selectors {
         gated.extend(analysis.groups(selector)?);
     }
     let report = if args.format == Format::Table {

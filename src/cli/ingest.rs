@@ -29,14 +29,8 @@ pub struct IngestArgs {
     /// Prometheus and kubelet probes from outside the pod (the manifests do).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// A rollout group the candidate evaluates, as GROUP (in every plan that has it) or
-    /// PLAN/GROUP (repeatable); default: every group.
-    #[arg(
-        long = "candidate-group",
-        alias = "candidate",
-        value_name = "[PLAN/]GROUP"
-    )]
-    pub candidate: Vec<String>,
+    #[command(flatten)]
+    pub candidate: super::options::CandidateArgs,
     /// Name of reconcile spans (a span with `shadow_reconciler.reconcile=true` counts too).
     #[arg(long, default_value = "reconcile")]
     pub reconcile_span_name: String,
@@ -56,19 +50,14 @@ pub struct IngestArgs {
     /// behind (its queue of --parquet-capacity records is full), before they are dropped and
     /// counted. The exporter's request waits with them, which slows the exporter down instead
     /// of losing its data; 0 drops at once.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    #[arg(long, value_name = "SECONDS", default_value_t = shadow_reconciler::ingest::WAIT_WHEN_FULL.as_secs())]
     pub parquet_wait_when_full: u64,
     #[command(flatten)]
     pub parquet: super::options::ParquetArgs,
     #[command(flatten)]
     pub rollout: super::rollout::RolloutArgs,
-    /// With --rollout: the flag ConfigMap the controller reads and the driver writes.
-    #[arg(long, value_name = "NAME", default_value = "shadow-reconciler-flag")]
-    pub flag_name: String,
-    /// With --rollout: its namespace, also the rollouts' and the Lease's [default:
-    /// `POD_NAMESPACE` from the environment, else shadow-reconciler].
-    #[arg(long, value_name = "NAMESPACE")]
-    pub flag_namespace: Option<String>,
+    #[command(flatten)]
+    pub flag_map: super::options::FlagMapArgs,
     /// Log lines: auto, human or json.
     #[arg(long, default_value = "auto")]
     pub log_format: shadow_reconciler::telemetry::logging::LogFormat,
@@ -85,11 +74,8 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     super::options::once_each(args.plans.iter().cloned(), plans.iter().map(|p| p.name()))?;
     let loaded: Vec<&shadow_reconciler::plan::ReconcilePlan> =
         plans.iter().map(AsRef::as_ref).collect();
-    let candidate: Vec<String> =
-        super::options::resolve_groups("candidate-group", &args.candidate, &loaded)?
-            .into_iter()
-            .map(|(plan, group)| format!("{plan}/{group}"))
-            .collect();
+    let candidate =
+        super::options::groups_of("candidate-group", &args.candidate.candidate_groups, &loaded)?;
     let assembler = Assembler::new(
         &plans,
         &candidate,
@@ -132,15 +118,10 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let driver = if args.rollout.rollout {
             let config = super::options::cluster_config(None, None).await?;
             let client = kube::Client::try_from(config).context("cannot build the kube client")?;
-            let namespace = args.flag_namespace.clone().unwrap_or_else(|| {
-                std::env::var("POD_NAMESPACE")
-                    .ok()
-                    .filter(|ns| !ns.is_empty())
-                    .unwrap_or_else(|| "shadow-reconciler".to_owned())
-            });
+            let flag = args.flag_map.target();
             args.rollout.driver(
                 &client,
-                (&namespace, &args.flag_name),
+                (&flag.namespace, &flag.name),
                 (
                     (args.parquet.parquet_dir.as_deref(), parquet.as_ref()),
                     &args.parquet.cluster,

@@ -5,20 +5,27 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use shadow_reconciler::flag::Ramp;
 use shadow_reconciler::flag::watch::Target;
+use shadow_reconciler::flag::{self, FlagSpec, GroupRef, Ramp};
 use shadow_reconciler::plan::{self, ReconcilePlan};
+use shadow_reconciler::vocab::Mode;
 
-/// The flag's options: its defaults and the ConfigMap that overrides them.
+/// The flag's options, declared once: the mode, rollout groups, ramp and override the engines
+/// follow (`run`, `simulate`), and the ConfigMap that overrides them.
 #[derive(Args)]
 pub struct FlagArgs {
-    /// Namespace of the flag ConfigMap [default: `POD_NAMESPACE` from the environment, else
-    /// shadow-reconciler].
-    #[arg(long, value_name = "NAMESPACE")]
-    pub flag_namespace: Option<String>,
-    /// Name of the flag ConfigMap.
-    #[arg(long, value_name = "NAME", default_value = "shadow-reconciler-flag")]
-    pub flag_name: String,
+    /// The engines' mode: off, calibrate (the control against its own code: the comparison's
+    /// noise), shadow or enforce.
+    #[arg(long, default_value_t = FlagSpec::default().mode)]
+    pub mode: Mode,
+    /// With --mode enforce: a rollout group the control enforces, as GROUP (in every plan that
+    /// has it) or PLAN/GROUP (repeatable).
+    #[arg(long = "enforce-group", value_name = "[PLAN/]GROUP")]
+    pub enforce_groups: Vec<String>,
+    #[command(flatten)]
+    pub candidate: CandidateArgs,
+    #[command(flatten)]
+    pub config_map: FlagMapArgs,
     /// Watch no flag ConfigMap: the command line decides alone.
     #[arg(long)]
     pub no_flag_watch: bool,
@@ -31,10 +38,38 @@ pub struct FlagArgs {
     pub allow_object_override: bool,
 }
 
-impl FlagArgs {
-    /// The ConfigMap to watch, unless --no-flag-watch.
-    pub fn target(&self) -> Option<Target> {
-        (!self.no_flag_watch).then(|| Target {
+/// `--candidate-group`: the candidate's rollout groups (the engines', and `ingest`'s rebuilt
+/// candidate).
+#[derive(Args)]
+pub struct CandidateArgs {
+    /// A rollout group the candidate evaluates, as GROUP (in every plan that has it) or
+    /// PLAN/GROUP (repeatable); default: every group.
+    #[arg(
+        long = "candidate-group",
+        alias = "candidate",
+        value_name = "[PLAN/]GROUP"
+    )]
+    pub candidate_groups: Vec<String>,
+}
+
+/// The flag ConfigMap: the one the engines read (`run`, `simulate`) and `ingest --rollout`'s
+/// driver writes.
+#[derive(Args)]
+pub struct FlagMapArgs {
+    /// Namespace of the flag ConfigMap, also the rollouts' and the Lease's [default:
+    /// `POD_NAMESPACE` from the environment, else shadow-reconciler].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub flag_namespace: Option<String>,
+    /// Name of the flag ConfigMap: the one the engines read (`run`, `simulate`), the one
+    /// `ingest --rollout`'s driver writes.
+    #[arg(long, value_name = "NAME", default_value = "shadow-reconciler-flag")]
+    pub flag_name: String,
+}
+
+impl FlagMapArgs {
+    /// The ConfigMap, its namespace defaulted.
+    pub fn target(&self) -> Target {
+        Target {
             namespace: self.flag_namespace.clone().unwrap_or_else(|| {
                 std::env::var("POD_NAMESPACE")
                     .ok()
@@ -42,35 +77,90 @@ impl FlagArgs {
                     .unwrap_or_else(|| "shadow-reconciler".to_owned())
             }),
             name: self.flag_name.clone(),
-        })
+        }
     }
 }
 
-/// `--enforce-group` matters only to objects in mode enforce: an error when nothing can put one
-/// there (not `--mode`, no flag ConfigMap watched, no annotation allowed), else the note to give
-/// when `--mode` does not.
-fn enforce_groups_apply(
-    mode: shadow_reconciler::vocab::Mode,
-    given: bool,
-    flag: &FlagArgs,
-) -> anyhow::Result<Option<String>> {
-    use shadow_reconciler::vocab::Mode;
-    if !given || mode == Mode::Enforce {
-        return Ok(None);
+impl FlagArgs {
+    /// The ConfigMap to watch, unless --no-flag-watch.
+    pub fn target(&self) -> Option<Target> {
+        (!self.no_flag_watch).then(|| self.config_map.target())
     }
-    if flag.no_flag_watch && !flag.allow_object_override {
-        anyhow::bail!(
-            "--enforce-group does nothing with --mode {mode} and --no-flag-watch: the control enforces groups only in mode enforce; add --mode enforce"
-        );
+
+    /// The command line's flag: the one conversion of these options into the
+    /// [`FlagSpec`] the engines follow (`run` and `simulate`), every group resolved against
+    /// `plans` by the flag's resolver; `retired` are groups given with a retired spelling of
+    /// `--enforce-group`. With the note to give when `--enforce-group` only applies through the
+    /// ConfigMap or the annotation.
+    pub fn spec(
+        &self,
+        retired: &[String],
+        plans: &[&ReconcilePlan],
+    ) -> anyhow::Result<(FlagSpec, Option<String>)> {
+        let given: Vec<String> = self.enforce_groups.iter().chain(retired).cloned().collect();
+        let note = self.enforce_groups_apply(!given.is_empty())?;
+        let enforced = groups_of("enforce-group", &given, plans)?;
+        let candidate = groups_of("candidate-group", &self.candidate.candidate_groups, plans)?;
+        let spec = FlagSpec {
+            mode: self.mode,
+            enforced_groups: enforced,
+            candidate_groups: (!candidate.is_empty()).then_some(candidate),
+            ramp: self.ramp_percent,
+            allow_object_override: self.allow_object_override,
+            groups: Vec::new(),
+        };
+        Ok((spec, note))
     }
-    Ok(Some(format!(
-        "--enforce-group applies only to objects in mode enforce; --mode is {mode}, so only the flag ConfigMap{} can put objects there",
-        if flag.allow_object_override {
-            " or their annotation"
-        } else {
-            ""
+
+    /// `--enforce-group` matters only to objects in mode enforce: an error when nothing can put
+    /// one there (not `--mode`, no flag ConfigMap watched, no annotation allowed), else the note
+    /// to give when `--mode` does not.
+    fn enforce_groups_apply(&self, given: bool) -> anyhow::Result<Option<String>> {
+        let mode = self.mode;
+        if !given || mode == Mode::Enforce {
+            return Ok(None);
         }
-    )))
+        if self.no_flag_watch && !self.allow_object_override {
+            anyhow::bail!(
+                "--enforce-group does nothing with --mode {mode} and --no-flag-watch: the control enforces groups only in mode enforce; add --mode enforce"
+            );
+        }
+        Ok(Some(format!(
+            "--enforce-group applies only to objects in mode enforce; --mode is {mode}, so only the flag ConfigMap{} can put objects there",
+            if self.allow_object_override {
+                " or their annotation"
+            } else {
+                ""
+            }
+        )))
+    }
+}
+
+/// The `[PLAN/]GROUP` values of `--{option}` as the groups they name in `plans`: each parsed into
+/// a [`GroupRef`] and resolved by the flag's one resolver ([`flag::resolve`]), the errors worded
+/// after the option. The same syntax, checks and words in every command that takes a group
+/// (`run`, `simulate` with or without `--model-only`, `ingest`; `analyze --group` parses the
+/// same syntax and reads it against the plans that have data).
+pub(super) fn groups_of(
+    option: &str,
+    values: &[String],
+    plans: &[&ReconcilePlan],
+) -> anyhow::Result<Vec<GroupRef>> {
+    let named = parse_groups(option, values)?;
+    flag::resolve(&named, plans)
+        .map_err(|e| anyhow::anyhow!("--{option} {:?}: {e}", e.group().to_string()))
+}
+
+/// The values of `--{option}` as group names (`GROUP` or `PLAN/GROUP`).
+pub(super) fn parse_groups(option: &str, values: &[String]) -> anyhow::Result<Vec<GroupRef>> {
+    values
+        .iter()
+        .map(|value| {
+            value
+                .parse::<GroupRef>()
+                .map_err(|e| anyhow::anyhow!("--{option} {value:?}: {e}"))
+        })
+        .collect()
 }
 
 fn parse_ramp(s: &str) -> Result<Ramp, String> {
@@ -128,16 +218,12 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
     let mut plans = Vec::new();
     for file in files {
         // A shipped plan's name (no such file here) stands for that plan.
-        if let Some((source, text)) = file
+        if let Some(name) = file
             .to_str()
             .filter(|_| !file.exists())
-            .and_then(plan::embedded::text)
+            .filter(|name| plan::embedded::NAMES.contains(name))
         {
-            let plan = ReconcilePlan::from_yaml(source, text)?;
-            plans.push(LoadedPlan {
-                plan,
-                text: text.to_owned(),
-            });
+            plans.push(shipped(name)?);
             continue;
         }
         let text = std::fs::read_to_string(file)
@@ -151,15 +237,20 @@ pub fn load_plans(files: &[PathBuf]) -> anyhow::Result<Vec<LoadedPlan>> {
     )?;
     for name in plan::embedded::NAMES {
         if !plans.iter().any(|p| p.plan.name() == name) {
-            let (file, text) = plan::embedded::text(name).context("a shipped plan")?;
-            let plan = ReconcilePlan::from_yaml(file, text)?;
-            plans.push(LoadedPlan {
-                plan,
-                text: text.to_owned(),
-            });
+            plans.push(shipped(name)?);
         }
     }
     Ok(plans)
+}
+
+/// A shipped plan (parsed once per process) and its text.
+fn shipped(name: &str) -> anyhow::Result<LoadedPlan> {
+    let (_, text) = plan::embedded::text(name).context("a shipped plan")?;
+    let plan = plan::embedded::load(name).context("a shipped plan")?;
+    Ok(LoadedPlan {
+        plan,
+        text: text.to_owned(),
+    })
 }
 
 pub use super::parquet::{ParquetArgs, command_line, finish, lock_dataset};
@@ -250,95 +341,6 @@ pub async fn cluster_config(
 const NO_CLUSTER_HINT: &str = "no cluster at hand? `shadow-reconciler simulate` runs everything \
     on the embedded simulator, and `shadow-reconciler sim serve --kubeconfig-out FILE` serves it \
     for `run`";
-
-/// The `[PLAN/]GROUP` values of `--{option}` resolved against the loaded `plans`, as (plan, group)
-/// pairs: `GROUP` names the group in every plan that has it, `PLAN/GROUP` the group of one plan.
-/// The same syntax, checks and words in every command that takes a group (`run`, `simulate`
-/// with or without `--model-only`, `ingest`); `analyze --group` reads the same syntax against
-/// the plans that have data.
-pub(super) fn resolve_groups(
-    option: &str,
-    values: &[String],
-    plans: &[&ReconcilePlan],
-) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for value in values {
-        let reference = shadow_reconciler::flag::GroupRef::parse(value).with_context(|| {
-            format!(
-                "--{option} {value:?}: expected GROUP or PLAN/GROUP, e.g. non-critical-syncs or hostedcluster/non-critical-syncs"
-            )
-        })?;
-        let before = out.len();
-        for plan in plans {
-            if let Some(group) = reference.in_plan(plan) {
-                let pair = (plan.name().to_owned(), group.to_owned());
-                if !out.contains(&pair) {
-                    out.push(pair);
-                }
-            }
-        }
-        if out.len() == before {
-            let why = match value.split_once('/') {
-                Some((p, _)) if !plans.iter().any(|l| l.name() == p) => format!(
-                    "no plan {p:?} here (the plans: {})",
-                    plans
-                        .iter()
-                        .map(|l| l.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                Some((p, g)) => format!("plan {p:?} has no rollout group {g:?}"),
-                None => format!("no plan here has a rollout group {value:?}"),
-            };
-            let known: Vec<String> = plans
-                .iter()
-                .flat_map(|p| {
-                    p.groups()
-                        .iter()
-                        .map(move |g| format!("{}/{}", p.name(), g.name()))
-                })
-                .collect();
-            anyhow::bail!(
-                "--{option} {value:?}: {why}; the groups: {}",
-                known.join(", ")
-            );
-        }
-    }
-    Ok(out)
-}
-
-/// The command line's flag: `--mode`, `--enforce-group`, `--candidate-group` (each group resolved
-/// against `plans`, as the plan's own), `--ramp-percent` and `--allow-object-override`. The one
-/// conversion from the command line to the [`FlagSpec`](shadow_reconciler::flag::FlagSpec) the
-/// engines follow (`run` and `simulate`); with the note to give when `--enforce-group` only
-/// applies through the ConfigMap or the annotation.
-pub(super) fn flag_spec(
-    mode: shadow_reconciler::vocab::Mode,
-    enforce_groups: &[String],
-    candidate_groups: &[String],
-    flag: &FlagArgs,
-    plans: &[&ReconcilePlan],
-) -> anyhow::Result<(shadow_reconciler::flag::FlagSpec, Option<String>)> {
-    use shadow_reconciler::flag::GroupRef;
-    let note = enforce_groups_apply(mode, !enforce_groups.is_empty(), flag)?;
-    let groups = |option: &str, values: &[String]| -> anyhow::Result<Vec<GroupRef>> {
-        Ok(resolve_groups(option, values, plans)?
-            .iter()
-            .map(|(plan, group)| GroupRef::qualified(plan, group))
-            .collect())
-    };
-    let enforced = groups("enforce-group", enforce_groups)?;
-    let candidate = groups("candidate-group", candidate_groups)?;
-    let spec = shadow_reconciler::flag::FlagSpec {
-        mode,
-        enforced_groups: enforced,
-        candidate_groups: (!candidate.is_empty()).then_some(candidate),
-        ramp: flag.ramp_percent,
-        allow_object_override: flag.allow_object_override,
-        groups: Vec::new(),
-    };
-    Ok((spec, note))
-}
 
 pub(super) fn parse_probability(s: &str) -> Result<f64, String> {
     let p: f64 = s

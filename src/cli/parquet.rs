@@ -36,21 +36,25 @@ pub struct ParquetArgs {
     )]
     pub cluster: String,
     /// Records per row group are counted in step rows; a file closes at this many step rows.
-    #[arg(long, default_value_t = 262_144, value_parser = at_least_one)]
+    #[arg(long, default_value_t = SinkOptions::default().max_file_rows, value_parser = at_least_one)]
     pub parquet_max_rows: usize,
     /// A file also closes at this many MiB of buffered data (its Arrow size: held encoded, the
     /// writer's memory is a fraction of it).
-    #[arg(long, default_value_t = 64, value_parser = at_least_one)]
+    #[arg(long, default_value_t = SinkOptions::default().max_file_bytes >> 20, value_parser = at_least_one)]
     pub parquet_max_mib: usize,
     /// A file also closes this many seconds after its first record.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        long,
+        default_value_t = SinkOptions::default().max_file_age.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub parquet_max_age: u64,
     /// Records in flight between the engine and the writer before new ones are dropped.
-    #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = SinkOptions::default().capacity, value_parser = at_least_one)]
     pub parquet_capacity: usize,
     /// How long a shutdown waits for the writer to flush (and, to an object store, the uploads
     /// to finish), in seconds.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = ParquetSink::SHUTDOWN_GRACE.as_secs())]
     pub parquet_grace: u64,
     /// With --parquet-dir URL: the local directory parts wait in until they are uploaded (kept
     /// across restarts: a later start uploads what is left) [default: shadow-spool].
@@ -136,21 +140,25 @@ impl ParquetArgs {
         Ok(())
     }
 
-    /// The library's options of the sink these flags describe.
+    /// The library's options of the sink these flags describe: the one conversion of the
+    /// `--parquet-*` options, over the library's defaults for what they leave out.
     pub fn options(&self) -> SinkOptions {
+        let defaults = SinkOptions::default();
         SinkOptions {
             cluster: self.cluster.clone(),
             max_file_rows: self.parquet_max_rows,
             max_file_bytes: self.parquet_max_mib << 20,
             max_file_age: Duration::from_secs(self.parquet_max_age),
             capacity: self.parquet_capacity,
-            wait_when_full: Duration::ZERO,
-            spool: self.parquet_spool.clone(),
-            spool_max_bytes: self.parquet_spool_max_mib.map(|mib| (mib as u64) << 20),
+            spool: self.parquet_spool.clone().unwrap_or(defaults.spool),
+            spool_max_bytes: self
+                .parquet_spool_max_mib
+                .map_or(defaults.spool_max_bytes, |mib| (mib as u64) << 20),
             retention: shadow_reconciler::dataset::retention::Retention {
                 max_age: self.parquet_retention,
                 max_bytes: self.parquet_max_total_mib.map(|mib| (mib as u64) << 20),
             },
+            ..defaults
         }
     }
 
@@ -177,7 +185,7 @@ impl ParquetArgs {
         telemetry: &shadow_reconciler::telemetry::http::Telemetry,
         wait_when_full: Duration,
     ) -> anyhow::Result<Option<std::sync::Arc<ParquetSink>>> {
-        let Some(location) = self.parquet_dir.as_deref() else {
+        let Some(parsed) = self.location()? else {
             if self.parquet_spool.is_some() || self.parquet_spool_max_mib.is_some() {
                 anyhow::bail!(
                     "--parquet-spool and --parquet-spool-max-mib hold parts on their way to an object store, and no --parquet-dir was given: nothing is written, so they would do nothing. Add --parquet-dir s3://BUCKET/PREFIX (or gs://, az://), or drop them"
@@ -185,8 +193,6 @@ impl ParquetArgs {
             }
             return Ok(None);
         };
-        let parsed =
-            Location::parse(location).with_context(|| format!("--parquet-dir {location}"))?;
         match &parsed {
             Location::Local(dir) => self.local_only(dir)?,
             Location::Remote(remote) => {
@@ -212,6 +218,15 @@ impl ParquetArgs {
             .open(&parsed, health, &command_line())
             .map_err(open_error)?;
         Ok(Some(followed(sink, telemetry)))
+    }
+
+    /// `--parquet-dir` as the library's [`Location`] (a directory, a `file://` one, or an object
+    /// store's prefix): the one conversion of the option; `None` when it is not given.
+    pub fn location(&self) -> anyhow::Result<Option<Location>> {
+        self.parquet_dir
+            .as_deref()
+            .map(|text| Location::parse(text).with_context(|| format!("--parquet-dir {text}")))
+            .transpose()
     }
 
     /// The shutdown grace.

@@ -18,7 +18,7 @@ use shadow_reconciler::scenario;
 use shadow_reconciler::util::election::{Elector, Lost};
 use shadow_reconciler::wiring::Wiring;
 
-use super::options::{FlagArgs, ParquetArgs, cluster_config, finish, flag_spec, parse_probability};
+use super::options::{FlagArgs, ParquetArgs, cluster_config, finish, parse_probability};
 use super::shutdown_signal;
 
 /// How long `run` waits for its controllers to stop after SIGTERM.
@@ -29,21 +29,9 @@ pub(super) struct RunArgs {
     /// Which reconcilers: hostedcluster, addon-install-progression or all.
     #[arg(long, default_value = "all")]
     reconciler: String,
-    /// The engines' mode: off, calibrate (the control against its own code: the comparison's noise), shadow or enforce.
-    #[arg(long, default_value = "shadow")]
-    mode: shadow_reconciler::vocab::Mode,
-    /// With --mode enforce: a rollout group the control enforces, as GROUP (in every plan that
-    /// has it) or PLAN/GROUP (repeatable).
-    #[arg(long = "enforce-group", alias = "enforce", value_name = "[PLAN/]GROUP")]
-    enforce_groups: Vec<String>,
-    /// A rollout group the candidate evaluates, as GROUP or PLAN/GROUP (repeatable); default:
-    /// every group.
-    #[arg(
-        long = "candidate-group",
-        alias = "candidate",
-        value_name = "[PLAN/]GROUP"
-    )]
-    candidate_groups: Vec<String>,
+    /// The retired spelling of `--enforce-group`.
+    #[arg(long = "enforce", value_name = "[PLAN/]GROUP", hide = true)]
+    retired_enforce: Vec<String>,
     /// Fraction of reused candidate steps re-executed in dry-run (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
     sample_rate: f64,
@@ -99,13 +87,16 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     shadow_reconciler::telemetry::logging::init(args.log_format);
-    let mut plans = Vec::new();
-    if hostedcluster {
-        plans.push(HostedClusterReconciler::plan());
-    }
-    if addon {
-        plans.push(AddOnReconciler::plan());
-    }
+    // The plans are read once here; the flag, the engines and the rollout driver share them.
+    let reconcilers: Reconcilers = (
+        hostedcluster.then(HostedClusterReconciler::plan),
+        addon.then(AddOnReconciler::plan),
+    );
+    let plans = [&reconcilers.0, &reconcilers.1]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
     let flag = Arc::new(flag_defaults(args, plans)?);
     let shadow_budget = args.budget.budget(true)?;
     let flag_namespace = args.flag.target().map(|t| t.namespace);
@@ -113,11 +104,14 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(controllers(
         args,
-        (hostedcluster, addon),
+        reconcilers,
         (&flag, shadow_budget),
         election,
     ))
 }
+
+/// The plans of the reconcilers `--reconciler` chose: the HostedCluster's, the add-on's.
+type Reconcilers = (Option<Arc<ReconcilePlan>>, Option<Arc<ReconcilePlan>>);
 
 /// A user name for `Impersonate-User`: not empty, no space or control character (so a header
 /// value).
@@ -160,7 +154,7 @@ async fn clients(args: &RunArgs) -> anyhow::Result<(kube::Client, kube::Client)>
 /// controllers until SIGTERM or Ctrl-C, or until the Lease is lost.
 async fn controllers(
     args: &RunArgs,
-    reconcilers: (bool, bool),
+    reconcilers: Reconcilers,
     (flag, shadow_budget): (&Arc<LiveFlag>, Arc<ShadowBudget>),
     election: Option<shadow_reconciler::util::election::Config>,
 ) -> anyhow::Result<ExitCode> {
@@ -243,7 +237,7 @@ struct Running {
 async fn lead(
     args: &RunArgs,
     running: Running,
-    (hostedcluster, addon): (bool, bool),
+    reconcilers: Reconcilers,
     (flag, shadow_budget): (&Arc<LiveFlag>, Arc<ShadowBudget>),
     (terminated, lost): (
         impl std::future::Future<Output = ()>,
@@ -303,18 +297,19 @@ async fn lead(
         .with_metrics(telemetry.metrics().clone())
         .with_traces(traces.clone())
         .with_parquet(parquet.clone());
-    let mut synced = telemetry.ready_when_listed(&kinds(hostedcluster, addon));
-    if hostedcluster {
+    let mut synced =
+        telemetry.ready_when_listed(&kinds(reconcilers.0.is_some(), reconcilers.1.is_some()));
+    if let Some(plan) = &reconcilers.0 {
         let api = match &args.namespace {
             Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
             None => kube::Api::all(client.clone()),
         };
-        let engine = wiring.engine(HostedClusterReconciler, HostedClusterReconciler::plan())?;
+        let engine = wiring.engine(HostedClusterReconciler, plan.clone())?;
         let shutdown = until_stopped(stopped.clone());
         tasks.push(spawn(engine, api, shutdown, synced.remove(0)));
     }
-    if addon {
-        let engine = wiring.engine(AddOnReconciler, AddOnReconciler::plan())?;
+    if let Some(plan) = &reconcilers.1 {
+        let engine = wiring.engine(AddOnReconciler, plan.clone())?;
         let (api, shutdown) = (
             kube::Api::all(client.clone()),
             until_stopped(stopped.clone()),
@@ -323,7 +318,7 @@ async fn lead(
     }
     tracing::info!(flag = %flag.current().spec.summary(), reconciler = %args.reconciler, "controllers started");
     let sinks = (parquet.as_ref(), telemetry.as_ref());
-    if let Some(driver) = rollout_driver(args, &client, (hostedcluster, addon), sinks, elected)? {
+    if let Some(driver) = rollout_driver(args, &client, &reconcilers, sinks, elected)? {
         tasks.push(tokio::spawn(driver.run(until_stopped(stopped.clone()))));
     }
     let outcome = tokio::select! {
@@ -394,7 +389,7 @@ fn kinds(hostedcluster: bool, addon: bool) -> Vec<String> {
 fn rollout_driver(
     args: &RunArgs,
     client: &kube::Client,
-    (hostedcluster, addon): (bool, bool),
+    reconcilers: &Reconcilers,
     (parquet, telemetry): (
         Option<&Arc<shadow_reconciler::dataset::ParquetSink>>,
         &shadow_reconciler::telemetry::http::Telemetry,
@@ -409,14 +404,11 @@ fn rollout_driver(
             "--rollout writes the flag ConfigMap the controllers watch: drop --no-flag-watch"
         );
     };
-    let plans: Vec<shadow_reconciler::plan::ReconcilePlan> = [
-        hostedcluster.then(HostedClusterReconciler::plan),
-        addon.then(AddOnReconciler::plan),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|p| (*p).clone())
-    .collect();
+    let plans: Vec<ReconcilePlan> = [&reconcilers.0, &reconcilers.1]
+        .into_iter()
+        .flatten()
+        .map(|p| (**p).clone())
+        .collect();
     args.rollout.driver(
         client,
         (&target.namespace, &target.name),
@@ -494,13 +486,7 @@ pub fn flag_defaults(
     plans: Vec<std::sync::Arc<ReconcilePlan>>,
 ) -> anyhow::Result<LiveFlag> {
     let loaded: Vec<&ReconcilePlan> = plans.iter().map(AsRef::as_ref).collect();
-    let (spec, note) = flag_spec(
-        args.mode,
-        &args.enforce_groups,
-        &args.candidate_groups,
-        &args.flag,
-        &loaded,
-    )?;
+    let (spec, note) = args.flag.spec(&args.retired_enforce, &loaded)?;
     if let Some(note) = note {
         tracing::warn!("{note}");
     }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use shadow_reconciler::dataset::Location;
 use shadow_reconciler::model::montecarlo;
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::scenario;
 
 use super::options::{
-    FlagArgs, LoadedPlan, ParquetArgs, cluster_config, finish, flag_spec, load_plans,
-    parse_probability, resolve_groups, shipped_or_file,
+    FlagArgs, LoadedPlan, ParquetArgs, cluster_config, finish, groups_of, load_plans,
+    parse_probability, shipped_or_file,
 };
 use super::{EXIT_INTERRUPTED, shutdown_signal};
 
@@ -30,9 +31,6 @@ pub(super) struct SimulateArgs {
     /// secrets, then two rollout groups driven to enforce by their gates: docs/rollout.md).
     #[arg(long, default_value = "mixed", conflicts_with = "model_only")]
     scenario: scenario::Scenario,
-    /// The engines' mode: off, calibrate (the control against its own code: the comparison's noise), shadow or enforce.
-    #[arg(long, default_value = "shadow", conflicts_with = "model_only")]
-    mode: shadow_reconciler::vocab::Mode,
     /// The longest the run lasts, in seconds, creating the population and writing and analysing
     /// the data included (a run that settles ends earlier; one the deadline ends says so).
     #[arg(long, default_value_t = 60, conflicts_with = "model_only")]
@@ -40,18 +38,6 @@ pub(super) struct SimulateArgs {
     /// Seed of every random choice (same seed, same population and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// With --mode enforce: a rollout group the control enforces, as GROUP (in every plan that
-    /// has it) or PLAN/GROUP (repeatable).
-    #[arg(
-        long = "enforce-group",
-        value_name = "[PLAN/]GROUP",
-        conflicts_with = "model_only"
-    )]
-    enforce_groups: Vec<String>,
-    /// A rollout group the candidate evaluates, as GROUP (in every plan that has it) or
-    /// PLAN/GROUP (repeatable); default: every group.
-    #[arg(long = "candidate-group", value_name = "[PLAN/]GROUP")]
-    candidate_groups: Vec<String>,
     /// The retired spelling of `--model-only --candidate-group`.
     #[arg(
         long = "enforce",
@@ -83,7 +69,7 @@ pub(super) struct SimulateArgs {
     /// Instead: drive the two models over randomly drawn results, without an API server.
     // The flag's and the Parquet writer's options would do nothing here: errors, as the cluster's.
     #[arg(long, conflicts_with_all = [
-        "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
+        "mode", "enforce_groups", "flag_namespace", "flag_name", "no_flag_watch", "ramp_percent", "allow_object_override",
         "parquet_dir", "parquet_max_rows", "parquet_max_mib", "parquet_max_age", "parquet_capacity",
         "parquet_grace", "parquet_retention", "parquet_max_total_mib", "shadow_qps", "shadow_burst",
         "paired_sample_percent",
@@ -164,32 +150,27 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let plans = load_plans(&files)?;
     let flag = command_line_flag(args, &plans)?;
     let shadow_budget = args.budget.budget(false)?;
-    // `--parquet-dir` is declared with the other Parquet options, for every command; simulate's
-    // default is its own.
-    let parquet_dir = PathBuf::from(args.parquet.parquet_dir.as_deref().unwrap_or("shadow-data"));
-    if !args.no_parquet {
-        local_dataset(&parquet_dir)?;
-        args.parquet.local_only(&parquet_dir)?;
-    }
+    // `--parquet-dir` is declared with the other Parquet options, for every command, and read
+    // as a `Location` as theirs; simulate's default is its own.
+    let parquet_dir = if args.no_parquet {
+        PathBuf::from("shadow-data")
+    } else {
+        let dir = local_dataset(args.parquet.location()?)?;
+        args.parquet.local_only(&dir)?;
+        dir
+    };
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (traces, cluster, server) = runtime.block_on(endpoints(args, &telemetry))?;
     // Then the run's own dataset, under the directory's lock, held until the analysis is done.
-    let run = if args.no_parquet {
-        None
-    } else {
-        Some(new_run(&parquet_dir, args.replace, args.quiet)?)
-    };
-    let parquet = match &run {
-        Some(run) => {
-            let health = telemetry.metrics().sink_health("parquet");
-            Some(
-                args.parquet
-                    .start_locked(&run.dir, run.lock.clone(), Some(health), &telemetry),
-            )
-        }
-        None => None,
-    };
+    let run = (!args.no_parquet)
+        .then(|| new_run(&parquet_dir, args.replace, args.quiet))
+        .transpose()?;
+    let parquet = run.as_ref().map(|run| {
+        let health = telemetry.metrics().sink_health("parquet");
+        args.parquet
+            .start_locked(&run.dir, run.lock.clone(), Some(health), &telemetry)
+    });
     let settings = scenario::Settings {
         telemetry: Some(telemetry.clone()),
         parquet: parquet.clone(),
@@ -322,13 +303,7 @@ fn command_line_flag(
     plans: &[LoadedPlan],
 ) -> anyhow::Result<shadow_reconciler::flag::FlagSpec> {
     let plans: Vec<&ReconcilePlan> = plans.iter().map(|p| &p.plan).collect();
-    let (spec, note) = flag_spec(
-        args.mode,
-        &args.enforce_groups,
-        &args.candidate_groups,
-        &args.flag,
-        &plans,
-    )?;
+    let (spec, note) = args.flag.spec(&[], &plans)?;
     if let Some(note) = note.filter(|_| !args.quiet) {
         eprintln!("note: {note}");
     }
@@ -361,14 +336,16 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let given: Vec<String> = args
+        .flag
+        .candidate
         .candidate_groups
         .iter()
         .chain(&args.retired_enforce)
         .cloned()
         .collect();
-    let candidate_groups: Vec<String> = resolve_groups("candidate-group", &given, &[&plan])?
-        .into_iter()
-        .map(|(_, group)| group)
+    let candidate_groups: Vec<String> = groups_of("candidate-group", &given, &[&plan])?
+        .iter()
+        .map(|group| group.name().to_owned())
         .collect();
     let settings = montecarlo::Settings {
         reconciles: args.reconciles,
@@ -381,15 +358,20 @@ fn simulate_models(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `simulate` writes a local dataset: a URL is an error that says what to use instead.
-fn local_dataset(dir: &Path) -> anyhow::Result<()> {
-    if let Some((scheme, _)) = dir.to_str().and_then(|d| d.split_once("://")) {
-        anyhow::bail!(
-            "--parquet-dir {}: simulate writes a local dataset (it replaces an earlier simulation's and analyses it at the end); {scheme}:// is an object store: to write to one, run `run` or `ingest` with --parquet-dir URL, and read it with `analyze URL`",
-            dir.display()
-        );
+/// `simulate` writes a local dataset (`shadow-data` when `--parquet-dir` is not given): an object
+/// store's prefix is an error that says what to use instead.
+fn local_dataset(location: Option<Location>) -> anyhow::Result<PathBuf> {
+    match location {
+        None => Ok(PathBuf::from("shadow-data")),
+        Some(Location::Local(dir)) => Ok(dir),
+        Some(Location::Remote(remote)) => {
+            let url = remote.url();
+            let scheme = url.split_once("://").map_or(url, |(scheme, _)| scheme);
+            anyhow::bail!(
+                "--parquet-dir {url}: simulate writes a local dataset (it replaces an earlier simulation's and analyses it at the end); {scheme}:// is an object store: to write to one, run `run` or `ingest` with --parquet-dir URL, and read it with `analyze URL`"
+            )
+        }
     }
-    Ok(())
 }
 
 /// The default report path: `NAME-report.html` beside the dataset directory `.../NAME`.

@@ -28,4 +28,4 @@ pub use open::{OpenCause, OpenError, SinkHealth, SinkOptions};
 pub use schema::Table;
 pub use sink::{ParquetSink, SinkConfig, SinkStats};
 pub use store::Location;
-pub use writer::{DatasetWriter, WriteError, WriterConfig};
+pub use writer::{DatasetWriter, WriteError};

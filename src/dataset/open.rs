@@ -11,50 +11,54 @@ use super::health::HealthCounters;
 use super::upload::{UploadConfig, UploadHealth};
 use super::{DatasetLock, Location, LockError, ParquetSink, SinkConfig};
 
-/// How a sink writes: the file limits, the queue, the cluster column, and for an object store
-/// the spool.
+/// How a sink writes: the file limits, the queue, the cluster column, retention, and for an object
+/// store the spool. The one carrier of the dataset's options: its [`Default`] holds the defaults
+/// (the command line's `--parquet-*` options take theirs from it), and [`config`](Self::config)
+/// turns it into a sink's configuration.
 #[derive(Clone, Debug)]
 pub struct SinkOptions {
-    /// The cluster the records come from (a column of every row, and the partition).
+    /// The cluster the records come from (checked by
+    /// [`check_cluster`](super::encode::check_cluster)): a column of every row and the first
+    /// partition level (`cluster=NAME/`), so one bucket holds a fleet.
     pub cluster: String,
-    /// A file closes at this many step rows.
+    /// Rows per row group, counted in step rows (the larger table); at most a file's.
+    pub row_group_rows: usize,
+    /// A file closes at this many step rows...
     pub max_file_rows: usize,
-    /// A file also closes at this many bytes of buffered data.
+    /// ...or this many bytes of Arrow data (the values; the file is smaller after encoding, and
+    /// the builders' spare capacity, up to a row group's worth, comes on top in memory)...
     pub max_file_bytes: usize,
-    /// A file also closes this long after its first record.
+    /// ...or this long after its first record.
     pub max_file_age: Duration,
     /// Records in flight between the engine and the writer before new ones are dropped.
     pub capacity: usize,
     /// How long a record waits for room in a full queue before it is dropped (zero: never
     /// waits; a reconcile must not).
     pub wait_when_full: Duration,
-    /// An object store only: the directory parts wait in until uploaded (default
-    /// `shadow-spool`, kept across restarts).
-    pub spool: Option<PathBuf>,
+    /// An object store only: the directory parts wait in until uploaded (kept across restarts).
+    pub spool: PathBuf,
     /// An object store only: past this many bytes in the spool, new records are dropped and
-    /// counted (default 1 GiB).
-    pub spool_max_bytes: Option<u64>,
+    /// counted.
+    pub spool_max_bytes: u64,
     /// A local dataset only: how much of it stays (default: everything).
     pub retention: super::retention::Retention,
 }
 
 impl Default for SinkOptions {
+    /// Row groups of 65,536 step rows; files of at most 262,144 step rows, 64 MiB of Arrow data
+    /// or 60 s; 10,000 records in flight, none waiting; the spool `shadow-spool`, at most 1 GiB;
+    /// everything kept; cluster `default`.
     fn default() -> Self {
-        let SinkConfig {
-            writer,
-            capacity,
-            wait_when_full,
-            ..
-        } = SinkConfig::new(PathBuf::new());
         Self {
             cluster: super::encode::DEFAULT_CLUSTER.to_owned(),
-            max_file_rows: writer.max_file_rows,
-            max_file_bytes: writer.max_file_bytes,
-            max_file_age: writer.max_file_age,
-            capacity,
-            wait_when_full,
-            spool: None,
-            spool_max_bytes: None,
+            row_group_rows: 65_536,
+            max_file_rows: 262_144,
+            max_file_bytes: 64 << 20,
+            max_file_age: Duration::from_mins(1),
+            capacity: 10_000,
+            wait_when_full: Duration::ZERO,
+            spool: PathBuf::from("shadow-spool"),
+            spool_max_bytes: 1 << 30,
             retention: super::retention::Retention::default(),
         }
     }
@@ -122,22 +126,18 @@ pub enum OpenCause {
 }
 
 impl SinkOptions {
-    /// The sink's configuration for files in `dir`.
+    /// The sink's configuration for files in `dir`: these options, retries after a failed
+    /// write from 1 s up to 30 s, no lock and no upload yet.
     #[must_use]
-    pub fn config(&self, dir: &Path) -> SinkConfig {
-        let mut config = SinkConfig::new(dir);
-        config.writer.cluster = self.cluster.as_str().into();
-        config.capacity = self.capacity;
-        config.wait_when_full = self.wait_when_full;
-        config.writer.max_file_rows = self.max_file_rows;
-        config.writer.row_group_rows = config
-            .writer
-            .row_group_rows
-            .min(config.writer.max_file_rows);
-        config.writer.max_file_bytes = self.max_file_bytes;
-        config.writer.max_file_age = self.max_file_age;
-        config.retention = self.retention;
-        config
+    pub fn config(&self, dir: impl Into<PathBuf>) -> SinkConfig {
+        SinkConfig {
+            dir: dir.into(),
+            options: self.clone(),
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            upload: None,
+            lock: None,
+        }
     }
 
     /// Opens a sink at `location`, once its directory takes files (created if missing) and this
@@ -176,16 +176,13 @@ impl SinkOptions {
                 Ok(self.start_locked(dir, lock, health.writes))
             }
             Location::Remote(remote) => {
-                let spool = self
-                    .spool
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("shadow-spool"));
-                let lock = lock(&spool, Role::Spool, command)?;
-                let mut config = self.config(&spool);
+                let spool = &self.spool;
+                let lock = lock(spool, Role::Spool, command)?;
+                let mut config = self.config(spool);
                 config.lock = Some(lock);
                 config.upload = Some(UploadConfig {
                     remote: remote.clone(),
-                    max_spool_bytes: self.spool_max_bytes.unwrap_or(1 << 30),
+                    max_spool_bytes: self.spool_max_bytes,
                     part_bytes: super::store::UPLOAD_PART_BYTES,
                 });
                 Ok(ParquetSink::start_with_upload(

@@ -142,7 +142,7 @@ pub fn write(location: &Location, identity: &str, rows: &[Row]) -> Result<PathBu
     let relative = format!(
         "table={TABLE}/cluster={}/{}/rollout-{}-{}.parquet",
         first.cluster,
-        super::writer::partition_of(first.time_us),
+        super::schema::partition_of(first.time_us),
         first.time_us,
         identity.replace(['/', '\\'], "_")
     );

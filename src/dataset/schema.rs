@@ -203,3 +203,34 @@ pub mod policy {
     /// The candidate run's steps.
     pub const CANDIDATE: &str = "candidate";
 }
+
+/// `date=YYYY-MM-DD/hour=HH` of a time in microseconds since the Unix epoch (UTC).
+#[must_use]
+pub fn partition_of(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let hour = secs.rem_euclid(86_400) / 3600;
+    let (year, month, day) = crate::util::time::from_days(days);
+    format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_of;
+
+    #[test]
+    fn partitions_are_utc_dates_and_hours() {
+        assert_eq!(partition_of(0), "date=1970-01-01/hour=00");
+        // 2026-11-29T18:06:06Z
+        assert_eq!(
+            partition_of(1_795_975_566_000_000),
+            "date=2026-11-29/hour=18"
+        );
+        // 2024-02-29T23:59:59Z, a leap day
+        assert_eq!(
+            partition_of(1_709_251_199_000_000),
+            "date=2024-02-29/hour=23"
+        );
+        assert_eq!(partition_of(-1), "date=1969-12-31/hour=23");
+    }
+}

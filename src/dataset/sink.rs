@@ -1,56 +1,45 @@
 //! The Parquet sink: a bounded channel between the engine and a writer thread. A slow or failing
 //! disk never blocks a reconcile: when the channel is full the record is dropped, counted, logged
 //! and exported as a metric. A caller that may wait (`ingest`, whose exporters wait for the
-//! answer) sets [`SinkConfig::wait_when_full`]: its records wait that long for room first.
+//! answer) sets [`SinkOptions::wait_when_full`]: its records wait that long for room first.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::health::{HealthCounters, ShutdownError};
+use super::open::SinkOptions;
 use super::repair::remove_stale_temporaries;
-use super::writer::{DatasetWriter, WriterConfig};
+use super::writer::DatasetWriter;
 use crate::engine::{ReconcileRecord, Sink};
 
-/// How the sink runs.
+/// How the sink runs: its directory and options, and what the process adds (retries, the lock,
+/// an upload). Built by [`SinkOptions::config`], which holds the defaults.
 #[derive(Clone, Debug)]
 pub struct SinkConfig {
-    /// Files and rotation.
-    pub writer: WriterConfig,
-    /// Records the channel holds before new ones are dropped.
-    pub capacity: usize,
-    /// How long a record waits for room in a full channel before it is dropped; zero (the
-    /// default): dropped at once, the caller never blocked.
-    pub wait_when_full: Duration,
+    /// The directory the files are written to: the dataset's root, or an object store's spool.
+    pub dir: PathBuf,
+    /// Files, rotation, the queue, retention: the dataset's options.
+    pub options: SinkOptions,
     /// The first wait after a failed write; doubled after each failure up to `max_backoff`.
     pub backoff: Duration,
     /// The longest wait between retries.
     pub max_backoff: Duration,
-    /// Upload committed parts to an object store, `writer.dir` being the local spool.
+    /// Upload committed parts to an object store, `dir` being the local spool.
     pub upload: Option<super::upload::UploadConfig>,
-    /// The lock of `writer.dir` ([`DatasetLock`](super::DatasetLock)), held by the writer (and
+    /// The lock of `dir` ([`DatasetLock`](super::DatasetLock)), held by the writer (and
     /// uploader) threads until they end, so that it outlasts a shutdown whose grace expired.
     /// Take it before starting the sink: the repair at start then runs under it.
     pub lock: Option<Arc<super::DatasetLock>>,
-    /// How much of a local dataset stays (none: everything); not applied to a spool.
-    pub retention: super::retention::Retention,
 }
 
 impl SinkConfig {
-    /// Defaults for `dir`: 10,000 records in flight, retries from 1 s up to 30 s.
+    /// [`SinkOptions::default`]'s configuration for `dir`.
     #[must_use]
-    pub fn new(dir: impl Into<std::path::PathBuf>) -> Self {
-        Self {
-            writer: WriterConfig::new(dir),
-            capacity: 10_000,
-            wait_when_full: Duration::ZERO,
-            backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
-            upload: None,
-            lock: None,
-            retention: super::retention::Retention::default(),
-        }
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        SinkOptions::default().config(dir)
     }
 }
 
@@ -140,7 +129,7 @@ impl ParquetSink {
     }
 
     /// [`start`](Self::start), and with `config.upload` an uploader thread that moves committed
-    /// parts from the spool (`config.writer.dir`) to the object store, keeping `upload_health`
+    /// parts from the spool (`config.dir`) to the object store, keeping `upload_health`
     /// up to date.
     ///
     /// # Panics
@@ -152,19 +141,19 @@ impl ParquetSink {
         upload_health: Option<super::upload::UploadHealth>,
     ) -> Self {
         let (completed, orphans) =
-            super::repair::repair_half_rotations(&config.writer.dir, Duration::from_mins(10));
+            super::repair::repair_half_rotations(&config.dir, Duration::from_mins(10));
         if completed + orphans > 0 {
-            tracing::warn!(dir = %config.writer.dir.display(), completed, removed = orphans, "repaired the halves of rotations a previous writer left: reconciles files completed from their prepared temporary files, orphan steps files removed");
+            tracing::warn!(dir = %config.dir.display(), completed, removed = orphans, "repaired the halves of rotations a previous writer left: reconciles files completed from their prepared temporary files, orphan steps files removed");
         }
-        let removed = remove_stale_temporaries(&config.writer.dir, Duration::from_mins(10));
+        let removed = remove_stale_temporaries(&config.dir, Duration::from_mins(10));
         if removed > 0 {
-            tracing::warn!(dir = %config.writer.dir.display(), removed, "removed temporary Parquet files a previous writer left");
+            tracing::warn!(dir = %config.dir.display(), removed, "removed temporary Parquet files a previous writer left");
         }
-        let (sender, receiver) = mpsc::sync_channel(config.capacity.max(1));
+        let (sender, receiver) = mpsc::sync_channel(config.options.capacity.max(1));
         let (done_tx, done_rx) = mpsc::sync_channel(1);
-        let retention = (config.upload.is_none() && config.retention.bounds()).then(|| {
+        let retention = (config.upload.is_none() && config.options.retention.bounds()).then(|| {
             let h = health.as_ref().and_then(|h| h.retention.clone());
-            super::retention::Bound::new(config.writer.dir.clone(), config.retention, h)
+            super::retention::Bound::new(config.dir.clone(), config.options.retention, h)
         });
         let shared = Arc::new(Shared {
             retention,
@@ -185,7 +174,7 @@ impl ParquetSink {
         });
         let uploaded = shared.upload.as_ref().map(|(state, _)| {
             let (uploaded_tx, uploaded_rx) = mpsc::sync_channel(1);
-            let (state, spool) = (state.clone(), config.writer.dir.clone());
+            let (state, spool) = (state.clone(), config.dir.clone());
             let (upload, backoff) = (
                 config.upload.clone().expect("an upload configuration"),
                 (config.backoff, config.max_backoff),
@@ -207,7 +196,7 @@ impl ParquetSink {
                 .expect("spawning the Parquet upload thread");
             uploaded_rx
         });
-        let (dir, wait_when_full) = (config.writer.dir.clone(), config.wait_when_full);
+        let (dir, wait_when_full) = (config.dir.clone(), config.options.wait_when_full);
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("parquet-writer".into())
@@ -323,7 +312,11 @@ impl ParquetSink {
         sent && ack_rx.recv_timeout(timeout).is_ok()
     }
 
-    /// Closes the channel, writes every accepted record and waits up to `grace` for it.
+    /// How long a shutdown waits for the writer (and the uploads) by default: 10 s.
+    pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+    /// Closes the channel, writes every accepted record and waits up to `grace` for it
+    /// ([`SHUTDOWN_GRACE`](Self::SHUTDOWN_GRACE) unless the caller knows better).
     /// Idempotent in effect: a second call returns [`ShutdownError::AlreadyShutDown`].
     pub fn shutdown(&self, grace: Duration) -> Result<SinkStats, ShutdownError> {
         let Some(sender) = self
@@ -438,8 +431,8 @@ impl Sink for ParquetSink {
 
 /// The writer thread.
 fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
-    let mut writer = DatasetWriter::new(config.writer.clone());
-    let tick = config.writer.max_file_age.min(Duration::from_secs(1));
+    let mut writer = DatasetWriter::new(config.dir.clone(), &config.options);
+    let tick = config.options.max_file_age.min(Duration::from_secs(1));
     let mut sequence = 0u64;
     loop {
         wait_while_paused(shared);
@@ -477,7 +470,7 @@ fn run(config: &SinkConfig, receiver: &Receiver<Message>, shared: &Shared) {
             .counters
             .lost
             .fetch_add(lost as u64, Ordering::Relaxed);
-        tracing::error!(lost, dir = %config.writer.dir.display(), "Parquet sink gave up: accepted records were not written before the shutdown deadline");
+        tracing::error!(lost, dir = %config.dir.display(), "Parquet sink gave up: accepted records were not written before the shutdown deadline");
     }
 }
 

@@ -5,7 +5,7 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arrow_array::{Array, RecordBatch};
 
@@ -16,45 +16,10 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use super::encode::{ReconcileRows, StepRows, time_micros};
-use super::schema::Table;
+use super::open::SinkOptions;
+use super::schema::{Table, partition_of};
 use super::writes::WriteRows;
 use crate::engine::ReconcileRecord;
-
-/// Where and how files are written and rotated.
-#[derive(Clone, Debug)]
-pub struct WriterConfig {
-    /// The dataset's root directory (it holds `table=reconciles/` and `table=steps/`).
-    pub dir: PathBuf,
-    /// Where the records come from (the management cluster's name, checked by
-    /// [`check_cluster`](super::encode::check_cluster)): a column of both tables and the first
-    /// partition level (`cluster=NAME/`), so one bucket holds a fleet.
-    pub cluster: Arc<str>,
-    /// Rows per row group (counted in step rows, the larger table).
-    pub row_group_rows: usize,
-    /// A file is closed once it holds this many step rows...
-    pub max_file_rows: usize,
-    /// ...or this many bytes of Arrow data (the values; the file is smaller after encoding, and
-    /// the builders' spare capacity, up to a row group's worth, comes on top in memory)...
-    pub max_file_bytes: usize,
-    /// ...or its first record is this old.
-    pub max_file_age: Duration,
-}
-
-impl WriterConfig {
-    /// Defaults for `dir` (cluster `default`): row groups of 65,536 step rows, files of at most 262,144 step rows,
-    /// 64 MiB of Arrow data or 60 s.
-    #[must_use]
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self {
-            dir: dir.into(),
-            cluster: super::encode::DEFAULT_CLUSTER.into(),
-            row_group_rows: 65_536,
-            max_file_rows: 262_144,
-            max_file_bytes: 64 << 20,
-            max_file_age: Duration::from_mins(1),
-        }
-    }
-}
 
 /// A write that failed, naming the file.
 #[derive(Debug, thiserror::Error)]
@@ -201,7 +166,15 @@ pub struct WriterStats {
 /// Buffers records and writes them as Parquet files. Not thread-safe: the sink runs it on its own
 /// thread.
 pub struct DatasetWriter {
-    config: WriterConfig,
+    /// The dataset's root directory (it holds `table=reconciles/` and `table=steps/`).
+    dir: PathBuf,
+    /// Where the records come from: a column of every table and the first partition level
+    /// (`cluster=NAME/`).
+    cluster: Arc<str>,
+    /// Rows per row group (counted in step rows), at most a file's.
+    row_group_rows: usize,
+    /// The file limits (rows, bytes, age), as the sink's options say.
+    options: SinkOptions,
     properties: [WriterProperties; 3],
     /// Encodes the `steps` row groups as they are sealed (`None`: at rotation only).
     ahead: Option<AheadEncoder>,
@@ -227,33 +200,28 @@ fn properties(table: Table, row_group_rows: usize) -> WriterProperties {
     builder.build()
 }
 
-/// `date=YYYY-MM-DD/hour=HH` of a time in microseconds since the Unix epoch (UTC).
-#[must_use]
-pub fn partition_of(micros: i64) -> String {
-    let secs = micros.div_euclid(1_000_000);
-    let days = secs.div_euclid(86_400);
-    let hour = secs.rem_euclid(86_400) / 3600;
-    let (year, month, day) = crate::util::time::from_days(days);
-    format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
-}
-
 impl DatasetWriter {
-    /// A writer into `config.dir`; nothing is touched on disk until the first rotation.
+    /// A writer into `dir`, with the file limits and cluster of `options`; nothing is touched on
+    /// disk until the first rotation.
     #[must_use]
-    pub fn new(config: WriterConfig) -> Self {
+    pub fn new(dir: impl Into<PathBuf>, options: &SinkOptions) -> Self {
+        let row_group_rows = options.row_group_rows.min(options.max_file_rows).max(1);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let mut rng = crate::util::Rng::new(u64::from(std::process::id()) << 32 | u64::from(nanos));
-        let steps = properties(Table::Steps, config.row_group_rows);
+        let steps = properties(Table::Steps, row_group_rows);
         Self {
             ahead: AheadEncoder::new(Table::Steps.schema(), &steps).ok(),
             properties: [
-                properties(Table::Reconciles, config.row_group_rows),
+                properties(Table::Reconciles, row_group_rows),
                 steps,
-                properties(Table::Writes, config.row_group_rows),
+                properties(Table::Writes, row_group_rows),
             ],
-            config,
+            dir: dir.into(),
+            cluster: options.cluster.as_str().into(),
+            row_group_rows,
+            options: options.clone(),
             part: None,
             instance: format!("{:08x}", rng.next_u64() & 0xffff_ffff),
             sequence: 0,
@@ -296,8 +264,8 @@ impl DatasetWriter {
         let part = self.part.get_or_insert_with(|| {
             Part::new(
                 partition_of(time_micros(record)),
-                self.config.row_group_rows,
-                &self.config.cluster,
+                self.row_group_rows,
+                &self.cluster,
             )
         });
         part.reconciles.append(record, id);
@@ -314,14 +282,11 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        if part.steps.rows() >= self.config.row_group_rows {
-            part.seal_batch(
-                self.config.row_group_rows,
-                &self.config.cluster,
-                self.ahead.as_ref(),
-            )?;
+        if part.steps.rows() >= self.row_group_rows {
+            part.seal_batch(self.row_group_rows, &self.cluster, self.ahead.as_ref())?;
         }
-        if part.step_rows >= self.config.max_file_rows || part.bytes >= self.config.max_file_bytes {
+        if part.step_rows >= self.options.max_file_rows || part.bytes >= self.options.max_file_bytes
+        {
             self.rotate()?;
         }
         Ok(())
@@ -332,7 +297,7 @@ impl DatasetWriter {
         if self
             .part
             .as_ref()
-            .is_some_and(|p| p.opened.elapsed() >= self.config.max_file_age)
+            .is_some_and(|p| p.opened.elapsed() >= self.options.max_file_age)
         {
             self.rotate()?;
         }
@@ -345,11 +310,7 @@ impl DatasetWriter {
         let Some(part) = self.part.as_mut() else {
             return Ok(());
         };
-        part.seal_batch(
-            self.config.row_group_rows,
-            &self.config.cluster,
-            self.ahead.as_ref(),
-        )?;
+        part.seal_batch(self.row_group_rows, &self.cluster, self.ahead.as_ref())?;
         if part.records == 0 {
             self.part = None;
             return Ok(());
@@ -375,10 +336,9 @@ impl DatasetWriter {
             ..
         } = &mut *part;
         let dir_of = |table: Table| {
-            self.config
-                .dir
+            self.dir
                 .join(format!("table={}", table.as_str()))
-                .join(format!("cluster={}", self.config.cluster))
+                .join(format!("cluster={}", self.cluster))
                 .join(&*partition)
         };
         let fallback;
@@ -538,25 +498,4 @@ pub(super) fn commit_file(dir: &Path, tmp: &Path, name: &str) -> Result<(), Writ
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError {
     let path = path.to_owned();
     move |source| WriteError::Io { path, source }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::partition_of;
-
-    #[test]
-    fn partitions_are_utc_dates_and_hours() {
-        assert_eq!(partition_of(0), "date=1970-01-01/hour=00");
-        // 2026-11-29T18:06:06Z
-        assert_eq!(
-            partition_of(1_795_975_566_000_000),
-            "date=2026-11-29/hour=18"
-        );
-        // 2024-02-29T23:59:59Z, a leap day
-        assert_eq!(
-            partition_of(1_709_251_199_000_000),
-            "date=2024-02-29/hour=23"
-        );
-        assert_eq!(partition_of(-1), "date=1969-12-31/hour=23");
-    }
 }

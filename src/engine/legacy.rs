@@ -173,7 +173,12 @@ impl<R: Reconciler> Engine<R> {
             rehearsed,
             stop: None,
         };
-        let result = self.reconciler.legacy_loop(&mut lp).await;
+        let result = match self.reconciler.legacy_loop() {
+            Some(function) => function.call(&mut lp).await,
+            None => Err(OpError::internal(
+                "the reconciler offers no legacy loop function",
+            )),
+        };
         let marked = lp.current.is_some() || lp.results.iter().any(Option::is_some);
         let outcome = match &result {
             Ok(output) => match output.requeue_after() {
@@ -258,10 +263,11 @@ impl<R: Reconciler> Engine<R> {
             stop: Some(stop.clone()),
         };
         {
-            let function = self.reconciler.legacy_loop(&mut lp);
-            tokio::select! {
-                _ = function => {}
-                () = stop.notified() => {}
+            if let Some(function) = self.reconciler.legacy_loop() {
+                tokio::select! {
+                    _ = function.call(&mut lp) => {}
+                    () = stop.notified() => {}
+                }
             }
         }
         lp.close(StepResult::succeeded());

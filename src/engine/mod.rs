@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use kube::Resource;
 
 pub use legacy::LegacyLoop;
-pub use operation::{OpContext, OpError, OpOutput, OpResult, Reconciler};
+pub use operation::{LegacyLoopFn, OpContext, OpError, OpOutput, OpResult, Reconciler};
 pub use record::{
     ConflictResolution, LogSink, MemorySink, ObjectKey, ReconcileRecord, Sink, StepRecord,
     cancelled_record, record_of_world,
@@ -215,7 +215,7 @@ impl<R: Reconciler> Engine<R> {
             if !op.intended_differences().is_empty()
                 && op.only().is_none()
                 && !legacy_code[op.id().index()]
-                && !reconciler.has_legacy_loop()
+                && reconciler.legacy_loop().is_none()
             {
                 tracing::warn!(
                     plan = plan.name(),
@@ -431,7 +431,7 @@ impl<R: Reconciler> Engine<R> {
         let mut record = assemble(
             &self.plan,
             key,
-            (evaluation.mode, Some(evaluation)),
+            (evaluation.mode, Some(evaluation.decision)),
             started_at,
             (&control_report, &control),
             candidate.as_ref().map(|report| (report, &shadow.trace)),
@@ -506,7 +506,7 @@ impl<R: Reconciler> Drop for Unfinished<'_, R> {
         let record = record::cancelled_record(
             &self.engine.plan,
             key,
-            (evaluation.mode, Some(evaluation)),
+            (evaluation.mode, Some(evaluation.decision)),
             started_at,
             started.elapsed(),
             Some(self.engine.next_trace_id()),

@@ -349,27 +349,30 @@ pub trait Reconciler: Send + Sync + 'static {
         self.run(op, ctx)
     }
 
-    /// Whether the legacy path is one function, [`legacy_loop`](Reconciler::legacy_loop) (the
-    /// HyperShift shape), rather than per-operation code. Default: no.
-    fn has_legacy_loop(&self) -> bool {
-        false
-    }
-
-    /// The legacy loop as one function: the control whenever the legacy path runs (modes `off`
-    /// and `shadow`). It marks where each operation of the plan's legacy path starts with
-    /// [`LegacyLoop::step`](super::LegacyLoop::step) and writes through
-    /// [`LegacyLoop::client`](super::LegacyLoop::client); its error is the failure of the step it
-    /// is in. Called only when [`has_legacy_loop`](Reconciler::has_legacy_loop) says so.
-    fn legacy_loop<'a>(
-        &'a self,
-        lp: &'a mut super::LegacyLoop<'_, Self>,
-    ) -> impl Future<Output = OpResult> + Send + 'a
+    /// The legacy loop as one function (the HyperShift shape), when the reconciler keeps it:
+    /// an optional capability of its own ([`LegacyLoopFn`]), offered by returning it (usually
+    /// `Some(self)`). Default: none, the legacy path is per-operation code.
+    fn legacy_loop(&self) -> Option<&dyn LegacyLoopFn<Self>>
     where
         Self: Sized,
     {
-        let _ = lp;
-        std::future::ready(Err(OpError::internal(
-            "the reconciler has no legacy loop function (has_legacy_loop is false)",
-        )))
+        None
     }
+}
+
+/// The legacy loop as one function: the shape of a reconciler that kept its old loop beside the
+/// phased reconcile (HyperShift's `reconcileLegacy`). An optional capability of a
+/// [`Reconciler`], which offers it through [`Reconciler::legacy_loop`], as a Go controller's
+/// optional interfaces are (`shadow.DryRunner`, `shadow.Attempter`).
+pub trait LegacyLoopFn<R: Reconciler>: Send + Sync {
+    /// Runs the legacy loop: the control whenever the legacy path runs (modes `off` and
+    /// `shadow`). It marks where each operation of the plan's legacy path starts with
+    /// [`LegacyLoop::step`](super::LegacyLoop::step) and writes through
+    /// [`LegacyLoop::client`](super::LegacyLoop::client); its error is the failure of the step it
+    /// is in. Boxed, so that the capability is an object the reconciler can hand out:
+    /// `Box::pin(self.reconcile_legacy(lp))`.
+    fn call<'a>(
+        &'a self,
+        lp: &'a mut super::LegacyLoop<'_, R>,
+    ) -> futures_util::future::BoxFuture<'a, OpResult>;
 }

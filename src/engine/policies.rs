@@ -54,7 +54,7 @@ impl Policies {
                 let control = self
                     .enforce
                     .iter()
-                    .find(|(set, _)| *set == evaluation.enforced_groups)
+                    .find(|(set, _)| *set == evaluation.decision.enforced_groups)
                     .unwrap_or(&self.enforce[0]);
                 (&control.1, Some(&self.candidate))
             }

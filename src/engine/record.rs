@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::flag::Evaluation;
+use crate::flag::FlagDecision;
 use crate::model::{Diff, Report, Step};
 use crate::plan::ReconcilePlan;
 use crate::vocab::{Category, ComparisonSkip, ErrorClass, Execution, Mode, Outcome};
@@ -143,7 +143,7 @@ pub struct ReconcileRecord {
     pub mode: Mode,
     /// How the flag decided that mode (`None` when no flag decided, e.g. a record rebuilt from
     /// another process's data).
-    pub flag: Option<crate::flag::Evaluation>,
+    pub flag: Option<FlagDecision>,
     /// When it started.
     pub started_at: SystemTime,
     /// How long the whole reconcile took (control, candidate and condition write).
@@ -347,7 +347,7 @@ impl Sink for LogSink {
 pub(crate) fn assemble(
     plan: &ReconcilePlan,
     object: ObjectKey,
-    (mode, flag): (Mode, Option<Evaluation>),
+    (mode, flag): (Mode, Option<FlagDecision>),
     started_at: SystemTime,
     (control_report, control): (&crate::model::Report, &Trace),
     candidate: Option<(&crate::model::Report, &Trace)>,
@@ -395,7 +395,7 @@ pub(crate) fn assemble(
 pub fn cancelled_record(
     plan: &ReconcilePlan,
     object: ObjectKey,
-    (mode, flag): (Mode, Option<Evaluation>),
+    (mode, flag): (Mode, Option<FlagDecision>),
     started_at: SystemTime,
     duration: Duration,
     trace_id: Option<String>,

@@ -84,7 +84,7 @@ impl<R: Reconciler> Engine<R> {
     /// `legacy_code`, or a legacy loop function): the candidate cannot reuse the control's result
     /// of it.
     fn distinct(&self, op: OpId) -> bool {
-        (self.legacy_code[op.index()] || self.reconciler.has_legacy_loop())
+        (self.legacy_code[op.index()] || self.reconciler.legacy_loop().is_some())
             && self.plan.operation(op).only().is_none()
     }
 
@@ -95,7 +95,7 @@ impl<R: Reconciler> Engine<R> {
         origin: Instant,
         shadow: &mut Shadow,
     ) -> (Report, Trace, R::State) {
-        if policy.path() == CodePath::Legacy && self.reconciler.has_legacy_loop() {
+        if policy.path() == CodePath::Legacy && self.reconciler.legacy_loop().is_some() {
             let compare = candidate.filter(|c| c.path() == CodePath::Phased);
             return self
                 .run_legacy_loop((policy, compare), object, origin, shadow)

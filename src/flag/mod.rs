@@ -10,6 +10,7 @@
 //! [`util`](crate::util), [`vocab`](crate::vocab); nothing here may use a module of its layer or
 //! above.
 
+mod groups;
 pub mod metrics;
 mod parse;
 mod ramp;
@@ -21,9 +22,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
+pub use groups::{GroupRef, GroupSyntax, UnknownGroup, resolve};
 pub use metrics::FlagMetrics;
 pub use parse::{Field, FieldError};
-pub use ramp::{GroupRamp, GroupRef, Ramp, bucket, sample_bucket};
+pub use ramp::{GroupRamp, Ramp, bucket, sample_bucket};
 pub use rollout_metrics::RolloutMetrics;
 
 use crate::plan::ReconcilePlan;
@@ -73,16 +75,13 @@ impl FlagSpec {
     /// Checks that every named group exists in one of `plans` (a typo is an error, not a no-op).
     pub fn validate(&self, plans: &[Arc<ReconcilePlan>]) -> Result<(), FieldError> {
         let check = |field: Field, groups: &[GroupRef]| {
-            for g in groups {
-                if !plans.iter().any(|p| g.in_plan(p).is_some()) {
-                    return Err(FieldError::new(
-                        field,
-                        g.to_string(),
-                        format!("no plan has this rollout group; known: {}", known(plans)),
-                    ));
-                }
-            }
-            Ok(())
+            resolve(groups, plans).map(drop).map_err(|unknown| {
+                FieldError::new(
+                    field,
+                    unknown.group().to_string(),
+                    format!("no plan has this rollout group; known: {}", unknown.known()),
+                )
+            })
         };
         check(Field::EnforcedGroups, &self.enforced_groups)?;
         check(
@@ -165,18 +164,6 @@ impl FlagSpec {
         }
         line
     }
-}
-
-fn known(plans: &[Arc<ReconcilePlan>]) -> String {
-    plans
-        .iter()
-        .flat_map(|p| {
-            p.groups()
-                .iter()
-                .map(move |g| format!("{}/{}", p.name(), g.name()))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The flag's rollout groups as one plan sees them: its own groups' names (the mode, ramp and
@@ -327,11 +314,19 @@ pub struct FlagState {
     pub generation: u64,
 }
 
-/// One reconcile's flag evaluation.
+/// One reconcile's flag evaluation: the mode, and how the flag decided it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Evaluation {
     /// The mode the reconcile runs in.
     pub mode: Mode,
+    /// How the flag decided it (what a record keeps beside its mode).
+    pub decision: FlagDecision,
+}
+
+/// How the flag decided a reconcile's mode; the mode itself is the [`Evaluation`]'s (and the
+/// record's), said once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagDecision {
     /// Why.
     pub reason: Reason,
     /// The ConfigMap's resourceVersion, or `None` for the command line's flag.
@@ -364,9 +359,11 @@ impl FlagState {
             };
             return Evaluation {
                 mode,
-                reason: Reason::TargetingMatch,
-                version,
-                enforced_groups,
+                decision: FlagDecision {
+                    reason: Reason::TargetingMatch,
+                    version,
+                    enforced_groups,
+                },
             };
         }
         let bucket = bucket(uid);
@@ -395,9 +392,11 @@ impl FlagState {
         };
         Evaluation {
             mode,
-            reason,
-            version,
-            enforced_groups,
+            decision: FlagDecision {
+                reason,
+                version,
+                enforced_groups,
+            },
         }
     }
 }

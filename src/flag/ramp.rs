@@ -1,85 +1,11 @@
-//! The flag's units: a rollout group as the flag names it, a ramp, an object's bucket, and one
-//! group's own mode and ramp.
+//! The flag's units: a ramp, an object's bucket, and one rollout group's own mode and ramp.
 
 use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use crate::plan::ReconcilePlan;
+use super::GroupRef;
 use crate::vocab::Mode;
-
-/// A rollout group named by the flag: `group` (every plan that has it) or `plan/group`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct GroupRef {
-    pub(super) plan: Option<String>,
-    pub(super) group: String,
-}
-
-impl GroupRef {
-    /// `group` or `plan/group`; `None` for an empty name or part.
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        let s = s.trim();
-        match s.split_once('/') {
-            Some((plan, group))
-                if !plan.is_empty() && !group.is_empty() && !group.contains('/') =>
-            {
-                Some(Self {
-                    plan: Some(plan.to_owned()),
-                    group: group.to_owned(),
-                })
-            }
-            Some(_) => None,
-            None if s.is_empty() => None,
-            None => Some(Self {
-                plan: None,
-                group: s.to_owned(),
-            }),
-        }
-    }
-
-    /// A group of one plan.
-    #[must_use]
-    pub fn qualified(plan: &str, group: &str) -> Self {
-        Self {
-            plan: Some(plan.to_owned()),
-            group: group.to_owned(),
-        }
-    }
-
-    /// A group of every plan that has one of this name.
-    #[must_use]
-    pub fn any_plan(group: &str) -> Self {
-        Self {
-            plan: None,
-            group: group.to_owned(),
-        }
-    }
-
-    /// Whether the two references can name the same group: the same name, and the same plan or
-    /// one of them of any plan.
-    #[must_use]
-    pub fn overlaps(&self, other: &Self) -> bool {
-        self.group == other.group
-            && (self.plan.is_none() || other.plan.is_none() || self.plan == other.plan)
-    }
-
-    /// The group's name in `plan`, if this reference names a group of it.
-    #[must_use]
-    pub fn in_plan<'a>(&'a self, plan: &ReconcilePlan) -> Option<&'a str> {
-        let ours = self.plan.as_deref().is_none_or(|p| p == plan.name());
-        (ours && plan.group(&self.group).is_ok()).then_some(self.group.as_str())
-    }
-}
-
-impl fmt::Display for GroupRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.plan {
-            Some(plan) => write!(f, "{plan}/{}", self.group),
-            None => f.write_str(&self.group),
-        }
-    }
-}
 
 /// A share of the objects, in basis points (0 to 10,000).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -217,8 +217,8 @@ fn the_annotation_wins_only_when_allowed() {
     let state = flag.current();
     let hc = hostedcluster(&state);
     let e = state.evaluate(&hc, "u", Some("enforce"));
-    assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
-    assert_eq!(e.version.as_deref(), Some("1"));
+    assert_eq!((e.mode, e.decision.reason), (Mode::Shadow, Reason::Static));
+    assert_eq!(e.decision.version.as_deref(), Some("1"));
     flag.apply(Some(&config_map(
         "2",
         &[("mode", "shadow"), ("allowObjectOverride", "true")],
@@ -227,13 +227,19 @@ fn the_annotation_wins_only_when_allowed() {
     let state = flag.current();
     let hc = hostedcluster(&state);
     let e = state.evaluate(&hc, "u", Some("enforce"));
-    assert_eq!((e.mode, e.reason), (Mode::Enforce, Reason::TargetingMatch));
+    assert_eq!(
+        (e.mode, e.decision.reason),
+        (Mode::Enforce, Reason::TargetingMatch)
+    );
     let e = state.evaluate(&hc, "u", Some("off"));
-    assert_eq!((e.mode, e.reason), (Mode::Off, Reason::TargetingMatch));
+    assert_eq!(
+        (e.mode, e.decision.reason),
+        (Mode::Off, Reason::TargetingMatch)
+    );
     let e = state.evaluate(&hc, "u", Some("bogus"));
-    assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Error));
+    assert_eq!((e.mode, e.decision.reason), (Mode::Shadow, Reason::Error));
     let e = state.evaluate(&hc, "u", None);
-    assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Static));
+    assert_eq!((e.mode, e.decision.reason), (Mode::Shadow, Reason::Static));
 }
 
 #[test]
@@ -253,7 +259,7 @@ fn outside_the_ramp_an_object_gets_the_mode_below() {
     for i in 0..1000 {
         let uid = format!("uid-{i}");
         let e = state.evaluate(&hc, &uid, None);
-        assert_eq!(e.reason, Reason::Split);
+        assert_eq!(e.decision.reason, Reason::Split);
         assert_eq!(e, state.evaluate(&hc, &uid, None), "same object, same side");
         match e.mode {
             Mode::Enforce => enforce += 1,
@@ -302,15 +308,19 @@ fn each_group_has_its_own_ramp() {
     for i in 0..2000 {
         let uid = format!("uid-{i}");
         let e = state.evaluate(&hc, &uid, None);
-        assert_eq!((e.mode, e.reason), (Mode::Enforce, Reason::Split), "{uid}");
+        assert_eq!(
+            (e.mode, e.decision.reason),
+            (Mode::Enforce, Reason::Split),
+            "{uid}"
+        );
         if bucket(&uid) < 500 {
             assert_eq!(
-                e.enforced_groups,
+                e.decision.enforced_groups,
                 ["non-critical-syncs", "gated-components"]
             );
             both += 1;
         } else {
-            assert_eq!(e.enforced_groups, ["non-critical-syncs"]);
+            assert_eq!(e.decision.enforced_groups, ["non-critical-syncs"]);
             first += 1;
         }
     }
@@ -330,7 +340,10 @@ fn each_group_has_its_own_ramp() {
     let addon = state.spec.for_plan(&addon);
     assert!(!addon.named);
     let e = state.evaluate(&addon, "uid-1", None);
-    assert_eq!((e.mode, e.enforced_groups.len()), (Mode::Enforce, 0));
+    assert_eq!(
+        (e.mode, e.decision.enforced_groups.len()),
+        (Mode::Enforce, 0)
+    );
 }
 
 #[test]
@@ -355,8 +368,8 @@ fn a_group_in_shadow_is_rolled_back_whatever_enforced_groups_says() {
     for i in 0..200 {
         // Inside no group's ramp: shadow, not a phased control enforcing nothing.
         let e = state.evaluate(&hc, &format!("uid-{i}"), None);
-        assert_eq!((e.mode, e.reason), (Mode::Shadow, Reason::Split));
-        assert!(e.enforced_groups.is_empty());
+        assert_eq!((e.mode, e.decision.reason), (Mode::Shadow, Reason::Split));
+        assert!(e.decision.enforced_groups.is_empty());
     }
     // A canary enforces every group the flag enforces, whatever its ramp.
     flag.apply(Some(&config_map(
@@ -373,7 +386,7 @@ fn a_group_in_shadow_is_rolled_back_whatever_enforced_groups_says() {
     .expect("valid");
     let state = flag.current();
     let e = state.evaluate(&hostedcluster(&state), "uid-1", Some("enforce"));
-    assert_eq!(e.enforced_groups, ["non-critical-syncs"]);
+    assert_eq!(e.decision.enforced_groups, ["non-critical-syncs"]);
     // The qualified entry wins over the plain one.
     flag.apply(Some(&config_map(
         "3",

@@ -14,6 +14,12 @@ mod rebuild;
 pub mod receiver;
 pub mod reconstruct;
 
+/// How long a record received over OTLP waits for room in the Parquet writer's full queue
+/// before it is dropped, by default: 5 s. The exporter's request waits with it, which slows the
+/// exporter down instead of losing its data (the embedded engine never waits: a reconcile must
+/// not).
+pub const WAIT_WHEN_FULL: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub use convention::Convention;
 pub use metrics::IngestMetrics;
 pub use receiver::Ingest;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::convention::{Object, SpanFacts};
 use crate::engine::{ObjectKey, ReconcileRecord, Trace, assemble};
-use crate::flag::Evaluation;
+use crate::flag::FlagDecision;
 use crate::model::{Decision, Policy, StepResult};
 use crate::plan::ReconcilePlan;
 use crate::vocab::{ErrorClass, Execution, Mode, OpId};
@@ -64,7 +64,7 @@ pub(super) struct Policies {
     pub(super) control: Policy,
     pub(super) candidate: Option<Policy>,
     /// The flag's evaluation, when the span carries one (`feature_flag.result.reason`).
-    pub(super) flag: Option<Evaluation>,
+    pub(super) flag: Option<FlagDecision>,
 }
 
 fn result_of(child: &Child) -> StepResult {

@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use super::convention::{Convention, Role, RunFacts, SpanFacts};
 use super::rebuild::{Child, Policies, Side, build};
 use crate::engine::ReconcileRecord;
-use crate::flag::{Evaluation, Reason};
+use crate::flag::{FlagDecision, Reason};
 use crate::model::Policy;
 use crate::plan::{PlanHash, ReconcilePlan};
 use crate::vocab::{Mode, OpId};
@@ -184,12 +184,12 @@ impl std::fmt::Debug for Assembler {
 }
 
 impl Assembler {
-    /// An assembler for `plans`; the candidate of each evaluates `candidate_groups` of it, each
-    /// `GROUP` (in every plan that has it) or `PLAN/GROUP` (every group when none of them is the
-    /// plan's).
+    /// An assembler for `plans`; the candidate of each evaluates `candidate_groups` of it (every
+    /// group when none of them is the plan's), as [`flag::resolve`](crate::flag::resolve) gives
+    /// them or as written (`GROUP` names the group in every plan that has it).
     pub fn new(
         plans: &[Arc<ReconcilePlan>],
-        candidate_groups: &[String],
+        candidate_groups: &[crate::flag::GroupRef],
         convention: Convention,
         limits: Limits,
     ) -> Result<Self, crate::plan::LookupError> {
@@ -198,9 +198,7 @@ impl Assembler {
         for plan in plans {
             let groups: Vec<String> = candidate_groups
                 .iter()
-                .filter_map(|g| {
-                    crate::flag::GroupRef::parse(g).and_then(|r| r.in_plan(plan).map(str::to_owned))
-                })
+                .filter_map(|g| g.in_plan(plan).map(str::to_owned))
                 .collect();
             let candidate = if groups.is_empty() {
                 Policy::phased_all_groups(plan.clone())
@@ -456,8 +454,7 @@ impl Assembler {
             .flag_reason
             .as_deref()
             .and_then(Reason::parse)
-            .map(|reason| Evaluation {
-                mode,
+            .map(|reason| FlagDecision {
                 reason,
                 version: run.flag_version.clone(),
                 enforced_groups: if mode == Mode::Enforce {

@@ -444,12 +444,30 @@ pub mod embedded {
         }
     }
 
-    /// Loads a shipped plan by name (`hostedcluster` or `addon-install-progression`).
+    /// Loads a shipped plan by name (`hostedcluster` or `addon-install-progression`): a copy of
+    /// [`shared`]'s.
     ///
     /// # Panics
     /// If a shipped plan is invalid, which the test suite rules out.
     pub fn load(name: &str) -> Option<super::ReconcilePlan> {
-        let (file, text) = text(name)?;
-        Some(super::ReconcilePlan::from_yaml(file, text).expect("shipped plans are valid (tested)"))
+        shared(name).map(|plan| (*plan).clone())
+    }
+
+    /// A shipped plan by name, parsed once per process and shared by every caller after.
+    ///
+    /// # Panics
+    /// If a shipped plan is invalid, which the test suite rules out.
+    pub fn shared(name: &str) -> Option<std::sync::Arc<super::ReconcilePlan>> {
+        static PLANS: [std::sync::OnceLock<std::sync::Arc<super::ReconcilePlan>>; NAMES.len()] =
+            [const { std::sync::OnceLock::new() }; NAMES.len()];
+        let index = NAMES.iter().position(|n| *n == name)?;
+        let plan = PLANS[index].get_or_init(|| {
+            let (file, text) = text(name).expect("every name has a text");
+            std::sync::Arc::new(
+                super::ReconcilePlan::from_yaml(file, text)
+                    .expect("shipped plans are valid (tested)"),
+            )
+        });
+        Some(plan.clone())
     }
 }

@@ -25,7 +25,5 @@ pub(crate) fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// If the plan does not ship or is invalid, which the test suite rules out for the names the
 /// reconcilers use.
 pub(crate) fn shipped_plan(name: &str) -> std::sync::Arc<crate::plan::ReconcilePlan> {
-    std::sync::Arc::new(
-        crate::plan::embedded::load(name).unwrap_or_else(|| panic!("plan {name} ships")),
-    )
+    crate::plan::embedded::shared(name).unwrap_or_else(|| panic!("plan {name} ships"))
 }

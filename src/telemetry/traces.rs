@@ -252,11 +252,11 @@ fn difference_attributes(d: &crate::engine::WriteDifference) -> Vec<KeyValue> {
 }
 
 /// The OpenTelemetry feature-flag attributes of the flag's evaluation for this reconcile.
-fn flag_attributes(r: &ReconcileRecord, flag: &crate::flag::Evaluation) -> Vec<KeyValue> {
+fn flag_attributes(r: &ReconcileRecord, flag: &crate::flag::FlagDecision) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new(span::feature_flag::KEY, crate::flag::FLAG_KEY),
         KeyValue::new(span::feature_flag::PROVIDER_NAME, "shadow-reconciler"),
-        KeyValue::new(span::feature_flag::RESULT_VARIANT, flag.mode.as_str()),
+        KeyValue::new(span::feature_flag::RESULT_VARIANT, r.mode.as_str()),
         KeyValue::new(span::feature_flag::RESULT_REASON, flag.reason.as_str()),
     ];
     if let Some(uid) = &r.object.uid {
@@ -265,7 +265,7 @@ fn flag_attributes(r: &ReconcileRecord, flag: &crate::flag::Evaluation) -> Vec<K
     if let Some(version) = &flag.version {
         attributes.push(KeyValue::new(span::feature_flag::VERSION, version.clone()));
     }
-    if flag.mode == crate::vocab::Mode::Enforce {
+    if r.mode == crate::vocab::Mode::Enforce {
         attributes.push(KeyValue::new(
             span::ENFORCED_GROUPS,
             opentelemetry::Value::Array(opentelemetry::Array::String(

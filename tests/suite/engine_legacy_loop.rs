@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use common::hostedcluster::{self as fixture, NS};
 use common::start_sim;
+use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use shadow_reconciler::engine::{
-    Engine, LegacyLoop, MemorySink, OpContext, OpError, OpOutput, OpResult, ReconcileRecord,
-    Reconciler,
+    Engine, LegacyLoop, LegacyLoopFn, MemorySink, OpContext, OpError, OpOutput, OpResult,
+    ReconcileRecord, Reconciler,
 };
 use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::plan::ReconcilePlan;
@@ -121,11 +122,20 @@ impl Reconciler for LoopReconciler {
         Ok(OpOutput::done())
     }
 
-    fn has_legacy_loop(&self) -> bool {
-        true
+    fn legacy_loop(&self) -> Option<&dyn LegacyLoopFn<Self>> {
+        Some(self)
     }
+}
 
-    async fn legacy_loop(&self, lp: &mut LegacyLoop<'_, Self>) -> OpResult {
+impl LegacyLoopFn<LoopReconciler> for LoopReconciler {
+    fn call<'a>(&'a self, lp: &'a mut LegacyLoop<'_, Self>) -> BoxFuture<'a, OpResult> {
+        Box::pin(self.reconcile_legacy(lp))
+    }
+}
+
+impl LoopReconciler {
+    /// The legacy loop function, as the controller keeps it.
+    async fn reconcile_legacy(&self, lp: &mut LegacyLoop<'_, Self>) -> OpResult {
         let ns = cp(lp.object());
         match self.0 {
             Loop::Opaque => {

@@ -93,8 +93,8 @@ fn count(dir: &Path, table: Table) -> usize {
 
 fn small(dir: &Path) -> SinkConfig {
     let mut config = SinkConfig::new(dir);
-    config.writer.row_group_rows = 30;
-    config.writer.max_file_rows = 120;
+    config.options.row_group_rows = 30;
+    config.options.max_file_rows = 120;
     config.backoff = Duration::from_millis(20);
     config.max_backoff = Duration::from_millis(100);
     config
@@ -171,7 +171,7 @@ fn records_land_in_hive_partitions_whole_and_redacted() {
 fn a_stalled_writer_never_blocks_a_reconcile_and_drops_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = small(dir.path());
-    config.capacity = 64;
+    config.options.capacity = 64;
     let registry = prometheus::Registry::new();
     let dropped = prometheus::IntCounter::new("dropped", "d").unwrap();
     let files = prometheus::IntCounter::new("files", "f").unwrap();
@@ -221,8 +221,8 @@ fn a_stalled_writer_never_blocks_a_reconcile_and_drops_are_counted() {
 fn a_sink_that_may_wait_holds_records_until_the_writer_makes_room() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = small(dir.path());
-    config.capacity = 4;
-    config.wait_when_full = Duration::from_mins(5);
+    config.options.capacity = 4;
+    config.options.wait_when_full = Duration::from_mins(5);
     let sink = std::sync::Arc::new(ParquetSink::start(config, None));
     sink.pause();
     let sender = {
@@ -249,8 +249,8 @@ fn a_sink_that_may_wait_holds_records_until_the_writer_makes_room() {
     // The wait is bounded: past it, dropped and counted.
     let dir = tempfile::tempdir().unwrap();
     let mut config = small(dir.path());
-    config.capacity = 2;
-    config.wait_when_full = Duration::from_millis(50);
+    config.options.capacity = 2;
+    config.options.wait_when_full = Duration::from_millis(50);
     let sink = ParquetSink::start(config, None);
     sink.pause();
     for i in 0..6 {
@@ -461,7 +461,7 @@ fn docs_parquet_md_lists_exactly_the_columns_written() {
 async fn with_the_writer_stalled_the_controllers_reconcile_as_usual() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = small(dir.path());
-    config.capacity = 16;
+    config.options.capacity = 16;
     let sink = std::sync::Arc::new(ParquetSink::start(config, None));
     sink.pause();
     let settings = shadow_reconciler::scenario::Settings {

@@ -532,8 +532,8 @@ fn flag_objects(
                 "uid": uid,
                 "annotation": annotation,
                 "mode": e.mode.as_str(),
-                "reason": e.reason.as_str(),
-                "enforced_groups": e.enforced_groups,
+                "reason": e.decision.reason.as_str(),
+                "enforced_groups": e.decision.enforced_groups,
             }));
         }
     }

@@ -366,10 +366,10 @@ fn a_server_killed_mid_upload_loses_nothing_and_shows_no_partial_file() {
         unreachable!()
     };
     let mut config = SinkConfig::new(dir.join("spool"));
-    config.writer.cluster = "mgmt-kill".into();
+    config.options.cluster = "mgmt-kill".into();
     // Files of about 10 MB: two parts of a multipart upload each.
-    config.writer.max_file_rows = 300_000;
-    config.writer.max_file_bytes = 1 << 30;
+    config.options.max_file_rows = 300_000;
+    config.options.max_file_bytes = 1 << 30;
     config.backoff = Duration::from_millis(100);
     config.max_backoff = Duration::from_millis(500);
     config.upload = Some(UploadConfig {
@@ -467,7 +467,7 @@ fn what_the_grace_leaves_in_the_spool_the_next_start_uploads() {
     };
     let config = || {
         let mut config = SinkConfig::new(dir.join("spool"));
-        config.writer.cluster = "mgmt-restart".into();
+        config.options.cluster = "mgmt-restart".into();
         config.backoff = Duration::from_millis(100);
         config.max_backoff = Duration::from_millis(500);
         config.upload = Some(UploadConfig {
