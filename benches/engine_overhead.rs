@@ -50,7 +50,7 @@ use shadow_reconciler::engine::{Engine, OpContext, OpResult, Reconciler};
 use shadow_reconciler::flag::{FlagSpec, LiveFlag};
 use shadow_reconciler::plan::ReconcilePlan;
 use shadow_reconciler::reconcilers::hostedcluster::{
-    HostedCluster, HostedClusterReconciler, State,
+    self, HostedCluster, HostedClusterReconciler, State,
 };
 use shadow_reconciler::scenario::population;
 use shadow_reconciler::sim::{SimConfig, Simulator};
@@ -117,38 +117,15 @@ fn replaying_client(replay: Arc<Replay>, upstream: kube::Client) -> kube::Client
     kube::Client::new(service, "default")
 }
 
-/// The 20 operations both code paths share, with one code for both.
+/// The operations both code paths have (`hostedcluster::both_paths`), with one code for both.
 struct SharedCode;
-
-const SHARED: &[&str] = &[
-    "CPOImageAndNamespace",
-    "PlatformCredentials",
-    "PullSecretSync",
-    "SecretEncryptionSync",
-    "RestoredFromBackup",
-    "AuditWebhookSync",
-    "SSHKeySync",
-    "AdditionalTrustBundle",
-    "ServiceAccountSigningKey",
-    "UnmanagedEtcdMTLS",
-    "ETCDMemberRecovery",
-    "GlobalConfigSync",
-    "CoreHCPChain",
-    "KubeconfigAndPasswordSync",
-    "PlatformOIDCAndCSI",
-    "MonitoringAndCLISecrets",
-    "ReleaseImageVersion",
-    "OperatorDeployments",
-    "RBACAndPolicies",
-    "PublicEndpointExposed",
-];
 
 impl Reconciler for SharedCode {
     type Object = HostedCluster;
     type State = State;
 
     fn operations(&self) -> &'static [&'static str] {
-        SHARED
+        hostedcluster::both_paths()
     }
 
     fn run<'a>(

@@ -120,7 +120,7 @@ pub struct Settings {
     /// Plans to run instead of the shipped ones (matched by name), e.g. a hypothesis under test.
     pub plans: Vec<Arc<crate::plan::ReconcilePlan>>,
     /// Run the HostedCluster reconciler with the phased code in both paths, every operation
-    /// compared ([`SameCodeReconciler`](crate::reconcilers::hostedcluster::SameCodeReconciler)).
+    /// compared ([`SameCodeReconciler`](type@crate::reconcilers::hostedcluster::SameCodeReconciler)).
     pub same_code: bool,
     /// The flag ConfigMap watched in the simulated cluster; `None`: `flag` decides alone.
     pub flag_configmap: Option<crate::flag::watch::Target>,

@@ -204,12 +204,11 @@ pub enum Leftover<'a> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PlantedReconciler;
 
-/// The operations whose legacy code [`PlantedReconciler`] runs from `run_legacy`.
-const PLANTED_LEGACY: &[&str] = &[
-    "SSHKeySync",
-    "ValidConfigurationCondition",
-    "MonitoringAndCLISecrets",
-];
+/// The operations whose legacy code [`PlantedReconciler`] runs from `run_legacy`: the shipped
+/// reconciler's and the planted one.
+static PLANTED_LEGACY: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
+    [hostedcluster::LEGACY_CODE, &["MonitoringAndCLISecrets"]].concat()
+});
 
 impl Reconciler for PlantedReconciler {
     type Object = HostedCluster;
@@ -254,7 +253,7 @@ impl Reconciler for PlantedReconciler {
     }
 
     fn legacy_code(&self) -> &'static [&'static str] {
-        PLANTED_LEGACY
+        &PLANTED_LEGACY
     }
 
     async fn run_legacy(&self, op: &str, ctx: &mut OpContext<HostedCluster, State>) -> OpResult {
@@ -289,7 +288,7 @@ impl Reconciler for SharedCodeReconciler {
     }
 
     fn legacy_code(&self) -> &'static [&'static str] {
-        &["ValidConfigurationCondition"]
+        hostedcluster::LEGACY_ONLY
     }
 
     fn run_legacy<'a>(

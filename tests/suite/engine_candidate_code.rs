@@ -210,7 +210,7 @@ async fn legacy_code_for_a_phased_only_operation_is_refused() {
             HostedClusterReconciler.run(op, ctx)
         }
         fn legacy_code(&self) -> &'static [&'static str] {
-            &["ManagedHSMVersionCheck"]
+            shadow_reconciler::reconcilers::hostedcluster::PHASED_ONLY
         }
     }
     let (_sim, client) = start_sim(SimConfig::default()).await;

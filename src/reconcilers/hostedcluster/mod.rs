@@ -19,7 +19,7 @@ mod endpoint;
 mod ops;
 pub mod types;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use kube::ResourceExt;
 
@@ -57,33 +57,38 @@ pub const OPERATIONS: &[&str] = &[
     "ValidConfigurationCondition",
 ];
 
-/// The operations whose legacy code differs from the phased code (or exists alone).
-pub const LEGACY_CODE: &[&str] = &["SSHKeySync", "ValidConfigurationCondition"];
+/// The operation the phased reconcile has and the legacy loop lacks (`only: phased`).
+pub const PHASED_ONLY: &[&str] = &["ManagedHSMVersionCheck"];
 
-/// Every operation of the legacy path: with [`SameCodeReconciler`] each is compared.
-const LEGACY_PATH: &[&str] = &[
-    "CPOImageAndNamespace",
-    "PlatformCredentials",
-    "PullSecretSync",
-    "SecretEncryptionSync",
-    "RestoredFromBackup",
-    "AuditWebhookSync",
-    "SSHKeySync",
-    "AdditionalTrustBundle",
-    "ServiceAccountSigningKey",
-    "UnmanagedEtcdMTLS",
-    "ETCDMemberRecovery",
-    "GlobalConfigSync",
-    "CoreHCPChain",
-    "KubeconfigAndPasswordSync",
-    "PlatformOIDCAndCSI",
-    "MonitoringAndCLISecrets",
-    "ReleaseImageVersion",
-    "OperatorDeployments",
-    "RBACAndPolicies",
-    "PublicEndpointExposed",
-    "ValidConfigurationCondition",
-];
+/// The operation the legacy loop has and the phased reconcile lacks (`only: legacy`).
+pub const LEGACY_ONLY: &[&str] = &["ValidConfigurationCondition"];
+
+/// The operations whose legacy code differs from the phased code (or exists alone).
+pub const LEGACY_CODE: &[&str] = &["SSHKeySync", LEGACY_ONLY[0]];
+
+/// Every operation of the legacy path ([`OPERATIONS`] but [`PHASED_ONLY`]): with
+/// [`SameCodeReconciler`](type@SameCodeReconciler) each is compared.
+#[must_use]
+pub fn legacy_path() -> &'static [&'static str] {
+    static PATH: LazyLock<Vec<&str>> = LazyLock::new(|| without(PHASED_ONLY));
+    &PATH
+}
+
+/// The operations both code paths have ([`OPERATIONS`] but the one-sided ones).
+#[must_use]
+pub fn both_paths() -> &'static [&'static str] {
+    static PATH: LazyLock<Vec<&str>> =
+        LazyLock::new(|| without(&[PHASED_ONLY, LEGACY_ONLY].concat()));
+    &PATH
+}
+
+fn without(excluded: &[&str]) -> Vec<&'static str> {
+    OPERATIONS
+        .iter()
+        .copied()
+        .filter(|op| !excluded.contains(op))
+        .collect()
+}
 
 /// The annotation that says a HostedCluster keeps its encryption keys in a managed HSM.
 pub const MANAGED_HSM_ANNOTATION: &str = "hypershift.openshift.io/kms-managed-hsm";
@@ -100,9 +105,26 @@ pub struct State {
     pub release_version: Option<String>,
 }
 
-/// The reconciler.
+/// The reference reconciler, in two variants of one code: [`HostedClusterReconciler`](type@HostedClusterReconciler), the
+/// shipped one, whose legacy code differs where upstream's does ([`LEGACY_CODE`]), and
+/// [`SameCodeReconciler`](type@SameCodeReconciler), with the phased code in both paths (the legacy-only step aside) while
+/// every operation of the legacy path is declared to have legacy code of its own: the engine
+/// pairs and compares all of them. Identical code must show no write difference, so a run of it
+/// measures the noise of the write comparison on a cluster (`simulate --same-code`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct HostedClusterReconciler;
+pub struct Reference<const SAME_CODE: bool>;
+
+/// The shipped reference reconciler (a type and, as a unit struct's name is, its value).
+pub type HostedClusterReconciler = Reference<false>;
+/// The value of [`HostedClusterReconciler`](type@HostedClusterReconciler).
+#[allow(non_upper_case_globals)]
+pub const HostedClusterReconciler: HostedClusterReconciler = Reference;
+
+/// The reference reconciler with the same code in both paths (a type and its value).
+pub type SameCodeReconciler = Reference<true>;
+/// The value of [`SameCodeReconciler`](type@SameCodeReconciler).
+#[allow(non_upper_case_globals)]
+pub const SameCodeReconciler: SameCodeReconciler = Reference;
 
 impl HostedClusterReconciler {
     /// The shipped plan this reconciler implements.
@@ -115,49 +137,13 @@ impl HostedClusterReconciler {
     }
 }
 
-/// The reference reconciler with the phased code in both paths (the legacy-only step aside),
-/// while every operation of the legacy path is declared to have legacy code of its own: the
-/// engine pairs and compares all of them. Identical code must show no write difference, so a
-/// run of it measures the noise of the write comparison on a cluster (`simulate --same-code`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SameCodeReconciler;
-
-impl Reconciler for SameCodeReconciler {
-    type Object = HostedCluster;
-    type State = State;
-
-    fn operations(&self) -> &'static [&'static str] {
-        OPERATIONS
-    }
-
-    fn run<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<HostedCluster, State>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        ops::run(op, ctx)
-    }
-
-    fn legacy_code(&self) -> &'static [&'static str] {
-        LEGACY_PATH
-    }
-
-    async fn run_legacy(&self, op: &str, ctx: &mut OpContext<HostedCluster, State>) -> OpResult {
-        if op == "ValidConfigurationCondition" {
-            divergent::run_legacy(op, ctx).await
-        } else {
-            ops::run(op, ctx).await
-        }
-    }
-}
-
 /// The control-plane namespace of a HostedCluster (`{namespace}-{name}`, as HyperShift names it).
 #[must_use]
 pub fn control_plane_namespace(hc: &HostedCluster) -> String {
     format!("{}-{}", hc.namespace().unwrap_or_default(), hc.name_any())
 }
 
-impl Reconciler for HostedClusterReconciler {
+impl<const SAME_CODE: bool> Reconciler for Reference<SAME_CODE> {
     type Object = HostedCluster;
     type State = State;
 
@@ -174,14 +160,46 @@ impl Reconciler for HostedClusterReconciler {
     }
 
     fn legacy_code(&self) -> &'static [&'static str] {
-        LEGACY_CODE
+        if SAME_CODE {
+            legacy_path()
+        } else {
+            LEGACY_CODE
+        }
     }
 
-    fn run_legacy<'a>(
-        &'a self,
-        op: &'a str,
-        ctx: &'a mut OpContext<HostedCluster, State>,
-    ) -> impl Future<Output = OpResult> + Send + 'a {
-        divergent::run_legacy(op, ctx)
+    async fn run_legacy(&self, op: &str, ctx: &mut OpContext<HostedCluster, State>) -> OpResult {
+        if SAME_CODE && !LEGACY_ONLY.contains(&op) {
+            ops::run(op, ctx).await
+        } else {
+            divergent::run_legacy(op, ctx).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LEGACY_ONLY, OPERATIONS, PHASED_ONLY};
+    use crate::vocab::CodePath;
+
+    /// The one-sided lists are the shipped plan's `only:` declarations, and every operation the
+    /// plan has is implemented here.
+    #[test]
+    fn the_lists_are_the_plans() {
+        let plan = crate::reconcilers::shipped_plan("hostedcluster");
+        let only = |path: CodePath| -> Vec<String> {
+            plan.operations()
+                .iter()
+                .filter(|op| op.only() == Some(path))
+                .map(|op| op.name().to_owned())
+                .collect()
+        };
+        assert_eq!(only(CodePath::Phased), PHASED_ONLY);
+        assert_eq!(only(CodePath::Legacy), LEGACY_ONLY);
+        let names: Vec<&str> = plan
+            .operations()
+            .iter()
+            .map(crate::plan::Operation::name)
+            .collect();
+        assert_eq!(names, OPERATIONS);
     }
 }
