@@ -7,6 +7,8 @@ mod analyze_cli;
 mod analyze_synthetic;
 mod calibration;
 mod cli;
+mod cli_cluster;
+mod cli_refusals;
 mod conflict_vectors;
 mod dataset_lock;
 mod dry_run_client;
