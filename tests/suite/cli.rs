@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::common::wait::{wait_for, wait_for_async, wait_until_async};
+
 fn cli(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
         .args(args)
@@ -375,19 +377,29 @@ pub(crate) async fn reconciled(
     wait: bool,
 ) -> bool {
     use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
+    use std::time::Duration;
     let api = kube::Api::<HostedCluster>::namespaced(client.clone(), namespace);
-    for _ in 0..if wait { 3000 } else { 1 } {
+    // Without waiting: one look.
+    let timeout = if wait {
+        Duration::from_mins(5)
+    } else {
+        Duration::ZERO
+    };
+    let what = format!("the condition on {namespace}/{name}");
+    wait_until_async(&what, timeout, Duration::from_millis(100), async || {
         let hc = api.get(name).await.unwrap();
         if hc.status.is_some_and(|s| {
             s.conditions
                 .iter()
                 .any(|c| c["type"] == "ReconciliationSucceeded")
         }) {
-            return true;
+            Ok(())
+        } else {
+            Err("no ReconciliationSucceeded condition".to_owned())
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    false
+    })
+    .await
+    .is_ok()
 }
 
 /// `run --namespace` reconciles the HostedClusters of that namespace only.
@@ -479,19 +491,22 @@ fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
     let condition = runtime.block_on(async {
         let api = kube::Api::<HostedCluster>::namespaced(client, "default");
         // A bound for a broken run only (5 minutes), however loaded the machine.
-        for _ in 0..3000 {
-            let hc = api.get("beta").await.unwrap();
-            let found = hc.status.and_then(|s| {
-                s.conditions
-                    .into_iter()
-                    .find(|c| c["type"] == "ReconciliationSucceeded")
-            });
-            if let Some(condition) = found {
-                return condition;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        panic!("the controller never wrote the condition");
+        wait_for_async(
+            "the controller's condition on default/beta",
+            std::time::Duration::from_mins(5),
+            std::time::Duration::from_millis(100),
+            async || {
+                let hc = api.get("beta").await.unwrap();
+                hc.status
+                    .and_then(|s| {
+                        s.conditions
+                            .into_iter()
+                            .find(|c| c["type"] == "ReconciliationSucceeded")
+                    })
+                    .ok_or_else(|| "no ReconciliationSucceeded condition".to_owned())
+            },
+        )
+        .await
     });
     assert_eq!(condition["status"], "False");
     assert!(
@@ -639,7 +654,7 @@ fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
 #[test]
 fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -653,7 +668,6 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let signalled = Instant::now();
     assert!(
         Command::new("kill")
             .args(["-TERM", &controller.id().to_string()])
@@ -661,16 +675,15 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
             .unwrap()
             .success()
     );
-    let code = loop {
-        if let Some(status) = controller.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(30),
-            "run did not stop after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let code = wait_for(
+        "run to stop after SIGTERM",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || match controller.try_wait().unwrap() {
+            Some(status) => Ok(status.code()),
+            None => Err("still running".to_owned()),
+        },
+    );
     assert_eq!(code, Some(0));
     let _ = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
