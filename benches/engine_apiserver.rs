@@ -18,6 +18,8 @@
 mod apiserver;
 #[path = "common/cpu.rs"]
 mod cpu;
+#[path = "../tests/common/wait.rs"]
+mod wait;
 
 use std::process::Command;
 use std::time::Duration;

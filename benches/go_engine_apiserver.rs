@@ -28,12 +28,15 @@ mod apiserver;
 mod cpu;
 #[path = "../tests/common/go_example.rs"]
 mod go_example;
+#[path = "../tests/common/wait.rs"]
+mod wait;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use apiserver::{ControlPlane, http_exchange, tail};
+use apiserver::{ControlPlane, http_exchange, readyz, tail};
+use wait::wait_until;
 
 /// The controller's reconciles on its `/metrics` (every result).
 const RECONCILES: &str = "controller_runtime_reconcile_total{";
@@ -98,11 +101,11 @@ fn start_ingest(dir: &Path, grpc: u16, listen: &str) -> Process {
             .spawn()
             .expect("start ingest"),
     );
-    let started = Instant::now();
-    while !http_exchange(listen, "GET", "/readyz", "").is_ok_and(|(head, _)| head.contains(" 200"))
-    {
-        assert!(started.elapsed() < PATIENCE, "ingest: {}", tail(&log, 20));
-        std::thread::sleep(Duration::from_millis(50));
+    let ready = wait_until("ingest ready", PATIENCE, Duration::from_millis(50), || {
+        readyz(listen)
+    });
+    if let Err(e) = ready {
+        panic!("{e}\ningest: {}", tail(&log, 20));
     }
     ingest
 }
@@ -155,20 +158,30 @@ fn run(mode: &str, hosted_clusters: usize, window: Duration) -> Run {
     std::thread::sleep(window);
     // At least as many reconciles as objects in the window, however slow the machine: a
     // loaded one stretches the window rather than measuring a handful of reconciles.
-    let started = Instant::now();
-    let (end, last) = loop {
-        let (end, last) = (cpu::of(pid), page_of(&metrics));
-        #[allow(clippy::cast_precision_loss)] // a few hundred objects
-        if counter(&last, RECONCILES) - reconciled >= hosted_clusters as f64 {
-            break (end, last);
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "fewer reconciles than objects in {window:?} and {PATIENCE:?} more of the steady state:\n{}",
+    #[allow(clippy::cast_precision_loss)] // a few hundred objects
+    let objects = hosted_clusters as f64;
+    let (end, last) = wait_until(
+        &format!("as many reconciles as objects after the window of {window:?}"),
+        PATIENCE,
+        Duration::from_millis(200),
+        || {
+            let (end, last) = (cpu::of(pid), page_of(&metrics));
+            let in_window = counter(&last, RECONCILES) - reconciled;
+            if in_window >= objects {
+                Ok((end, last))
+            } else {
+                Err(format!(
+                    "{in_window} reconciles of {hosted_clusters} objects"
+                ))
+            }
+        },
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "fewer reconciles than objects in the steady state: {e}\n{}",
             tail(&log, 30)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+        )
+    });
     drop(controller);
     drop(plane); // stopped (and its processes reaped) outside the next run's window
     let delta = |prefix: &str| counter(&last, prefix) - counter(&page, prefix);
@@ -187,19 +200,23 @@ fn page_of(metrics: &str) -> String {
 
 /// Waits until the controller has reconciled twice as many times as there are objects.
 fn steady(metrics: &str, objects: usize, log: &Path) {
-    let started = Instant::now();
-    loop {
-        let reconciles = counter(&page_of(metrics), RECONCILES);
-        #[allow(clippy::cast_precision_loss)] // a few hundred objects
-        if reconciles >= 2.0 * objects as f64 {
-            return;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{reconciles} reconciles of {objects} objects after {PATIENCE:?}:\n{}",
-            tail(log, 30)
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    #[allow(clippy::cast_precision_loss)] // a few hundred objects
+    let twice = 2.0 * objects as f64;
+    let steady = wait_until(
+        "twice as many reconciles as objects",
+        PATIENCE,
+        Duration::from_millis(200),
+        || {
+            let reconciles = counter(&page_of(metrics), RECONCILES);
+            if reconciles >= twice {
+                Ok(())
+            } else {
+                Err(format!("{reconciles} reconciles of {objects} objects"))
+            }
+        },
+    );
+    if let Err(e) = steady {
+        panic!("{e}\n{}", tail(log, 30));
     }
 }
 

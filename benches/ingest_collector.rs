@@ -17,6 +17,8 @@
 mod cpu;
 #[path = "common/otlp.rs"]
 mod otlp;
+#[path = "../tests/common/wait.rs"]
+mod wait;
 
 use std::io::BufReader;
 use std::net::TcpStream;
@@ -29,6 +31,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use otlp::{Attributes, Load, Process, metric, peak_kib, post};
 use prost::Message;
 use shadow_reconciler::plan::embedded;
+use wait::wait_until;
 
 const RECONCILES_PER_REQUEST: u64 = 50;
 const CONNECTIONS: usize = 4;
@@ -72,22 +75,37 @@ impl Figures {
     }
 }
 
-fn wait_for(what: &str, process: &mut Process, log: &Path, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
+/// Waits until `done` holds (`Err`: what it saw instead), panicking with the process's log after
+/// [`PATIENCE`] or as soon as it exits.
+fn wait_for(
+    what: &str,
+    process: &mut Process,
+    log: &Path,
+    mut done: impl FnMut() -> Result<(), String>,
+) {
+    let waited = wait_until(what, PATIENCE, Duration::from_millis(50), || {
+        let state = match done() {
+            Ok(()) => return Ok(()),
+            Err(state) => state,
+        };
         if let Some(status) = process.0.try_wait().expect("try_wait") {
             panic!(
                 "{what}: the process exited ({status}):\n{}",
                 std::fs::read_to_string(log).unwrap_or_default()
             );
         }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{what}: not after {PATIENCE:?}:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        Err(state)
+    });
+    if let Err(e) = waited {
+        panic!("{e}:\n{}", std::fs::read_to_string(log).unwrap_or_default());
     }
+}
+
+/// Whether the process at `addr` serves the metric `name`: a wait's probe.
+fn serves(addr: &str, name: &str) -> Result<(), String> {
+    metric(addr, name)
+        .map(|_| ())
+        .ok_or_else(|| format!("no {name} at {addr}"))
 }
 
 /// Free loopback ports, held until all are chosen.
@@ -235,7 +253,7 @@ fn measure_ingest(transport: Transport, bodies: &[(Vec<u8>, u64)], reconciles: u
             .expect("taskset (util-linux) and the ingest binary"),
     );
     wait_for("ingest serving", &mut ingest, &log, || {
-        metric(&listen, "shadow_reconciler_ingest_buffered_spans").is_some()
+        serves(&listen, "shadow_reconciler_ingest_buffered_spans")
     });
     let pid = ingest.0.id();
     let before = cpu::of(pid);
@@ -362,7 +380,7 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
         "the downstream Collector serving",
         &mut downstream,
         &down_log,
-        || metric(&down_addr, "otelcol_receiver_accepted_spans").is_some(),
+        || serves(&down_addr, "otelcol_receiver_accepted_spans"),
     );
     let config = collector_config(
         dir.path(),
@@ -375,7 +393,7 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
     let mut collector = start_collector(binary, &config, "0", &log);
     let addr = format!("127.0.0.1:{metrics}");
     wait_for("the Collector serving", &mut collector, &log, || {
-        metric(&addr, "otelcol_receiver_accepted_spans").is_some()
+        serves(&addr, "otelcol_receiver_accepted_spans")
     });
     let (pid, down_pid) = (collector.0.id(), downstream.0.id());
     let (before, down_before) = (cpu::of(pid), cpu::of(down_pid));
@@ -390,9 +408,9 @@ fn measure_collector(binary: &Path, transport: Transport, bodies: &[(Vec<u8>, u6
         "every span forwarded downstream",
         &mut downstream,
         &down_log,
-        || {
-            metric(&down_addr, "otelcol_receiver_accepted_spans")
-                .is_some_and(|n| (n - all).abs() < 0.5)
+        || match metric(&down_addr, "otelcol_receiver_accepted_spans") {
+            Some(n) if (n - all).abs() < 0.5 => Ok(()),
+            n => Err(format!("{n:?} of {all} spans accepted downstream")),
         },
     );
     let wall = begin.elapsed();

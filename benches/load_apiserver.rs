@@ -39,12 +39,14 @@
 
 #[path = "../tests/common/apiserver.rs"]
 mod apiserver;
+#[path = "../tests/common/wait.rs"]
+mod wait;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use apiserver::ControlPlane;
 use arrow_array::Array;
@@ -154,16 +156,11 @@ fn start_run(plane: &ControlPlane, mode: &str, data: &Path) -> Run {
         .spawn()
         .expect("start run");
     let run = Run { child, port, log };
-    let started = Instant::now();
-    while !apiserver::http_exchange(&format!("127.0.0.1:{port}"), "GET", "/readyz", "")
-        .is_ok_and(|(head, _)| head.contains(" 200"))
-    {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "run never became ready: {}",
-            apiserver::tail(&run.log, 20)
-        );
-        std::thread::sleep(Duration::from_millis(100));
+    let ready = wait::wait_until("run ready", PATIENCE, Duration::from_millis(100), || {
+        apiserver::readyz(&format!("127.0.0.1:{port}"))
+    });
+    if let Err(e) = ready {
+        panic!("{e}\nrun: {}", apiserver::tail(&run.log, 20));
     }
     run
 }

@@ -11,6 +11,8 @@
 
 #[path = "../tests/common/apiserver.rs"]
 mod apiserver;
+#[path = "../tests/common/wait.rs"]
+mod wait;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

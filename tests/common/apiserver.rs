@@ -22,6 +22,8 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::wait::{wait_for, wait_until};
+
 /// The kube-apiserver version the tests are held to (the build script takes it from
 /// tools/kube-apiserver/go.mod; the harness checks that `/version` agrees).
 pub const KUBE_VERSION: &str = "v1.37.2";
@@ -116,12 +118,18 @@ exit "$status""#;
     /// Stops the process: SIGTERM, then SIGKILL 10 s later; waits for it.
     pub fn stop(&mut self) {
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let exited = wait_until(
+            &format!("{} to exit", self.name),
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || match self.child.try_wait() {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err("running".to_owned()),
+                Err(e) => Err(e.to_string()),
+            },
+        );
+        if exited.is_ok() {
+            return;
         }
         // The guard ignored its closed pipe: stop it (and, through the closed pipe, its child).
         let _ = self.child.kill();
@@ -199,8 +207,24 @@ pub fn run_ok(command: &mut Command, what: &str) {
     );
 }
 
-/// A CA, a serving certificate for 127.0.0.1 signed by it, and a service-account key pair.
-fn write_pki(dir: &Path) {
+/// A certificate the test PKI issues: `NAME.crt` and its key `NAME.key`, signed by its CA, for
+/// `subject`, with the X.509 extensions `extensions` (an `openssl x509 -extfile`, written to
+/// `NAME.ext`).
+pub struct Issued<'a> {
+    /// The files' name.
+    pub name: &'a str,
+    /// The subject (`/CN=kube-apiserver`).
+    pub subject: &'a str,
+    /// The extensions, one per line.
+    pub extensions: &'a str,
+}
+
+/// The test PKI in `dir`, made with openssl: a CA (`ca.crt`, `ca.key`, subject `/CN=CA_NAME`),
+/// a certificate signed by it for each of `issued` (all EC P-256, valid for 3 days), and a
+/// service-account key pair: the control plane's PKI (one serving certificate) and the node's
+/// (`tests/common/node.rs`: the API server's, the kubelet's, and the API server's client
+/// certificate for the kubelet).
+pub fn write_pki(dir: &Path, ca_name: &str, issued: &[Issued<'_>]) {
     let openssl = |args: &[&str], what: &str| {
         run_ok(Command::new("openssl").args(args).current_dir(dir), what);
     };
@@ -220,57 +244,62 @@ fn write_pki(dir: &Path) {
             "-days",
             "3",
             "-subj",
-            "/CN=shadow-reconciler-test-ca",
+            &format!("/CN={ca_name}"),
             "-addext",
             "basicConstraints=critical,CA:TRUE",
             "-addext",
             "keyUsage=critical,keyCertSign,cRLSign",
         ],
-        "openssl (test CA)",
+        &format!("openssl (the CA {ca_name})"),
     );
-    openssl(
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=kube-apiserver",
-        ],
-        "openssl (serving key)",
-    );
-    std::fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .expect("write server.ext");
-    openssl(
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "3",
-            "-extfile",
-            "server.ext",
-        ],
-        "openssl (serving certificate)",
-    );
+    for certificate in issued {
+        let name = certificate.name;
+        let (key, csr, crt, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        openssl(
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+                "-subj",
+                certificate.subject,
+            ],
+            &format!("openssl (the key {key})"),
+        );
+        std::fs::write(dir.join(&ext), certificate.extensions)
+            .unwrap_or_else(|e| panic!("write {ext}: {e}"));
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "3",
+                "-extfile",
+                &ext,
+            ],
+            &format!("openssl (the certificate {crt})"),
+        );
+    }
     write_service_account_keys(dir);
 }
 
@@ -355,7 +384,16 @@ impl ControlPlane {
             .tempdir()
             .expect("temp dir");
         let root = dir.path();
-        write_pki(root);
+        write_pki(
+            root,
+            "shadow-reconciler-test-ca",
+            &[Issued {
+                name: "server",
+                subject: "/CN=kube-apiserver",
+                extensions: "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+                             keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+            }],
+        );
         let admin_token = random_token();
         std::fs::write(
             root.join("tokens.csv"),
@@ -447,36 +485,55 @@ impl ControlPlane {
         Ok(plane)
     }
 
+    /// Waits for `/readyz`, then for the `default` namespace, [`START_TIMEOUT`] for both; an
+    /// error (to start again) if etcd or kube-apiserver exits meanwhile.
     fn wait_ready(&mut self) -> Result<(), String> {
         let started = Instant::now();
-        loop {
-            self.etcd.check_alive()?;
-            self.apiserver.check_alive()?;
-            let ready = self.kubectl_output(&["get", "--raw", "/readyz"]);
-            if ready.status.success() {
-                break;
-            }
-            assert!(
-                started.elapsed() < START_TIMEOUT,
-                "kube-apiserver not ready after {START_TIMEOUT:?}: {}\nthe end of its log:\n{}",
-                String::from_utf8_lossy(&ready.stderr),
+        // A process that exited ends the wait with its error (`Ok(Err)`).
+        let ready = wait_until(
+            "kube-apiserver ready (/readyz)",
+            START_TIMEOUT,
+            Duration::from_millis(250),
+            || {
+                if let Err(e) = self.etcd.check_alive() {
+                    return Ok(Err(e));
+                }
+                if let Err(e) = self.apiserver.check_alive() {
+                    return Ok(Err(e));
+                }
+                let ready = kubectl_at(&self.bin, &self.kubeconfig)
+                    .args(["get", "--raw", "/readyz"])
+                    .output()
+                    .expect("run kubectl");
+                if ready.status.success() {
+                    Ok(Ok(()))
+                } else {
+                    Err(String::from_utf8_lossy(&ready.stderr).trim().to_owned())
+                }
+            },
+        );
+        match ready {
+            Ok(exited) => exited?,
+            Err(e) => panic!(
+                "{e}\nthe end of its log:\n{}",
                 tail(&self.apiserver.log, 40)
-            );
-            std::thread::sleep(Duration::from_millis(250));
+            ),
         }
         // The bootstrap controllers create `default` and the system namespaces shortly after
         // readiness; tests create objects there.
-        while !self
-            .kubectl_output(&["get", "namespace", "default"])
-            .status
-            .success()
-        {
-            assert!(
-                started.elapsed() < START_TIMEOUT,
-                "namespace default never appeared"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for(
+            "namespace default",
+            START_TIMEOUT.saturating_sub(started.elapsed()),
+            Duration::from_millis(100),
+            || {
+                let namespace = self.kubectl_output(&["get", "namespace", "default"]);
+                if namespace.status.success() {
+                    Ok(())
+                } else {
+                    Err(String::from_utf8_lossy(&namespace.stderr).trim().to_owned())
+                }
+            },
+        );
         let version = self.kubectl(&["version", "-o", "json"]);
         let version: serde_json::Value = serde_json::from_str(&version).expect("version JSON");
         assert_eq!(
@@ -567,12 +624,7 @@ impl ControlPlane {
     }
 
     fn kubectl_command(&self) -> Command {
-        let mut command = Command::new(self.bin.join("kubectl"));
-        command
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .arg("--request-timeout=60s");
-        command
+        kubectl_at(&self.bin, &self.kubeconfig)
     }
 
     /// A token for a service account (the `TokenRequest` API), valid for an hour.
@@ -637,6 +689,16 @@ impl Drop for ControlPlane {
     }
 }
 
+/// kubectl of `bin` as the user of `kubeconfig`.
+fn kubectl_at(bin: &Path, kubeconfig: &Path) -> Command {
+    let mut command = Command::new(bin.join("kubectl"));
+    command
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .arg("--request-timeout=60s");
+    command
+}
+
 /// Every request an API server has audited so far in the JSON log at `path`, in order: a
 /// request when it completed, a watch also when it started.
 pub fn read_audit(path: &Path) -> Vec<AuditEvent> {
@@ -694,6 +756,16 @@ pub fn http_exchange(
     stream.read_to_string(&mut answer)?;
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     Ok((head.to_owned(), body.to_owned()))
+}
+
+/// Whether the process serving plain HTTP at `addr` answers `/readyz` with 200: a wait's probe,
+/// whose `Err` is the answer's status line or the connection's error.
+pub fn readyz(addr: &str) -> Result<(), String> {
+    match http_exchange(addr, "GET", "/readyz", "") {
+        Ok((head, _)) if head.contains(" 200") => Ok(()),
+        Ok((head, _)) => Err(head.lines().next().unwrap_or_default().to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// A kubeconfig for `url`, trusting `ca`, authenticating with `token`.

@@ -6,6 +6,7 @@ pub mod go_example;
 pub mod hostedcluster;
 pub mod node;
 pub mod records;
+pub mod wait;
 
 /// A valid plan of three operations and two rollout groups, which the validation tests break
 /// line by line (`tests/suite/plan_validation.rs`) and the shared plan vectors edit

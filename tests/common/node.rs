@@ -27,12 +27,13 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::apiserver::{
-    AUDIT_POLICY, AuditEvent, Guarded, etcd_bin, free_port, kube_bin_dir, kubeconfig_text,
-    random_token, read_audit, run_ok, tail, write_service_account_keys,
+    AUDIT_POLICY, AuditEvent, Guarded, Issued, etcd_bin, free_port, kube_bin_dir, kubeconfig_text,
+    random_token, read_audit, run_ok, tail, write_pki,
 };
+use super::wait::wait_until;
 
 /// The node's name (the kubelet's identity `system:node:shadow-node`).
 pub const NODE_NAME: &str = "shadow-node";
@@ -204,19 +205,25 @@ fn remove_kubepods_cgroups() {
     for top in &tops {
         collect_dirs(top, &mut dirs);
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let pids: Vec<String> = dirs
-            .iter()
-            .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
-            .flat_map(|procs| procs.lines().map(str::to_owned).collect::<Vec<_>>())
-            .collect();
-        if pids.is_empty() || Instant::now() > deadline {
-            break;
-        }
-        let _ = Command::new("kill").arg("-KILL").args(&pids).status();
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // Past the bound, the cgroups that still hold processes are not removed (the teardown
+    // reports them).
+    let _ = wait_until(
+        "the kubepods cgroups emptied",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || {
+            let pids: Vec<String> = dirs
+                .iter()
+                .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+                .flat_map(|procs| procs.lines().map(str::to_owned).collect::<Vec<_>>())
+                .collect();
+            if pids.is_empty() {
+                return Ok(());
+            }
+            let _ = Command::new("kill").arg("-KILL").args(&pids).status();
+            Err(format!("{} processes killed", pids.len()))
+        },
+    );
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for dir in dirs {
         let _ = std::fs::remove_dir(&dir);
@@ -238,108 +245,6 @@ fn read_sysctl(name: &str) -> Option<String> {
     std::fs::read_to_string(Path::new("/proc/sys").join(name))
         .ok()
         .map(|v| v.trim().to_owned())
-}
-
-/// A CA-signed certificate `NAME.crt`/`NAME.key` in `dir`.
-fn certificate(dir: &Path, name: &str, subject: &str, extensions: &str) {
-    let run = |args: &[&str], what: &str| {
-        run_ok(Command::new("openssl").args(args).current_dir(dir), what);
-    };
-    let (key, csr, crt, ext) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-        format!("{name}.ext"),
-    );
-    run(
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            subject,
-        ],
-        "openssl (a node key)",
-    );
-    std::fs::write(dir.join(&ext), extensions).expect("write an extensions file");
-    run(
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &crt,
-            "-days",
-            "3",
-            "-extfile",
-            &ext,
-        ],
-        "openssl (a node certificate)",
-    );
-}
-
-fn write_pki(dir: &Path) {
-    let run = |args: &[&str], what: &str| {
-        run_ok(Command::new("openssl").args(args).current_dir(dir), what);
-    };
-    run(
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "3",
-            "-subj",
-            "/CN=shadow-reconciler-node-ca",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-        "openssl (node CA)",
-    );
-    certificate(
-        dir,
-        "apiserver",
-        "/CN=kube-apiserver",
-        &format!(
-            "subjectAltName=IP:{API_IP},IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n"
-        ),
-    );
-    certificate(
-        dir,
-        "kubelet-serving",
-        &format!("/CN={NODE_NAME}/O=system:nodes"),
-        &format!("subjectAltName=IP:{NODE_IP},DNS:{NODE_NAME}\nextendedKeyUsage=serverAuth\n"),
-    );
-    certificate(
-        dir,
-        "apiserver-kubelet-client",
-        "/CN=kube-apiserver-kubelet-client/O=system:masters",
-        "extendedKeyUsage=clientAuth\n",
-    );
-    write_service_account_keys(dir);
 }
 
 fn containerd_config(root: &Path) -> String {
@@ -439,27 +344,40 @@ fn cni_config(root: &Path) -> String {
     )
 }
 
-/// Polls `ready` until it holds; panics with the ends of the logs after [`START_TIMEOUT`] or as
-/// soon as one of `processes` exited.
-fn wait(processes: &mut [Guarded], what: &str, mut ready: impl FnMut() -> bool) {
-    let started = Instant::now();
-    loop {
-        if ready() {
-            return;
-        }
+/// Polls `ready` (`Err`: what it saw instead) until it holds; panics with the ends of the logs
+/// after [`START_TIMEOUT`], or as soon as one of `processes` exited.
+fn wait(processes: &mut [Guarded], what: &str, mut ready: impl FnMut() -> Result<(), String>) {
+    let waited = wait_until(what, START_TIMEOUT, Duration::from_millis(500), || {
+        let state = match ready() {
+            Ok(()) => return Ok(()),
+            Err(state) => state,
+        };
         for process in processes.iter_mut() {
             if let Err(e) = process.check_alive() {
                 panic!("the test node: {e}");
             }
         }
-        if started.elapsed() > START_TIMEOUT {
-            let logs = processes.iter().fold(String::new(), |mut out, p| {
-                let _ = write!(out, "\n--- {} ---\n{}", p.name(), tail(p.log(), 15));
-                out
-            });
-            panic!("the test node: {what} not reached after {START_TIMEOUT:?}{logs}");
-        }
-        std::thread::sleep(Duration::from_millis(500));
+        Err(state)
+    });
+    if let Err(e) = waited {
+        let logs = processes.iter().fold(String::new(), |mut out, p| {
+            let _ = write!(out, "\n--- {} ---\n{}", p.name(), tail(p.log(), 15));
+            out
+        });
+        panic!("the test node: {e}{logs}");
+    }
+}
+
+/// `Ok` if a command succeeded, else what it said: a wait's last state.
+fn succeeded(output: &Output) -> Result<(), String> {
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
     }
 }
 
@@ -575,7 +493,36 @@ impl Node {
         let root = &self.root;
         let pki = root.join("pki");
         std::fs::create_dir_all(&pki).expect("create pki");
-        write_pki(&pki);
+        // The node's CA, the API server's serving certificate (for its Service's names and
+        // addresses), the kubelet's serving certificate, and the API server's client certificate
+        // for the kubelets.
+        let apiserver = format!(
+            "subjectAltName=IP:{API_IP},IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n"
+        );
+        let kubelet_subject = format!("/CN={NODE_NAME}/O=system:nodes");
+        let kubelet =
+            format!("subjectAltName=IP:{NODE_IP},DNS:{NODE_NAME}\nextendedKeyUsage=serverAuth\n");
+        write_pki(
+            &pki,
+            "shadow-reconciler-node-ca",
+            &[
+                Issued {
+                    name: "apiserver",
+                    subject: "/CN=kube-apiserver",
+                    extensions: &apiserver,
+                },
+                Issued {
+                    name: "kubelet-serving",
+                    subject: &kubelet_subject,
+                    extensions: &kubelet,
+                },
+                Issued {
+                    name: "apiserver-kubelet-client",
+                    subject: "/CN=kube-apiserver-kubelet-client/O=system:masters",
+                    extensions: "extendedKeyUsage=clientAuth\n",
+                },
+            ],
+        );
         let tokens = [
             ("kcm", "system:kube-controller-manager", ""),
             ("scheduler", "system:kube-scheduler", ""),
@@ -664,7 +611,7 @@ impl Node {
         );
         let admin = self.admin();
         wait(&mut self.processes, "kube-apiserver ready", || {
-            admin.kubectl(&["get", "--raw", "/readyz"]).status.success()
+            succeeded(&admin.kubectl(&["get", "--raw", "/readyz"]))
         });
         let kcm = root.join("kcm.kubeconfig").display().to_string();
         self.spawn(
@@ -721,7 +668,7 @@ impl Node {
         );
         let admin = self.admin();
         wait(&mut self.processes, "containerd serving", || {
-            admin.ctr(&["version"]).status.success()
+            succeeded(&admin.ctr(&["version"]))
         });
         let pause = self.build_pause();
         for image in std::iter::once(pause.as_path()).chain(images.iter().copied()) {
@@ -786,23 +733,22 @@ impl Node {
         );
         let admin = self.admin();
         wait(&mut self.processes, "the node Ready", || {
-            admin
-                .kubectl(&[
-                    "get",
-                    "node",
-                    NODE_NAME,
-                    "-o",
-                    r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#,
-                ])
-                .stdout
-                == b"True"
+            let ready = admin.kubectl(&[
+                "get",
+                "node",
+                NODE_NAME,
+                "-o",
+                r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#,
+            ]);
+            succeeded(&ready)?;
+            match String::from_utf8_lossy(&ready.stdout).as_ref() {
+                "True" => Ok(()),
+                other => Err(format!("Ready: {other:?}")),
+            }
         });
         // Pods need their namespace's ServiceAccount, which kube-controller-manager creates.
         wait(&mut self.processes, "the default ServiceAccount", || {
-            admin
-                .kubectl(&["get", "serviceaccount", "default", "-n", "default"])
-                .status
-                .success()
+            succeeded(&admin.kubectl(&["get", "serviceaccount", "default", "-n", "default"]))
         });
     }
 
@@ -892,9 +838,19 @@ impl Node {
                 "--grace-period=5",
                 "--wait=false",
             ]);
-            let deadline = Instant::now() + Duration::from_mins(2);
-            while Instant::now() < deadline && (self.pods() > 0 || self.running_tasks() > 0) {
-                std::thread::sleep(Duration::from_millis(500));
+            // Not a failure of its own past the bound: what is left is stopped below, and
+            // reported if it cannot be.
+            let stopped = wait_until(
+                "the pods deleted and their containers stopped",
+                Duration::from_mins(2),
+                Duration::from_millis(500),
+                || match (self.pods(), self.running_tasks()) {
+                    (0, 0) => Ok(()),
+                    (pods, tasks) => Err(format!("{pods} pods, {tasks} running tasks")),
+                },
+            );
+            if let Err(e) = stopped {
+                eprintln!("the test node's teardown: {e}");
             }
         }
         // Then the processes, in the reverse order of their start.

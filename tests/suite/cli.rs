@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::common::wait::{wait_for, wait_for_async};
+
 // The simulated cluster the `run` tests use, which election.rs uses too.
 pub(crate) use super::cli_cluster::{
     cluster_with_a_failing_hosted_cluster, failing_hosted_cluster, reconciled, sim_serve,
@@ -289,19 +291,22 @@ fn run_reconciles_against_a_cluster_from_the_kubeconfig() {
     let condition = runtime.block_on(async {
         let api = kube::Api::<HostedCluster>::namespaced(client, "default");
         // A bound for a broken run only (5 minutes), however loaded the machine.
-        for _ in 0..3000 {
-            let hc = api.get("beta").await.unwrap();
-            let found = hc.status.and_then(|s| {
-                s.conditions
-                    .into_iter()
-                    .find(|c| c["type"] == "ReconciliationSucceeded")
-            });
-            if let Some(condition) = found {
-                return condition;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        panic!("the controller never wrote the condition");
+        wait_for_async(
+            "the controller's condition on default/beta",
+            std::time::Duration::from_mins(5),
+            std::time::Duration::from_millis(100),
+            async || {
+                let hc = api.get("beta").await.unwrap();
+                hc.status
+                    .and_then(|s| {
+                        s.conditions
+                            .into_iter()
+                            .find(|c| c["type"] == "ReconciliationSucceeded")
+                    })
+                    .ok_or_else(|| "no ReconciliationSucceeded condition".to_owned())
+            },
+        )
+        .await
     });
     assert_eq!(condition["status"], "False");
     assert!(
@@ -367,7 +372,7 @@ fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
 #[test]
 fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -381,7 +386,6 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let signalled = Instant::now();
     assert!(
         Command::new("kill")
             .args(["-TERM", &controller.id().to_string()])
@@ -389,16 +393,15 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
             .unwrap()
             .success()
     );
-    let code = loop {
-        if let Some(status) = controller.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(30),
-            "run did not stop after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let code = wait_for(
+        "run to stop after SIGTERM",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || match controller.try_wait().unwrap() {
+            Some(status) => Ok(status.code()),
+            None => Err("still running".to_owned()),
+        },
+    );
     assert_eq!(code, Some(0));
     let _ = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])

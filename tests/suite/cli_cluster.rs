@@ -104,17 +104,27 @@ pub(crate) async fn reconciled(
     wait: bool,
 ) -> bool {
     use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
+    use std::time::Duration;
     let api = kube::Api::<HostedCluster>::namespaced(client.clone(), namespace);
-    for _ in 0..if wait { 3000 } else { 1 } {
+    // Without waiting: one look.
+    let timeout = if wait {
+        Duration::from_mins(5)
+    } else {
+        Duration::ZERO
+    };
+    let what = format!("the condition on {namespace}/{name}");
+    crate::common::wait::wait_until_async(&what, timeout, Duration::from_millis(100), async || {
         let hc = api.get(name).await.unwrap();
         if hc.status.is_some_and(|s| {
             s.conditions
                 .iter()
                 .any(|c| c["type"] == "ReconciliationSucceeded")
         }) {
-            return true;
+            Ok(())
+        } else {
+            Err("no ReconciliationSucceeded condition".to_owned())
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    false
+    })
+    .await
+    .is_ok()
 }

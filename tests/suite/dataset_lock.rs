@@ -5,6 +5,7 @@
 //! must still be running when the second one comes is one that runs until it is told to stop.
 
 use crate::common;
+use crate::common::wait::wait_for;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -275,14 +276,16 @@ fn a_second_writer_is_refused_naming_the_first_and_the_first_completes() {
     first.wait_for("metrics at http://");
     let data = cwd.path().join("data");
     // The lock is taken once the options are accepted, right after the endpoint is served.
-    let deadline = Instant::now() + Duration::from_mins(5);
-    while std::fs::read_to_string(data.join(LOCK))
-        .unwrap_or_default()
-        .is_empty()
-    {
-        assert!(Instant::now() < deadline, "the first writer never locked");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        "the first writer's lock",
+        Duration::from_mins(5),
+        Duration::from_millis(20),
+        || match std::fs::read_to_string(data.join(LOCK)) {
+            Ok(holder) if !holder.is_empty() => Ok(()),
+            Ok(_) => Err(format!("{LOCK} is empty")),
+            Err(e) => Err(format!("{LOCK}: {e}")),
+        },
+    );
     let pid = first.child.id();
     let seconds: [&[&str]; 2] = [
         &["simulate", "--parquet-dir", "data", "--replace"],

@@ -11,6 +11,7 @@ use shadow_reconciler::sim::SimConfig;
 use shadow_reconciler::util::election::{Config, Elector, Lost};
 
 use crate::common;
+use crate::common::wait::wait_until_async;
 
 const NAMESPACE: &str = "ops";
 
@@ -219,15 +220,28 @@ async fn run_lease(client: &kube::Client) -> (String, i32) {
     }
 }
 
-/// Polls `done` every 100 ms for a minute at most; whether it held.
-async fn within_a_minute(mut done: impl AsyncFnMut() -> bool) -> bool {
-    for _ in 0..600 {
-        if done().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+/// Polls `done` every 100 ms for a minute at most.
+async fn within_a_minute(
+    what: &str,
+    done: impl AsyncFnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    wait_until_async(
+        what,
+        Duration::from_mins(1),
+        Duration::from_millis(100),
+        done,
+    )
+    .await
+}
+
+/// Whether the run Lease is held by a process of `pod`: a wait's probe.
+async fn led_by(client: &kube::Client, pod: &str) -> Result<(), String> {
+    let (holder, _) = run_lease(client).await;
+    if holder.starts_with(&format!("{pod}_")) {
+        Ok(())
+    } else {
+        Err(format!("held by {holder:?}"))
     }
-    false
 }
 
 fn stderr_of(child: &mut std::process::Child) -> String {
@@ -263,20 +277,26 @@ fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lea
     let (port_a, port_b) = (common::free_port(), common::free_port());
     let mut a = replica(&kubeconfig, port_a, "pod-a", &data);
     runtime.block_on(async {
-        assert!(
-            within_a_minute(async || run_lease(&client).await.0.starts_with("pod-a_")).await,
-            "the first replica did not lead"
-        );
+        let led = within_a_minute("pod-a to lead", async || led_by(&client, "pod-a").await).await;
+        assert!(led.is_ok(), "the first replica did not lead: {led:?}");
         assert!(crate::cli::reconciled(&client, "default", "beta", true).await);
     });
     let mut b = replica(&kubeconfig, port_b, "pod-b", &data);
     let (addr_a, addr_b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
     runtime.block_on(async {
+        let standing_by = within_a_minute("pod-b standing by", async || {
+            let answer = common::http_get(&addr_b, "/readyz");
+            if answer.contains("ready: standing by for the leader Lease default/shadow-reconciler")
+            {
+                Ok(())
+            } else {
+                Err(answer.lines().last().unwrap_or_default().to_owned())
+            }
+        })
+        .await;
         assert!(
-            within_a_minute(async || common::http_get(&addr_b, "/readyz")
-                .contains("ready: standing by for the leader Lease default/shadow-reconciler"))
-            .await,
-            "the second replica is not standing by: {}",
+            standing_by.is_ok(),
+            "the second replica is not standing by: {standing_by:?}: {}",
             common::http_get(&addr_b, "/readyz")
         );
     });
@@ -289,9 +309,11 @@ fn replicas_of_run_lead_one_at_a_time_hand_over_on_sigterm_and_exit_when_the_lea
     assert_eq!(code, Some(0), "{logs_a}");
     assert!(logs_a.contains("gave the Lease up"), "{logs_a}");
     runtime.block_on(async {
+        let took_over =
+            within_a_minute("pod-b to lead", async || led_by(&client, "pod-b").await).await;
         assert!(
-            within_a_minute(async || run_lease(&client).await.0.starts_with("pod-b_")).await,
-            "the second replica did not take over"
+            took_over.is_ok(),
+            "the second replica did not take over: {took_over:?}"
         );
         assert_eq!(run_lease(&client).await.1, 1, "one transition");
         crate::cli::failing_hosted_cluster(&client, "default", "gamma").await;

@@ -6,9 +6,10 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use common::start_sim;
+use common::wait::{wait_for_async, wait_until_async};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -116,9 +117,7 @@ impl Process {
             stop,
             tasks: vec![watcher, controller],
         };
-        process
-            .wait_for(|records| distinct(records) == ADDONS)
-            .await;
+        process.wait_for("every add-on reconciled", distinct).await;
         process
     }
 
@@ -129,32 +128,33 @@ impl Process {
         }
     }
 
-    async fn wait_for(&self, done: impl Fn(&[ReconcileRecord]) -> bool) {
-        let started = Instant::now();
-        loop {
-            if done(&self.sink.records()) {
-                return;
-            }
-            assert!(started.elapsed() < WAIT, "timed out waiting for reconciles");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    /// Waits until `reconciled` counts every add-on in the records.
+    async fn wait_for(&self, what: &str, reconciled: impl Fn(&[ReconcileRecord]) -> usize) {
+        wait_for_async(
+            what,
+            WAIT,
+            Duration::from_millis(20),
+            async || match reconciled(&self.sink.records()) {
+                ADDONS => Ok(()),
+                n => Err(format!("{n} of {ADDONS} add-ons")),
+            },
+        )
+        .await;
     }
 
     /// Waits until the watcher applied the ConfigMap at `version` (or refused it).
     async fn wait_applied(&self, version: &str, refused: bool) {
-        let started = Instant::now();
-        loop {
+        let what = format!("the flag at {version} (refused: {refused})");
+        wait_for_async(&what, WAIT, Duration::from_millis(10), async || {
             let state = self.flag.current();
             let at = matches!(&state.source, shadow_reconciler::flag::Source::ConfigMap { resource_version, .. } if resource_version == version);
             if (refused && state.stale) || (!refused && at && !state.stale) {
-                return;
+                Ok(())
+            } else {
+                Err(format!("{state:?}"))
             }
-            assert!(
-                started.elapsed() < WAIT,
-                "the flag never reached {version}: {state:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        })
+        .await;
     }
 
     /// Touches every add-on and returns each one's next record (the first that started after
@@ -181,8 +181,10 @@ impl Process {
             .await
             .unwrap();
         }
-        self.wait_for(|records| distinct(&after(records)) == ADDONS)
-            .await;
+        self.wait_for("every add-on reconciled after the touch", |records| {
+            distinct(&after(records))
+        })
+        .await;
         let mut next = BTreeMap::new();
         for record in after(&self.sink.records()) {
             let uid = record.object.uid.clone().unwrap();
@@ -285,11 +287,20 @@ async fn flipping_the_config_map_changes_the_next_reconcile_and_rollback_too() {
         .delete(NAME, &DeleteParams::default())
         .await
         .unwrap();
-    let started = Instant::now();
-    while p.flag.current().source != shadow_reconciler::flag::Source::CommandLine {
-        assert!(started.elapsed() < WAIT);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_async(
+        "the flag back to the command line's",
+        WAIT,
+        Duration::from_millis(10),
+        async || {
+            let state = p.flag.current();
+            if state.source == shadow_reconciler::flag::Source::CommandLine {
+                Ok(())
+            } else {
+                Err(format!("{:?}", state.source))
+            }
+        },
+    )
+    .await;
     let next = p.next_reconciles(&client).await;
     assert_eq!(modes(&next), BTreeMap::from([(Mode::Shadow, ADDONS)]));
 
@@ -446,8 +457,9 @@ async fn an_invalid_config_map_keeps_the_last_valid_flag_with_an_event_and_a_met
 
 /// The notes of the flag's Events with this reason, regarding the flag ConfigMap.
 async fn flag_events(client: &kube::Client, reason: &str) -> Vec<String> {
-    let started = Instant::now();
-    loop {
+    let what = format!("a {reason} Event");
+    // None after the wait: the caller's assertion says what was expected.
+    wait_until_async(&what, WAIT, Duration::from_millis(20), async || {
         let events: Api<Event> = Api::namespaced(client.clone(), NS);
         let notes: Vec<String> = events
             .list(&ListParams::default())
@@ -468,9 +480,12 @@ async fn flag_events(client: &kube::Client, reason: &str) -> Vec<String> {
             })
             .filter_map(|e| e.note)
             .collect();
-        if !notes.is_empty() || started.elapsed() > WAIT {
-            return notes;
+        if notes.is_empty() {
+            Err("none".to_owned())
+        } else {
+            Ok(notes)
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
+    .unwrap_or_default()
 }

@@ -32,6 +32,7 @@ mod parquet_sink;
 mod plan_hash;
 mod plan_mutations;
 mod plan_validation;
+mod poll_loops;
 mod properties;
 mod readme_paths;
 mod report;

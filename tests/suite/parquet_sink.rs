@@ -9,6 +9,8 @@ use shadow_reconciler::engine::{ObjectKey, ReconcileRecord, Sink, StepRecord};
 use shadow_reconciler::plan::PlanHash;
 use shadow_reconciler::vocab::{Category, ErrorClass, Execution, Mode};
 
+use crate::common::wait::wait_for;
+
 const SECRET: &str = "c2VjcmV0LXB1bGwtc2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA=";
 
 fn step(operation: &str, outcome: &'static str, execution: Execution) -> StepRecord {
@@ -229,11 +231,15 @@ fn a_sink_that_may_wait_holds_records_until_the_writer_makes_room() {
         let sink = sink.clone();
         std::thread::spawn(move || (0..6).for_each(|i| sink.record(&record(i))))
     };
-    let patience = Instant::now() + Duration::from_mins(1);
-    while sink.stats().accepted < 4 {
-        assert!(Instant::now() < patience, "{:?}", sink.stats());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for(
+        "four records accepted",
+        Duration::from_mins(1),
+        Duration::from_millis(5),
+        || match sink.stats() {
+            stats if stats.accepted >= 4 => Ok(()),
+            stats => Err(format!("{stats:?}")),
+        },
+    );
     // Four in the channel and at most one in the paused writer's hands: the sixth must wait.
     assert_eq!(sink.stats().dropped, 0);
     assert!(

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::start_sim;
+use common::wait::{wait_for_async, wait_until_async};
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
@@ -151,16 +152,27 @@ fn names(store: &reflector::Store<ConfigMap>) -> BTreeSet<String> {
         .collect()
 }
 
-/// Waits for `check` (up to 5 minutes: a bound for a broken run only, however loaded the
-/// machine).
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..6000 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+/// Waits until the names in `store` pass `check` (up to 5 minutes: a bound for a broken run only,
+/// however loaded the machine).
+async fn eventually(
+    what: &str,
+    store: &reflector::Store<ConfigMap>,
+    check: impl Fn(&BTreeSet<String>) -> bool,
+) {
+    wait_for_async(
+        what,
+        Duration::from_mins(5),
+        Duration::from_millis(50),
+        async || {
+            let now = names(store);
+            if check(&now) {
+                Ok(())
+            } else {
+                Err(format!("the store holds {now:?}"))
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -177,11 +189,14 @@ async fn kube_runtime_watcher_survives_drops_and_relists_after_410() {
         .applied_objects();
     let task = tokio::spawn(stream.for_each(|_| async {}));
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    eventually("a", || names(&reader).contains("a")).await;
+    eventually("a", &reader, |names| names.contains("a")).await;
 
     sim.drop_watches();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
-    eventually("b after a stream drop", || names(&reader).contains("b")).await;
+    eventually("b after a stream drop", &reader, |names| {
+        names.contains("b")
+    })
+    .await;
 
     // Drop the stream, then write more than the retained history: the resume answers 410 and
     // the watcher relists.
@@ -192,8 +207,8 @@ async fn kube_runtime_watcher_survives_drops_and_relists_after_410() {
     api.delete("a", &kube::api::DeleteParams::default())
         .await
         .unwrap();
-    eventually("the relisted state", || {
-        names(&reader) == ["b", "c", "d", "e", "f", "g", "h"].map(String::from).into()
+    eventually("the relisted state", &reader, |names| {
+        *names == ["b", "c", "d", "e", "f", "g", "h"].map(String::from).into()
     })
     .await;
     let watches = sim.audit(|a| a.records().filter(|r| r.verb == "watch").count());
@@ -291,17 +306,29 @@ mod controller {
         sim: &shadow_reconciler::sim::Simulator,
         drop_every: Option<u32>,
     ) -> usize {
-        let mut done = 0;
-        // A bound for a broken run only (5 minutes), however loaded the machine.
-        for round in 0..3000 {
-            if drop_every.is_some_and(|n| round % n == 0) {
-                sim.drop_watches();
-            }
-            done = reconciled(sim);
-            if done == OBJECTS as usize {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let (mut done, mut round) = (0, 0);
+        // A bound for a broken run only (5 minutes), however loaded the machine. The caller
+        // asserts on the count reached.
+        let waited = wait_until_async(
+            "every widget reconciled",
+            Duration::from_mins(5),
+            Duration::from_millis(100),
+            async || {
+                if drop_every.is_some_and(|n| round % n == 0) {
+                    sim.drop_watches();
+                }
+                round += 1;
+                done = reconciled(sim);
+                if done == OBJECTS as usize {
+                    Ok(())
+                } else {
+                    Err(format!("{done} of {OBJECTS} widgets reconciled"))
+                }
+            },
+        )
+        .await;
+        if let Err(e) = waited {
+            eprintln!("{e}");
         }
         done
     }

@@ -10,8 +10,9 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::wait::wait_until;
 use common::{Process, free_port, http_get};
 use serde_json::Value;
 
@@ -28,22 +29,19 @@ fn collector() -> PathBuf {
     common::built_tool("SHADOW_RECONCILER_OTELCOL", "otelcol.sh")
 }
 
-/// Waits for `done` (checked every 200 ms), failing with `what` and `context()` after `limit`.
-/// The limit is generous: only a hung component reaches it, not a slow machine.
+/// Waits for `done` (checked every 200 ms), failing with `what` and `context()` (the state then)
+/// after `limit`. The limit is generous: only a hung component reaches it, not a slow machine.
 fn wait_for(
     what: &str,
     limit: Duration,
     mut done: impl FnMut() -> bool,
     context: impl Fn() -> String,
 ) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < limit,
-            "{what}: not after {limit:?}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    let waited = wait_until(what, limit, Duration::from_millis(200), || {
+        if done() { Ok(()) } else { Err(String::new()) }
+    });
+    if let Err(e) = waited {
+        panic!("{e}\n{}", context());
     }
 }
 

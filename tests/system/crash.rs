@@ -13,8 +13,9 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::wait::wait_for;
 use shadow_reconciler::dataset::reader;
 
 const KILLS: usize = 100;
@@ -100,22 +101,25 @@ fn kill_repeatedly(what: &str, seed: u64, mut start: impl FnMut(&Path, usize) ->
         } else {
             // Once it has committed data, whatever the machine's speed: then at random while
             // it rotates.
-            let started = Instant::now();
             let no_data = |dir: &Path| reader::parts(dir).map_or(true, |p| p.pairs.is_empty());
-            while no_data(&dir) {
-                if let Ok(Some(status)) = child.try_wait() {
-                    assert!(
-                        !no_data(&dir),
-                        "{what}, kill {kill}: exited ({status}) without writing any data"
-                    );
-                    break;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_mins(5),
-                    "{what}, kill {kill}: no data after 5 minutes"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            wait_for(
+                &format!("{what}, kill {kill}: committed data"),
+                Duration::from_mins(5),
+                Duration::from_millis(20),
+                || {
+                    if !no_data(&dir) {
+                        return Ok(());
+                    }
+                    if let Ok(Some(status)) = child.try_wait() {
+                        assert!(
+                            !no_data(&dir),
+                            "{what}, kill {kill}: exited ({status}) without writing any data"
+                        );
+                        return Ok(());
+                    }
+                    Err("no data".to_owned())
+                },
+            );
             std::thread::sleep(Duration::from_millis(draws.next_millis(0, 1500)));
         }
         // A process that already ended (simulate settles within seconds) was not crashed.
@@ -225,14 +229,16 @@ fn a_killed_run_never_leaves_half_a_rotation_to_readers() {
             .spawn()
             .expect("start sim serve"),
     );
-    let started = Instant::now();
-    while !std::fs::read_to_string(&announced).is_ok_and(|s| s.contains("serving")) {
-        assert!(
-            started.elapsed() < Duration::from_mins(5),
-            "sim serve did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "sim serve serving",
+        Duration::from_mins(5),
+        Duration::from_millis(50),
+        || match std::fs::read_to_string(&announced) {
+            Ok(out) if out.contains("serving") => Ok(()),
+            Ok(out) => Err(format!("its stdout: {out:?}")),
+            Err(e) => Err(format!("{}: {e}", announced.display())),
+        },
+    );
     // Objects with missing secrets: their reconciles fail and requeue, so `run` keeps writing
     // whenever it is killed.
     let populated = binary()

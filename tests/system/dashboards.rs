@@ -16,6 +16,7 @@ use promql_parser::util::{ExprVisitor, walk_expr};
 use serde_json::Value;
 use shadow_reconciler::telemetry::http::Telemetry;
 
+use common::wait::wait_for;
 use common::{Process, free_port};
 
 fn root() -> &'static Path {
@@ -434,17 +435,23 @@ fn every_expression_returns_data_from_prometheus_after_a_simulate_run() {
             .unwrap(),
     );
     // Wait for the runs to end (their summaries are printed) and a few scrapes after them.
+    // Eleven minutes for both.
     let started = Instant::now();
     for name in ["simulate", "rollout"] {
-        let err = || std::fs::read_to_string(dir.path().join(format!("{name}.err")));
-        while !err().is_ok_and(|s| s.contains("run finished; still serving")) {
-            assert!(
-                started.elapsed() < Duration::from_mins(11),
-                "{name} did not finish: {}",
-                err().unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        let err = dir.path().join(format!("{name}.err"));
+        wait_for(
+            &format!("{name} to finish"),
+            Duration::from_mins(11).saturating_sub(started.elapsed()),
+            Duration::from_millis(500),
+            || {
+                let said = std::fs::read_to_string(&err).unwrap_or_default();
+                if said.contains("run finished; still serving") {
+                    Ok(())
+                } else {
+                    Err(format!("its stderr: {said}"))
+                }
+            },
+        );
     }
     std::thread::sleep(Duration::from_secs(8));
     let up = query(&prom_addr, "up{job=\"shadow-reconciler\"} == 1");

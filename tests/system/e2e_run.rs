@@ -22,6 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::apiserver::{ControlPlane, free_port, http_exchange, tail};
+use common::wait::wait_until;
 use shadow_reconciler::scenario::population;
 use shadow_reconciler::util::Rng;
 
@@ -76,13 +77,15 @@ impl Run {
     /// Waits until `what` holds, or fails with the process's log after [`PATIENCE`].
     fn wait_for(&mut self, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
         let started = Instant::now();
-        while !done(self) {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "{what}: not after {PATIENCE:?}; run's log ends:\n{}",
-                tail(&self.log, 30)
-            );
-            std::thread::sleep(Duration::from_millis(200));
+        let waited = wait_until(what, PATIENCE, Duration::from_millis(200), || {
+            if done(self) {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        });
+        if let Err(e) = waited {
+            panic!("{e}; run's log ends:\n{}", tail(&self.log, 30));
         }
         eprintln!("{what}: after {:.1} s", started.elapsed().as_secs_f64());
     }
@@ -338,12 +341,21 @@ fn shadow_flow(plane: &ControlPlane) {
     // server may still be finishing the last requests of the stopped process.
     let served = shadow.iter().filter(|e| e.code != 429).count();
     let served = u64::try_from(served).expect("small");
-    let started = Instant::now();
-    let mut last = dispatched(plane, "shadow-reconciler");
-    while last != served && started.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(200));
-        last = dispatched(plane, "shadow-reconciler");
-    }
+    let mut last = 0;
+    // The assertion below says what it saw.
+    let _ = wait_until(
+        "the shadow's requests dispatched",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || {
+            last = dispatched(plane, "shadow-reconciler");
+            if last == served {
+                Ok(())
+            } else {
+                Err(format!("{last} of {served}"))
+            }
+        },
+    );
     assert_eq!(
         last, served,
         "the shadow's FlowSchema dispatched {last} requests; the audit log has {served} of the shadow's identity"

@@ -12,10 +12,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Process;
-use common::apiserver::{ControlPlane, http_exchange, tail};
+use common::apiserver::{ControlPlane, http_exchange, readyz, tail};
+use common::wait::{wait_for, wait_until, wait_until_async};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use shadow_reconciler::reconcilers::hostedcluster::HostedCluster;
@@ -66,11 +67,16 @@ fn start_simulator(dir: &Path) -> (Process, PathBuf, PathBuf) {
             .spawn()
             .expect("start sim serve"),
     );
-    let started = Instant::now();
-    while !std::fs::read_to_string(&stdout).is_ok_and(|s| s.contains("serving")) {
-        assert!(started.elapsed() < PATIENCE, "sim serve did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "sim serve serving",
+        PATIENCE,
+        Duration::from_millis(50),
+        || match std::fs::read_to_string(&stdout) {
+            Ok(out) if out.contains("serving") => Ok(()),
+            Ok(out) => Err(format!("its stdout: {out:?}")),
+            Err(e) => Err(format!("{}: {e}", stdout.display())),
+        },
+    );
     (process, kubeconfig, stdout)
 }
 
@@ -207,15 +213,11 @@ fn spawn_ingest(dir: &Path, listen: &str, args: &[String], kubeconfig: &Path) ->
             .spawn()
             .expect("start ingest"),
     );
-    let started = Instant::now();
-    while !http_exchange(listen, "GET", "/readyz", "").is_ok_and(|(head, _)| head.contains(" 200"))
-    {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "ingest did not become ready: {}",
-            tail(&dir.join("ingest.log"), 20)
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    let ready = wait_until("ingest ready", PATIENCE, Duration::from_millis(50), || {
+        readyz(listen)
+    });
+    if let Err(e) = ready {
+        panic!("{e}\ningest: {}", tail(&dir.join("ingest.log"), 20));
     }
     ingest
 }
@@ -309,33 +311,39 @@ pub(crate) fn wait_reconciled(kubeconfig: &Path, log: impl Fn() -> String) {
     let rt = runtime();
     rt.block_on(async {
         let api: Api<HostedCluster> = Api::all(client(kubeconfig).await);
-        let started = Instant::now();
-        loop {
-            let list = api
-                .list(&kube::api::ListParams::default())
-                .await
-                .expect("list HostedClusters");
-            let done = list
-                .items
-                .iter()
-                .filter(|hc| {
-                    hc.status.as_ref().is_some_and(|s| {
-                        s.conditions
-                            .iter()
-                            .any(|c| c["type"] == "ReconciliationSucceeded")
+        let reconciled = wait_until_async(
+            "every HostedCluster reconciled",
+            PATIENCE,
+            Duration::from_millis(250),
+            async || {
+                let list = api
+                    .list(&kube::api::ListParams::default())
+                    .await
+                    .expect("list HostedClusters");
+                let done = list
+                    .items
+                    .iter()
+                    .filter(|hc| {
+                        hc.status.as_ref().is_some_and(|s| {
+                            s.conditions
+                                .iter()
+                                .any(|c| c["type"] == "ReconciliationSucceeded")
+                        })
                     })
-                })
-                .count();
-            if list.items.len() == HOSTED_CLUSTERS && done == HOSTED_CLUSTERS {
-                return;
-            }
-            assert!(
-                started.elapsed() < PATIENCE,
-                "{done} of {} HostedClusters reconciled after {PATIENCE:?}:\n{}",
-                list.items.len(),
-                log()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
+                    .count();
+                if list.items.len() == HOSTED_CLUSTERS && done == HOSTED_CLUSTERS {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{done} of {} HostedClusters reconciled",
+                        list.items.len()
+                    ))
+                }
+            },
+        )
+        .await;
+        if let Err(e) = reconciled {
+            panic!("{e}:\n{}", log());
         }
     });
 }
@@ -511,16 +519,17 @@ fn the_go_controller_in_shadow_on_the_simulator() {
     });
     // The object is touched until a reconcile of it runs in mode off: whenever the controller's
     // cache sees the ConfigMap, the next touch after that reconciles under it.
-    let started = Instant::now();
     let mut touches = 0u32;
-    while shadowed.reconciles("off") < 1 {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "no reconcile in mode off after the flag said so ({touches} touches):\n{}",
-            shadowed.log("controller.log")
-        );
-        touches += 1;
-        runtime().block_on(async {
+    let off = wait_until(
+        "a reconcile in mode off",
+        PATIENCE,
+        Duration::from_secs(1),
+        || {
+            if shadowed.reconciles("off") >= 1 {
+                return Ok(());
+            }
+            touches += 1;
+            runtime().block_on(async {
             Api::<HostedCluster>::namespaced(client(&kubeconfig).await, "team-0")
                 .patch(
                     "hc-0000",
@@ -531,8 +540,15 @@ fn the_go_controller_in_shadow_on_the_simulator() {
                 )
                 .await
                 .expect("touch hc-0000");
-        });
-        std::thread::sleep(Duration::from_secs(1));
+            });
+            Err(format!("none after {touches} touches"))
+        },
+    );
+    if let Err(e) = off {
+        panic!(
+            "no reconcile in mode off after the flag said so: {e}:\n{}",
+            shadowed.log("controller.log")
+        );
     }
     let data = shadowed.stop();
 
@@ -584,16 +600,21 @@ const RESTARTS: usize = 20;
 
 /// Whether the controller-runtime controller has finished a reconcile, from its `/metrics`
 /// (not while it is not serving yet).
-fn finished_a_reconcile(address: &str) -> bool {
-    http_exchange(address, "GET", "/metrics", "").is_ok_and(|(_, body)| {
-        body.lines()
-            .filter(|l| {
-                l.starts_with("controller_runtime_reconcile_total{")
-                    && l.contains("controller=\"hostedcluster\"")
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .any(|n| n > 0.0)
-    })
+fn finished_a_reconcile(address: &str) -> Result<(), String> {
+    let (_, body) = http_exchange(address, "GET", "/metrics", "").map_err(|e| e.to_string())?;
+    let finished = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("controller_runtime_reconcile_total{")
+                && l.contains("controller=\"hostedcluster\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .any(|n| n > 0.0);
+    if finished {
+        Ok(())
+    } else {
+        Err("controller_runtime_reconcile_total of hostedcluster: 0".to_owned())
+    }
 }
 
 /// The HyperShift shape on the real server: the legacy loop as one function with `shadow.Step`
@@ -617,14 +638,14 @@ fn the_go_controllers_legacy_function_through_restarts_on_kube_apiserver() {
     for n in 1..=RESTARTS {
         // In the middle of the new process's reconciles: it has finished one of the 200 its
         // informers queued at start.
-        let started = Instant::now();
-        while !finished_a_reconcile(&metrics) {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "no reconcile finished after start {n}:\n{}",
-                shadowed.log("controller.log")
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        let finished = wait_until(
+            &format!("a reconcile finished after start {n}"),
+            PATIENCE,
+            Duration::from_millis(20),
+            || finished_a_reconcile(&metrics),
+        );
+        if let Err(e) = finished {
+            panic!("{e}:\n{}", shadowed.log("controller.log"));
         }
         shadowed.restart_controller(n);
     }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::apiserver::ControlPlane;
 use common::records::records;
+use common::wait::{wait_for_async, wait_until_async};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use shadow_reconciler::dataset::Location;
@@ -76,59 +77,70 @@ async fn drive(
     let started = Instant::now();
     let hcs: Api<HostedCluster> = Api::all(kube.clone());
     let mut restarted = None;
-    for round in 0_u64.. {
-        let now = statuses(kube).await;
-        let progressing = now
-            .iter()
-            .find(|(n, s)| n == "gated-components" && s.phase == Phase::Progressing);
-        if let (None, Some(_)) = (restarted, progressing) {
-            act(kube, "pause").await;
-            let step = loop {
-                let now = statuses(kube).await;
-                if let Some((_, s)) = now.iter().find(|(n, _)| n == "gated-components") {
-                    if s.phase == Phase::Paused {
-                        break s.step;
-                    }
-                    assert!(
-                        s.phase == Phase::Progressing && started.elapsed() < PATIENCE,
-                        "pausing gated-components: {s:#?}"
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            };
-            shadowed.restart_ingest(1);
-            restarted = Some((k8s_openapi::jiff::Timestamp::now(), step));
-            act(kube, "resume").await;
-        }
-        if now.len() == 2
-            && now
+    let mut round = 0_u64;
+    let ended = wait_until_async(
+        "the rollouts ended",
+        PATIENCE,
+        Duration::from_secs(2),
+        async || {
+            let now = statuses(kube).await;
+            let progressing = now
                 .iter()
-                .all(|(_, s)| !matches!(s.phase, Phase::Progressing | Phase::Paused))
-        {
-            return (
-                now,
-                restarted.expect("the sidecar was restarted mid-rollout"),
-            );
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the rollouts did not end after {PATIENCE:?}: {now:#?}\n{}",
-            shadowed.log("ingest.log")
-        );
-        for hc in hcs.list(&ListParams::default()).await.expect("list").items {
-            let (Some(ns), Some(name)) = (hc.metadata.namespace, hc.metadata.name) else {
-                continue;
-            };
-            let patch = serde_json::json!({"metadata": {"annotations": {
-                "test.shadow-reconciler.io/resync": round.to_string(),
-            }}});
-            let _ = Api::<HostedCluster>::namespaced(kube.clone(), &ns)
-                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .find(|(n, s)| n == "gated-components" && s.phase == Phase::Progressing);
+            if let (None, Some(_)) = (restarted, progressing) {
+                act(kube, "pause").await;
+                // Within the same patience as the whole drive.
+                let step = wait_for_async(
+                    "gated-components paused",
+                    PATIENCE.saturating_sub(started.elapsed()),
+                    Duration::from_millis(200),
+                    async || {
+                        let now = statuses(kube).await;
+                        match now.iter().find(|(n, _)| n == "gated-components") {
+                            Some((_, s)) if s.phase == Phase::Paused => Ok(s.step),
+                            Some((_, s)) => {
+                                assert!(
+                                    s.phase == Phase::Progressing,
+                                    "pausing gated-components: {s:#?}"
+                                );
+                                Err(format!("{s:#?}"))
+                            }
+                            None => Err("no status of gated-components".to_owned()),
+                        }
+                    },
+                )
                 .await;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-    unreachable!("the loop returns or panics")
+                shadowed.restart_ingest(1);
+                restarted = Some((k8s_openapi::jiff::Timestamp::now(), step));
+                act(kube, "resume").await;
+            }
+            if now.len() == 2
+                && now
+                    .iter()
+                    .all(|(_, s)| !matches!(s.phase, Phase::Progressing | Phase::Paused))
+            {
+                return Ok((
+                    now,
+                    restarted.expect("the sidecar was restarted mid-rollout"),
+                ));
+            }
+            for hc in hcs.list(&ListParams::default()).await.expect("list").items {
+                let (Some(ns), Some(name)) = (hc.metadata.namespace, hc.metadata.name) else {
+                    continue;
+                };
+                let patch = serde_json::json!({"metadata": {"annotations": {
+                    "test.shadow-reconciler.io/resync": round.to_string(),
+                }}});
+                let _ = Api::<HostedCluster>::namespaced(kube.clone(), &ns)
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await;
+            }
+            round += 1;
+            Err(format!("{now:#?}"))
+        },
+    )
+    .await;
+    ended.unwrap_or_else(|e| panic!("{e}\n{}", shadowed.log("ingest.log")))
 }
 
 /// The figures of ingest's closing line `parquet: N records accepted, M written to DIR in F

@@ -6,8 +6,9 @@ use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::wait::wait_for;
 use common::{Process, free_port};
 
 fn metrics(addr: &str) -> String {
@@ -138,14 +139,19 @@ fn the_python_sdk_over_grpc_and_http_shows_the_failure_and_what_would_be_unblock
             .spawn()
             .unwrap(),
     );
-    let started = Instant::now();
-    while !metrics(&listen_addr).contains("shadow_reconciler_ingest_requests_total") {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "ingest did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for(
+        "ingest serving its metrics",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let answer = metrics(&listen_addr);
+            if answer.contains("shadow_reconciler_ingest_requests_total") {
+                Ok(())
+            } else {
+                Err(answer.lines().next().unwrap_or("no answer").to_owned())
+            }
+        },
+    );
     send(
         "grpc",
         &format!("http://127.0.0.1:{grpc}"),

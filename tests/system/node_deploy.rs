@@ -20,9 +20,10 @@ use crate::node_handover;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::node::Node;
+use common::wait::wait_until;
 
 pub(crate) const NAMESPACE: &str = "shadow-reconciler";
 pub(crate) const SERVICE_ACCOUNT: &str =
@@ -68,16 +69,14 @@ fn build_images() -> Images {
     }
 }
 
-/// Polls `done` until it holds, panicking with `what` and `context()` after [`SLOW`].
+/// Polls `done` until it holds, panicking with `what` and `context()` (the state then) after
+/// [`SLOW`].
 pub(crate) fn eventually(what: &str, mut done: impl FnMut() -> bool, context: impl Fn() -> String) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < SLOW,
-            "{what}: not reached after {SLOW:?}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(500));
+    let waited = wait_until(what, SLOW, Duration::from_millis(500), || {
+        if done() { Ok(()) } else { Err(String::new()) }
+    });
+    if let Err(e) = waited {
+        panic!("{e}\n{}", context());
     }
 }
 

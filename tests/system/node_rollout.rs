@@ -29,6 +29,7 @@ use shadow_reconciler::flag::rollout::{ACTION_ANNOTATION, Phase, RolloutStatus, 
 
 use crate::common;
 use crate::common::node::Node;
+use crate::common::wait::{wait_for, wait_until};
 use crate::go_controller::GO_DRY_RUN;
 use crate::node_deploy::{apply_stdin, describe_in, eventually, parquet_summary, repo};
 
@@ -313,54 +314,59 @@ fn drive(node: &Node, logs: &mut Vec<Child>) -> (Vec<(String, RolloutStatus)>, i
     let started = Instant::now();
     let mut restart: Option<(i64, u32)> = None;
     let mut pausing = false;
-    for round in 0_u64.. {
-        let now = statuses(node);
-        let good = now.iter().find(|(n, _)| n == "gated-components");
-        if restart.is_none() {
-            match good.map(|(_, s)| (s.phase, s.step)) {
-                Some((Phase::Progressing, _)) if !pausing => {
-                    act(node, "pause");
-                    pausing = true;
-                }
-                Some((Phase::Progressing, _)) | None => {}
-                Some((Phase::Paused, step)) => {
-                    let old = operator_pod(node);
-                    let deleted = now_us();
-                    node.kubectl(&["delete", "pod", "-n", NS, &old, "--wait=false"]);
-                    let new = loop {
-                        let pod = operator_pod(node);
-                        if pod != old {
-                            break pod;
-                        }
-                        std::thread::sleep(Duration::from_millis(500));
-                    };
-                    logs.push(follow_sidecar(node, &new));
-                    act(node, "resume");
-                    restart = Some((deleted, step));
-                }
-                Some((phase, _)) => {
-                    panic!("gated-components {phase:?} before it could be paused: {now:#?}")
+    let mut round = 0_u64;
+    let ended = wait_until(
+        "the rollouts ended",
+        PATIENCE,
+        Duration::from_secs(3),
+        || {
+            let now = statuses(node);
+            let good = now.iter().find(|(n, _)| n == "gated-components");
+            if restart.is_none() {
+                match good.map(|(_, s)| (s.phase, s.step)) {
+                    Some((Phase::Progressing, _)) if !pausing => {
+                        act(node, "pause");
+                        pausing = true;
+                    }
+                    Some((Phase::Progressing, _)) | None => {}
+                    Some((Phase::Paused, step)) => {
+                        let old = operator_pod(node);
+                        let deleted = now_us();
+                        node.kubectl(&["delete", "pod", "-n", NS, &old, "--wait=false"]);
+                        // Within the same patience as the whole drive.
+                        let new = wait_for(
+                            &format!("a pod replacing {old}"),
+                            PATIENCE.saturating_sub(started.elapsed()),
+                            Duration::from_millis(500),
+                            || match operator_pod(node) {
+                                pod if pod != old => Ok(pod),
+                                _ => Err(format!("{old} still the operator's pod")),
+                            },
+                        );
+                        logs.push(follow_sidecar(node, &new));
+                        act(node, "resume");
+                        restart = Some((deleted, step));
+                    }
+                    Some((phase, _)) => {
+                        panic!("gated-components {phase:?} before it could be paused: {now:#?}")
+                    }
                 }
             }
-        }
-        let ended = now.len() == 2
-            && now
-                .iter()
-                .all(|(_, s)| !matches!(s.phase, Phase::Progressing | Phase::Paused));
-        if let (true, Some((deleted, step))) = (ended, restart) {
-            return (now, deleted, step);
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the rollouts did not end within {PATIENCE:?}: {now:#?}\n{}",
-            describe_in(node, NS, "deploy/operator")
-        );
-        if round % 4 == 0 {
-            touch(node, &round.to_string());
-        }
-        std::thread::sleep(Duration::from_secs(3));
-    }
-    unreachable!("the loop returns or panics")
+            let ended = now.len() == 2
+                && now
+                    .iter()
+                    .all(|(_, s)| !matches!(s.phase, Phase::Progressing | Phase::Paused));
+            if let (true, Some((deleted, step))) = (ended, restart) {
+                return Ok((now, deleted, step));
+            }
+            if round.is_multiple_of(4) {
+                touch(node, &round.to_string());
+            }
+            round += 1;
+            Err(format!("{now:#?}"))
+        },
+    );
+    ended.unwrap_or_else(|e| panic!("{e}\n{}", describe_in(node, NS, "deploy/operator")))
 }
 
 /// `gated-components` completed every step with no rollback, one start, and the step the pod

@@ -8,8 +8,9 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
+use common::wait::{wait_for, wait_until};
 use common::{Process, free_port, http_get};
 use serde_json::Value;
 use shadow_reconciler::dataset::upload::UploadConfig;
@@ -115,14 +116,17 @@ impl S3 {
         let Location::Remote(remote) = &location else {
             unreachable!()
         };
-        let started = Instant::now();
-        while remote.list("").is_err() {
-            assert!(
-                started.elapsed() < START,
-                "SeaweedFS did not serve the bucket:\n{}",
+        let served = wait_until(
+            "SeaweedFS serving the bucket",
+            START,
+            Duration::from_millis(250),
+            || remote.list("").map(|_| ()).map_err(|e| e.to_string()),
+        );
+        if let Err(e) = served {
+            panic!(
+                "{e}\n{}",
                 std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default()
             );
-            std::thread::sleep(Duration::from_millis(250));
         }
     }
 
@@ -184,14 +188,24 @@ fn ingest(dir: &Path, name: &str, dataset: &str, env: &[(&str, String)]) -> (Pro
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap());
     let process = Process(command.spawn().unwrap());
-    let started = Instant::now();
-    while !http_get(&listen, "/metrics").contains("shadow_reconciler_ingest_requests_total") {
-        assert!(
-            started.elapsed() < START,
-            "ingest {name} did not start:\n{}",
+    let serving = wait_until(
+        &format!("ingest {name} serving its metrics"),
+        START,
+        Duration::from_millis(100),
+        || {
+            let answer = http_get(&listen, "/metrics");
+            if answer.contains("shadow_reconciler_ingest_requests_total") {
+                Ok(())
+            } else {
+                Err(answer.lines().next().unwrap_or("no answer").to_owned())
+            }
+        },
+    );
+    if let Err(e) = serving {
+        panic!(
+            "{e}\n{}",
             std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
         );
-        std::thread::sleep(Duration::from_millis(100));
     }
     (process, format!("http://127.0.0.1:{http}/v1/traces"))
 }
@@ -387,39 +401,43 @@ fn a_server_killed_mid_upload_loses_nothing_and_shows_no_partial_file() {
             for &i in chunk {
                 sink.record(&record(i));
             }
-            let started = Instant::now();
-            while sink.stats().queued > 0 {
-                assert!(started.elapsed() < START, "the writer takes the records");
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_for(
+                "the writer to take the records",
+                START,
+                Duration::from_millis(10),
+                || match sink.stats() {
+                    stats if stats.queued == 0 => Ok(()),
+                    stats => Err(format!("{} queued", stats.queued)),
+                },
+            );
         }
     };
     batch(&sink, 0, 450_000);
     accepted += 450_000;
     // Killed as soon as the first file is up, with more parts waiting in the spool.
-    let started = Instant::now();
-    while sink.upload_stats().unwrap().files == 0 {
-        assert!(
-            started.elapsed() < START,
-            "no upload: {:?}: {:?}",
-            sink.upload_stats(),
-            sink.failing()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        "a file uploaded",
+        START,
+        Duration::from_millis(20),
+        || match sink.upload_stats().unwrap() {
+            stats if stats.files > 0 => Ok(()),
+            stats => Err(format!("{stats:?}: {:?}", sink.failing())),
+        },
+    );
     s3.kill();
     let at_kill = sink.upload_stats().unwrap();
     // While the server is down: more records, into the spool; uploads fail and are counted.
     batch(&sink, 450_000, 150_000);
     accepted += 150_000;
-    let started = Instant::now();
-    while sink.upload_stats().unwrap().errors == 0 {
-        assert!(
-            started.elapsed() < START,
-            "no failed upload while the server is down"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "a failed upload while the server is down",
+        START,
+        Duration::from_millis(50),
+        || match sink.upload_stats().unwrap() {
+            stats if stats.errors > 0 => Ok(()),
+            stats => Err(format!("{stats:?}")),
+        },
+    );
     assert!(
         sink.upload_stats().unwrap().spool_parts > 0,
         "parts wait in the spool: {:?} (at the kill: {at_kill:?})",

@@ -12,10 +12,11 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Process;
-use common::apiserver::{ControlPlane, http_exchange, tail};
+use common::apiserver::{ControlPlane, readyz, tail};
+use common::wait::{wait_for_async, wait_until, wait_until_async};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 
@@ -171,16 +172,11 @@ impl Shadowed {
                 .spawn()
                 .expect("start ingest"),
         );
-        let started = Instant::now();
-        while !http_exchange(&listen, "GET", "/readyz", "")
-            .is_ok_and(|(head, _)| head.contains(" 200"))
-        {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "ingest did not become ready: {}",
-                tail(&dir.join("ingest.log"), 20)
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        let ready = wait_until("ingest ready", PATIENCE, Duration::from_millis(50), || {
+            readyz(&listen)
+        });
+        if let Err(e) = ready {
+            panic!("{e}\ningest: {}", tail(&dir.join("ingest.log"), 20));
         }
         let mut shadowed = Self {
             ingest,
@@ -272,32 +268,38 @@ fn wait_written(kubeconfig: &Path, range: std::ops::Range<usize>, shadowed: &Sha
             .filter(|&i| addon(i).1)
             .map(|i| addon(i).0.metadata.name.expect("a name"))
             .collect();
-        let started = Instant::now();
-        loop {
-            let list = api
-                .list(&kube::api::ListParams::default())
-                .await
-                .expect("list add-ons");
-            let written: BTreeSet<String> = list
-                .items
-                .iter()
-                .filter(|a| {
-                    a.data["status"]["defaultconfigReferences"]
-                        .as_array()
-                        .is_some_and(|r| !r.is_empty())
-                })
-                .filter_map(|a| a.metadata.name.clone())
-                .collect();
-            if expected.is_subset(&written) {
-                return;
-            }
-            assert!(
-                started.elapsed() < PATIENCE,
-                "add-ons not written after {PATIENCE:?}: {:?}\n{}",
-                expected.difference(&written).collect::<Vec<_>>(),
-                shadowed.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        let written = wait_until_async(
+            "the add-ons' status written",
+            PATIENCE,
+            Duration::from_millis(200),
+            async || {
+                let list = api
+                    .list(&kube::api::ListParams::default())
+                    .await
+                    .expect("list add-ons");
+                let written: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|a| {
+                        a.data["status"]["defaultconfigReferences"]
+                            .as_array()
+                            .is_some_and(|r| !r.is_empty())
+                    })
+                    .filter_map(|a| a.metadata.name.clone())
+                    .collect();
+                if expected.is_subset(&written) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "not written: {:?}",
+                        expected.difference(&written).collect::<Vec<_>>()
+                    ))
+                }
+            },
+        )
+        .await;
+        if let Err(e) = written {
+            panic!("{e}\n{}", shadowed.log());
         }
     });
 }
@@ -345,16 +347,32 @@ fn install_crds(kubeconfig: &Path) {
             crds.create(&PostParams::default(), &crd)
                 .await
                 .expect("create an OCM CRD");
-            let started = Instant::now();
-            while !crds.get(&name).await.is_ok_and(|c| {
-                c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                })
-            }) {
-                assert!(started.elapsed() < PATIENCE, "{name} never established");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            wait_for_async(
+                &format!("{name} established"),
+                PATIENCE,
+                Duration::from_millis(100),
+                async || match crds.get(&name).await {
+                    Ok(c) => {
+                        let conditions = c.status.and_then(|s| s.conditions).unwrap_or_default();
+                        if conditions
+                            .iter()
+                            .any(|c| c.type_ == "Established" && c.status == "True")
+                        {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "conditions {:?}",
+                                conditions
+                                    .iter()
+                                    .map(|c| format!("{}={}", c.type_, c.status))
+                                    .collect::<Vec<_>>()
+                            ))
+                        }
+                    }
+                    Err(e) => Err(e.to_string()),
+                },
+            )
+            .await;
         }
     });
 }

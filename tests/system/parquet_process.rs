@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::wait::wait_for;
 use shadow_reconciler::dataset::{Table, reader};
 
 fn bin() -> Command {
@@ -179,16 +180,22 @@ fn files_survive_sigkill_mid_write_whole_or_not_at_all() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_mins(5);
-        while reader::files(&data, Table::Steps).map_or(0, |f| f.len()) <= round {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "the run ended before it wrote {} files",
-                round + 1
-            );
-            assert!(std::time::Instant::now() < deadline, "no file written");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for(
+            &format!("{} steps files written", round + 1),
+            Duration::from_mins(5),
+            Duration::from_millis(5),
+            || match reader::files(&data, Table::Steps).map_or(0, |f| f.len()) {
+                files if files > round => Ok(()),
+                files => {
+                    assert!(
+                        child.try_wait().unwrap().is_none(),
+                        "the run ended before it wrote {} files",
+                        round + 1
+                    );
+                    Err(format!("{files} files"))
+                }
+            },
+        );
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let rows = read_all(&data);
@@ -306,14 +313,16 @@ fn run_loses_no_accepted_record_on_sigterm() {
         .spawn()
         .unwrap();
     // SIGTERM while reconciles are in full flow: once the first file is committed.
-    let started = std::time::Instant::now();
-    while reader::files(&data, Table::Reconciles).map_or(true, |f| f.is_empty()) {
-        assert!(
-            started.elapsed() < Duration::from_mins(1),
-            "no file was ever written"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "a reconciles file written",
+        Duration::from_mins(1),
+        Duration::from_millis(50),
+        || match reader::files(&data, Table::Reconciles) {
+            Ok(files) if !files.is_empty() => Ok(()),
+            Ok(_) => Err("no file".to_owned()),
+            Err(e) => Err(e.to_string()),
+        },
+    );
     let (line, accepted, written, lost) = terminate(&mut controller, &log_path, 0);
     assert!(accepted > 0, "{line}");
     assert_eq!(accepted, written, "{line}");
@@ -361,18 +370,18 @@ fn terminate(
 
 /// The metrics endpoint's address, from the `metrics at http://ADDR/metrics` line in `log`.
 fn metrics_address(log: &Path) -> String {
-    let started = std::time::Instant::now();
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(rest) = text.split("metrics at http://").nth(1) {
-            return rest.split('/').next().unwrap().to_owned();
-        }
-        assert!(
-            started.elapsed() < Duration::from_mins(1),
-            "no metrics line: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "the metrics line",
+        Duration::from_mins(1),
+        Duration::from_millis(50),
+        || {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            match text.split("metrics at http://").nth(1) {
+                Some(rest) => Ok(rest.split('/').next().unwrap().to_owned()),
+                None => Err(format!("the log: {text}")),
+            }
+        },
+    )
 }
 
 /// The sum of `shadow_reconciler_reconciles_total` scraped from `address`.
@@ -402,12 +411,16 @@ fn simulate_interrupted_by_sigterm_still_writes_what_it_accepted() {
         .spawn()
         .unwrap();
     let address = metrics_address(&log_path);
-    let started = std::time::Instant::now();
-    while reconciles_so_far(&address) < 20.0 {
-        // A bound for a broken run only, however loaded the machine.
-        assert!(started.elapsed() < Duration::from_mins(5), "no reconcile");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // A bound for a broken run only, however loaded the machine.
+    wait_for(
+        "20 reconciles",
+        Duration::from_mins(5),
+        Duration::from_millis(50),
+        || match reconciles_so_far(&address) {
+            n if n >= 20.0 => Ok(()),
+            n => Err(format!("{n} reconciles")),
+        },
+    );
     let (line, accepted, written, lost) = terminate(&mut child, &log_path, 130);
     assert!(accepted >= 20, "{line}");
     assert_eq!((written, lost), (accepted, 0), "{line}");

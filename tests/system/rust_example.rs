@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::apiserver::ControlPlane;
+use common::wait::wait_until_async;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -39,19 +40,23 @@ async fn create_widgets(client: &kube::Client) -> Api<example::Widget> {
         .expect("create the Widget CRD");
     let widgets: Api<example::Widget> = Api::namespaced(client.clone(), "default");
     // The CRD is served once it is established: a bound for a broken server only.
-    let mut served = false;
-    for _ in 0..300 {
-        if widgets
-            .list(&kube::api::ListParams::default())
-            .await
-            .is_ok()
-        {
-            served = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(served, "the Widget CRD was never served");
+    let served = wait_until_async(
+        "the Widget CRD served",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        async || {
+            widgets
+                .list(&kube::api::ListParams::default())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    assert!(
+        served.is_ok(),
+        "the Widget CRD was never served: {served:?}"
+    );
     let mut secret = Secret::default();
     secret.metadata.name = Some("creds".into());
     Api::<Secret>::namespaced(client.clone(), "default")
@@ -87,17 +92,25 @@ async fn the_rust_example_runs_in_shadow_on_a_real_cluster() {
         },
         || {},
     ));
-    // Both widgets reconciled once: a bound for a broken run only.
+    // Both widgets reconciled once: a bound for a broken run only (the assertions below say
+    // what is missing).
     let mut records = Vec::new();
-    for _ in 0..600 {
-        records = sink.records();
-        let names: std::collections::BTreeSet<&str> =
-            records.iter().map(|r| r.object.name.as_str()).collect();
-        if names.contains("broken") && names.contains("fine") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _ = wait_until_async(
+        "both widgets reconciled",
+        Duration::from_mins(1),
+        Duration::from_millis(100),
+        async || {
+            records = sink.records();
+            let names: std::collections::BTreeSet<&str> =
+                records.iter().map(|r| r.object.name.as_str()).collect();
+            if names.contains("broken") && names.contains("fine") {
+                Ok(())
+            } else {
+                Err(format!("reconciled: {names:?}"))
+            }
+        },
+    )
+    .await;
     let _ = stop.send(());
     controller.await.expect("the controller stops");
 

@@ -9,6 +9,8 @@ use shadow_reconciler::scenario::{Scenario, Settings, run};
 use shadow_reconciler::telemetry::http::{Server, Telemetry};
 use shadow_reconciler::vocab::Mode;
 
+use crate::common::wait::wait_for_async;
+
 /// Sample lines `name{labels} value` of one family, as (labels, value).
 fn samples(exposition: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {
     exposition
@@ -325,15 +327,17 @@ fn a_real_prometheus_server_scrapes_simulate_and_answers_queries() {
     let query = "/api/v1/query?query=sum%20by%20(operation)%20(shadow_reconciler_unblocked_operations_total)";
     let answer = runtime.block_on(async {
         // A bound for a broken run only (5 minutes), however loaded the machine.
-        for _ in 0..600 {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            if let Some(body) = try_get(&format!("127.0.0.1:{prometheus_port}"), query).await
-                && body.contains("\"operation\":\"CoreHCPChain\"")
-            {
-                return body;
-            }
-        }
-        panic!("Prometheus never returned the unblocked-operations series");
+        wait_for_async(
+            "Prometheus returning the unblocked-operations series",
+            Duration::from_mins(5),
+            Duration::from_millis(500),
+            async || match try_get(&format!("127.0.0.1:{prometheus_port}"), query).await {
+                Some(body) if body.contains("\"operation\":\"CoreHCPChain\"") => Ok(body),
+                Some(body) => Err(body),
+                None => Err("no answer".to_owned()),
+            },
+        )
+        .await
     });
     assert!(answer.contains("\"status\":\"success\""), "{answer}");
 }

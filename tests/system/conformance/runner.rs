@@ -2,9 +2,11 @@
 //! through a kube-rs client, normalises the answers, and compares two runs field by field.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+
+use crate::common::wait::wait_for_async;
 
 /// One step of a scenario.
 #[derive(Clone)]
@@ -350,20 +352,22 @@ pub async fn play(
                 value,
             } => {
                 let path = substitute(path, &vars);
-                let deadline = Instant::now() + Duration::from_mins(1);
-                loop {
-                    let (code, bytes) = send(client, "GET", &path, None, "application/json").await;
-                    let body = parse(&bytes);
-                    if body.pointer(pointer) == Some(value) {
-                        break (code, body);
-                    }
-                    assert!(
-                        Instant::now() < deadline,
-                        "{}: {path} never had {pointer} = {value}; last answer {code}: {body}",
-                        scenario.name
-                    );
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                wait_for_async(
+                    &format!("{}: {path} with {pointer} = {value}", scenario.name),
+                    Duration::from_mins(1),
+                    Duration::from_millis(100),
+                    async || {
+                        let (code, bytes) =
+                            send(client, "GET", &path, None, "application/json").await;
+                        let body = parse(&bytes);
+                        if body.pointer(pointer) == Some(value) {
+                            Ok((code, body))
+                        } else {
+                            Err(format!("answer {code}: {body}"))
+                        }
+                    },
+                )
+                .await
             }
             StepKind::Compact => {
                 compact();
