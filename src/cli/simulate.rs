@@ -153,18 +153,18 @@ fn simulate_scenario(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     // `--parquet-dir` is declared with the other Parquet options, for every command, and read
     // as a `Location` as theirs; simulate's default is its own.
     let parquet_dir = if args.no_parquet {
-        PathBuf::from("shadow-data")
+        None
     } else {
         let dir = local_dataset(args.parquet.location()?)?;
         args.parquet.local_only(&dir)?;
-        dir
+        Some(dir)
     };
     let telemetry = Arc::new(shadow_reconciler::telemetry::http::Telemetry::new());
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (traces, cluster, server) = runtime.block_on(endpoints(args, &telemetry))?;
     // Then the run's own dataset, under the directory's lock, held until the analysis is done.
-    let run = (!args.no_parquet)
-        .then(|| new_run(&parquet_dir, args.replace, args.quiet))
+    let run = parquet_dir
+        .map(|dir| new_run(&dir, args.replace, args.quiet))
         .transpose()?;
     let parquet = run.as_ref().map(|run| {
         let health = telemetry.metrics().sink_health("parquet");

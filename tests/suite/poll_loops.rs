@@ -17,7 +17,7 @@
 //! The tests at the bottom plant each kind of poll, and loops that are not polls, in made-up files
 //! and check what is caught.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
@@ -382,32 +382,12 @@ fn check(files: &[(String, String)]) -> Vec<String> {
     problems
 }
 
-fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, root, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let relative = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            out.push((relative, std::fs::read_to_string(&path).unwrap()));
-        }
-    }
-}
-
 #[test]
 fn the_tests_and_benches_wait_through_the_one_helper() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&root.join("tests"), root, &mut files);
-    rust_files(&root.join("benches"), root, &mut files);
+    crate::settings_carrier::rust_files(&root.join("tests"), root, &mut files);
+    crate::settings_carrier::rust_files(&root.join("benches"), root, &mut files);
     assert!(
         files.iter().any(|(p, _)| p == HELPER)
             && files.iter().any(|(p, _)| p == "tests/common/apiserver.rs")

@@ -395,7 +395,9 @@ fn check(files: &[(String, String)]) -> Vec<String> {
     problems
 }
 
-fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
+/// Every `.rs` file under `dir`, in path order, as (path relative to `root`, text); also the
+/// walk of `poll_loops.rs`.
+pub(crate) fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
