@@ -93,6 +93,29 @@ if [ -z "${SHADOW_RECONCILER_IMAGE_TARGET_DIR:-}" ]; then
   fi
 fi
 export SHADOW_RECONCILER_IMAGE_TARGET_DIR
+# The tests' own build (`cargo test` below) likewise, in one target directory per machine and
+# toolchain: the dependencies (about 8 minutes of both cores at the dev profile's opt-level 1)
+# compile once per machine, each checkout's own crate every run. Without incremental state
+# (CARGO_INCREMENTAL=0): it would add 1.5 GiB per checkout path and does not speed up a build
+# of the crate from scratch, which is what a new checkout does. Past 8 GiB every checkout's
+# artifacts of this crate are removed, the dependencies' stay. A CARGO_TARGET_DIR set by the
+# caller is used as it is.
+if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  CARGO_TARGET_DIR=$cache/test-build-$image_key
+  for old in "$cache"/test-build-*; do
+    [ -d "$old" ] && [ "$old" != "$CARGO_TARGET_DIR" ] && rm -rf "$old"
+  done
+  if [ -d "$CARGO_TARGET_DIR/debug" ] && [ "$(du -sm "$CARGO_TARGET_DIR" | cut -f1)" -gt 8192 ]; then
+    for unit in "$CARGO_TARGET_DIR"/debug/.fingerprint/shadow-reconciler-*; do
+      [ -d "$unit" ] || continue
+      hash=${unit##*-} # a unit's outputs carry its fingerprint's hash in their names
+      rm -rf "$unit" "$CARGO_TARGET_DIR"/debug/deps/*-"$hash"* "$CARGO_TARGET_DIR"/debug/examples/*-"$hash"*
+    done
+  fi
+  export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+fi
+mkdir -p "$CARGO_TARGET_DIR"
+export CARGO_TARGET_DIR
 
 # pyarrow and DuckDB, the readers analysts use, read our Parquet in the tests: a venv with the
 # pinned versions of scripts/requirements.txt, built once per machine and version of that file
@@ -115,22 +138,65 @@ if [ ! -L .venv ] || [ "$(readlink .venv)" != "$venv" ]; then
 fi
 export SHADOW_RECONCILER_PYTHON="$venv/bin/python"
 
-# Every test target, the system harness included (tests/system: the real node, kube-apiserver,
-# Spark, Trino, the Collector, the Go controllers, crash loops, the image build), which only this
-# switch builds: a plain `cargo test` is the fast loop of docs/testing.md.
-cargo test --locked --all-targets --features system-tests
-# The Go module: vetted and tested with the race detector (sdk/go holds the Go engine, its
-# models held to the Rust ones by the shared vectors of tests/data/*-vectors.json). The Go
-# example controller is also built and run by cargo's tests/system/go_controller.rs above, and OCM's
-# controller adopted (its own module, sdk/go/examples/ocm) by tests/system/ocm_controller.rs.
-for mod in sdk/go sdk/go/examples/ocm; do
-  (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
-done
-(cd tools/otelcol && go vet ./...)  # the Collector's main: no tests of its own, run by tests/system/collector.rs
-# With the features of the build above, so that cargo reuses it instead of compiling the crate
-# again (a feature is part of every artifact's fingerprint).
-cargo test --locked --doc --features system-tests
-# The binary the tests ran (`cargo run` would compile the dependencies again: without the
-# dev-dependencies, some of their features differ).
-"${CARGO_TARGET_DIR:-target}/debug/shadow-reconciler" plan check deploy/plans/*.yaml
+# The time of each stage, on stderr, so that a slow run says where its time went.
+stage() { echo "scripts/test.sh: $1 ($(($(date +%s) - started)) s since the start)" >&2; }
+started=$(($(date +%s) - SECONDS))
+stage "set-up done"
+
+tests() {
+  set -euo pipefail
+  # Every test target, the system harness included (tests/system: the real node, kube-apiserver,
+  # Spark, Trino, the Collector, the Go controllers, crash loops, the image build), which only this
+  # switch builds: a plain `cargo test` is the fast loop of docs/testing.md.
+  cargo test --locked --all-targets --features system-tests --no-run
+  stage "the build done"
+  # Beside the test harnesses, which keep both cores busy: the benchmarks in test mode (a smoke
+  # run each; most of their time is spent waiting for fresh control planes) and the Go modules,
+  # vetted and tested with the race detector (sdk/go holds the Go engine, its models held to the
+  # Rust ones by the shared vectors of tests/data/*-vectors.json; the Go example controller is also
+  # built and run by tests/system/go_controller.rs, and OCM's controller adopted, its own module
+  # sdk/go/examples/ocm, by tests/system/ocm_controller.rs). Each one's output is shown when it
+  # ends.
+  local logs
+  logs=$(mktemp -d)
+  (cargo test --locked --benches --features system-tests >"$logs/benches" 2>&1) &
+  local benches=$!
+  (
+    for mod in sdk/go sdk/go/examples/ocm; do
+      (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
+    done
+    (cd tools/otelcol && go vet ./...) # the Collector's main: no tests of its own, run by tests/system/collector.rs
+  ) >"$logs/go" 2>&1 &
+  local go=$!
+  local failed=""
+  cargo test --locked --lib --bins --tests --examples --features system-tests || failed="$failed cargo-test"
+  stage "the test harnesses done"
+  wait "$benches" || failed="$failed benchmarks"
+  echo "--- the benchmarks in test mode (cargo test --benches):" >&2
+  cat "$logs/benches" >&2
+  wait "$go" || failed="$failed go"
+  echo "--- the Go modules (go vet, go test -race):" >&2
+  cat "$logs/go" >&2
+  rm -rf "$logs"
+  if [ -n "$failed" ]; then
+    echo "scripts/test.sh: failed:$failed (output above)" >&2
+    exit 1
+  fi
+  stage "the benchmarks and the Go modules done"
+  # With the features of the build above, so that cargo reuses it instead of compiling the crate
+  # again (a feature is part of every artifact's fingerprint).
+  cargo test --locked --doc --features system-tests
+  # The binary the tests ran (`cargo run` would compile the dependencies again: without the
+  # dev-dependencies, some of their features differ).
+  "$CARGO_TARGET_DIR/debug/shadow-reconciler" plan check deploy/plans/*.yaml
+}
+# From the build to the last test a run holds its target directory's lock: the tests run the
+# binaries cargo puts there by name (debug/shadow-reconciler), which another checkout's build in
+# the same directory would replace. Two runs on one machine take turns (the test node's lock
+# would make them wait for each other anyway). `flock -o`: the servers the tests start do not
+# inherit the lock.
+export started
+lock=$CARGO_TARGET_DIR/.tests.lock
+flock -n -o "$lock" true || echo "scripts/test.sh: another run holds $lock; waiting for it" >&2
+flock -o "$lock" bash -c "$(declare -f stage tests); tests"
 echo "scripts/test.sh: everything passed in $((SECONDS / 60)) min $((SECONDS % 60)) s" >&2
