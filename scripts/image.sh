@@ -100,12 +100,8 @@ build_tool() {
   # directory writes its binary to the same path.
   (
     flock 9
-    # Cargo judges a workspace crate fresh by its files' times, not their path: sources of another
-    # checkout older than the artifacts would be taken as built. So a build from another checkout
-    # than the last one makes this crate's roots newer first (only their times change).
-    if [ "$(cat "$target_dir/.built-from" 2>/dev/null)" != "$root" ]; then
-      touch "$root/src/lib.rs" "$root/src/main.rs"
-    fi
+    # A build from another checkout than the last one builds this crate again (see the script).
+    bash "$root/scripts/claim-target-dir.sh" "$target_dir" || die "cannot claim $target_dir"
     # The C compilers of the dependencies see a fixed SOURCE_DATE_EPOCH (their __DATE__), not the
     # commit's: their build scripts rerun when it changes, and the binary must not depend on it.
     SOURCE_DATE_EPOCH=315532800 SHADOW_RECONCILER_IMAGE_SOURCE=$root SHADOW_RECONCILER_INNER_RUSTC_WRAPPER=${RUSTC_WRAPPER:-} \
@@ -114,7 +110,6 @@ build_tool() {
       CFLAGS_x86_64_unknown_linux_gnu="$cremap" CXXFLAGS_x86_64_unknown_linux_gnu="$cremap" \
       cargo build --release --locked --target "$target" --target-dir "$target_dir" --bin shadow-reconciler >&2 ||
       die "cargo build of the static binary failed (command above)"
-    printf '%s\n' "$root" >"$target_dir/.built-from"
     cp "$target_dir/$target/release/shadow-reconciler" "$bin"
   ) 9>"$target_dir/.scripts-image.lock" || exit 1
   # A static binary has no interpreter: it runs FROM scratch.

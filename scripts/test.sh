@@ -95,11 +95,12 @@ fi
 export SHADOW_RECONCILER_IMAGE_TARGET_DIR
 # The tests' own build (`cargo test` below) likewise, in one target directory per machine and
 # toolchain: the dependencies (about 8 minutes of both cores at the dev profile's opt-level 1)
-# compile once per machine, each checkout's own crate every run. Without incremental state
-# (CARGO_INCREMENTAL=0): it would add 1.5 GiB per checkout path and does not speed up a build
-# of the crate from scratch, which is what a new checkout does. Past 8 GiB every checkout's
-# artifacts of this crate are removed, the dependencies' stay. A CARGO_TARGET_DIR set by the
-# caller is used as it is.
+# compile once per machine, this crate again when another checkout built there last
+# (scripts/claim-target-dir.sh, below). Without incremental state (CARGO_INCREMENTAL=0): it
+# adds 1.5 GiB and does not speed up a build of the crate from scratch, which is what a new
+# checkout does. Past 8 GiB this crate's artifacts (of every profile setting they were built
+# with) are removed, the dependencies' stay. A CARGO_TARGET_DIR set by the caller is used as it
+# is.
 if [ -z "${CARGO_TARGET_DIR:-}" ]; then
   CARGO_TARGET_DIR=$cache/test-build-$image_key
   for old in "$cache"/test-build-*; do
@@ -145,6 +146,13 @@ stage "set-up done"
 
 tests() {
   set -euo pipefail
+  # Both shared target directories claimed for this checkout before the build (under their
+  # locks): the image's claim, if it came later, in the middle of the tests, would make this
+  # build's crate stale for the cargo commands that follow it.
+  bash scripts/claim-target-dir.sh "$CARGO_TARGET_DIR"
+  mkdir -p "$SHADOW_RECONCILER_IMAGE_TARGET_DIR"
+  flock "$SHADOW_RECONCILER_IMAGE_TARGET_DIR/.scripts-image.lock" \
+    bash scripts/claim-target-dir.sh "$SHADOW_RECONCILER_IMAGE_TARGET_DIR"
   # Every test target, the system harness included (tests/system: the real node, kube-apiserver,
   # Spark, Trino, the Collector, the Go controllers, crash loops, the image build), which only this
   # switch builds: a plain `cargo test` is the fast loop of docs/testing.md.
@@ -159,6 +167,12 @@ tests() {
   # ends.
   local logs
   logs=$(mktemp -d)
+  # The real node's test (tests/system/node_deploy.rs), the longest and the one that waits most
+  # (for pods, Leases, a rollout's steps), from the start in a harness process of its own, so that
+  # the other tests fill its waits; the main run skips it. It builds the images first, which the
+  # image test then finds built.
+  (cargo test --locked --features system-tests --test system -- node_deploy:: >"$logs/node" 2>&1) &
+  local node=$!
   (cargo test --locked --benches --features system-tests >"$logs/benches" 2>&1) &
   local benches=$!
   (
@@ -169,8 +183,12 @@ tests() {
   ) >"$logs/go" 2>&1 &
   local go=$!
   local failed=""
-  cargo test --locked --lib --bins --tests --examples --features system-tests || failed="$failed cargo-test"
+  cargo test --locked --lib --bins --tests --examples --features system-tests -- --skip node_deploy:: ||
+    failed="$failed cargo-test"
   stage "the test harnesses done"
+  wait "$node" || failed="$failed node_deploy"
+  echo "--- the real node's test (cargo test --test system -- node_deploy::):" >&2
+  cat "$logs/node" >&2
   wait "$benches" || failed="$failed benchmarks"
   echo "--- the benchmarks in test mode (cargo test --benches):" >&2
   cat "$logs/benches" >&2
@@ -179,10 +197,10 @@ tests() {
   cat "$logs/go" >&2
   rm -rf "$logs"
   if [ -n "$failed" ]; then
-    echo "scripts/test.sh: failed:$failed (output above)" >&2
+    echo "scripts/test.sh: failed:$failed (their output above)" >&2
     exit 1
   fi
-  stage "the benchmarks and the Go modules done"
+  stage "the node, the benchmarks and the Go modules done"
   # With the features of the build above, so that cargo reuses it instead of compiling the crate
   # again (a feature is part of every artifact's fingerprint).
   cargo test --locked --doc --features system-tests
