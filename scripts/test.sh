@@ -75,44 +75,33 @@ export SHADOW_RECONCILER_HELM
 # exporters/sql/trino, fetched once per machine.
 SHADOW_RECONCILER_TRINO=$(bash scripts/trino.sh)
 export SHADOW_RECONCILER_TRINO
-# The images' static release build (scripts/image.sh, for tests/system/image.rs and node_deploy.rs)
-# in one target directory per machine and toolchain: its dependencies (about 8 minutes of both
-# cores) build once per machine, each checkout's own crate every run. Directories of other
-# toolchains are removed, and this one is emptied when it passes 8 GiB (each checkout path
-# leaves its crate's artifacts there).
+# Two cargo target directories per machine and toolchain, shared by the checkouts: their
+# dependencies build once per machine, this crate again when another checkout built there last
+# (scripts/claim-target-dir.sh, below). Directories of other toolchains are removed, and one is
+# emptied when it passes 8 GiB (old versions of dependencies accumulate there).
 cache=${SHADOW_RECONCILER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shadow-reconciler}
-image_key=$(rustc -vV | sha256sum | cut -c1-16)
-if [ -z "${SHADOW_RECONCILER_IMAGE_TARGET_DIR:-}" ]; then
-  SHADOW_RECONCILER_IMAGE_TARGET_DIR=$cache/image-build-$image_key
-  for old in "$cache"/image-build-*; do
-    [ -e "$old" ] && [ "$old" != "$SHADOW_RECONCILER_IMAGE_TARGET_DIR" ] && rm -rf "$old"
+toolchain_key=$(rustc -vV | sha256sum | cut -c1-16)
+machine_target_dir() { # NAME -> the directory
+  local dir=$cache/$1-$toolchain_key old
+  for old in "$cache/$1"-*; do
+    [ -e "$old" ] && [ "$old" != "$dir" ] && rm -rf "$old"
   done
-  if [ -d "$SHADOW_RECONCILER_IMAGE_TARGET_DIR" ] &&
-    [ "$(du -sm "$SHADOW_RECONCILER_IMAGE_TARGET_DIR" | cut -f1)" -gt 8192 ]; then
-    rm -rf "$SHADOW_RECONCILER_IMAGE_TARGET_DIR"
+  if [ -d "$dir" ] && [ "$(du -sm "$dir" | cut -f1)" -gt 8192 ]; then
+    rm -rf "$dir"
   fi
-fi
+  mkdir -p "$dir"
+  echo "$dir"
+}
+# The images' static release build (scripts/image.sh, for tests/system/image.rs and
+# node_deploy.rs): its dependencies take about 8 minutes of both cores.
+SHADOW_RECONCILER_IMAGE_TARGET_DIR=${SHADOW_RECONCILER_IMAGE_TARGET_DIR:-$(machine_target_dir image-build)}
 export SHADOW_RECONCILER_IMAGE_TARGET_DIR
-# The tests' own build (`cargo test` below) likewise, in one target directory per machine and
-# toolchain: the dependencies (about 8 minutes of both cores at the dev profile's opt-level 1)
-# compile once per machine, this crate again when another checkout built there last
-# (scripts/claim-target-dir.sh, below). Without incremental state (CARGO_INCREMENTAL=0): it
-# adds 1.5 GiB and does not speed up a build of the crate from scratch, which is what a new
-# checkout does. Past 8 GiB this crate's artifacts (of every profile setting they were built
-# with) are removed, the dependencies' stay. A CARGO_TARGET_DIR set by the caller is used as it
-# is.
+# The tests' own build (`cargo test` below), whose dependencies take about 8 minutes of both cores
+# at the dev profile's opt-level 1. Without incremental state (CARGO_INCREMENTAL=0): it adds
+# 1.5 GiB and does not speed up a build of the crate from scratch, which is what a new checkout
+# does. A CARGO_TARGET_DIR set by the caller is used as it is.
 if [ -z "${CARGO_TARGET_DIR:-}" ]; then
-  CARGO_TARGET_DIR=$cache/test-build-$image_key
-  for old in "$cache"/test-build-*; do
-    [ -d "$old" ] && [ "$old" != "$CARGO_TARGET_DIR" ] && rm -rf "$old"
-  done
-  if [ -d "$CARGO_TARGET_DIR/debug" ] && [ "$(du -sm "$CARGO_TARGET_DIR" | cut -f1)" -gt 8192 ]; then
-    for unit in "$CARGO_TARGET_DIR"/debug/.fingerprint/shadow-reconciler-*; do
-      [ -d "$unit" ] || continue
-      hash=${unit##*-} # a unit's outputs carry its fingerprint's hash in their names
-      rm -rf "$unit" "$CARGO_TARGET_DIR"/debug/deps/*-"$hash"* "$CARGO_TARGET_DIR"/debug/examples/*-"$hash"*
-    done
-  fi
+  CARGO_TARGET_DIR=$(machine_target_dir test-build)
   export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
 mkdir -p "$CARGO_TARGET_DIR"
@@ -173,7 +162,8 @@ tests() {
   # image test then finds built.
   (cargo test --locked --features system-tests --test system -- node_deploy:: >"$logs/node" 2>&1) &
   local node=$!
-  (cargo test --locked --benches --features system-tests >"$logs/benches" 2>&1) &
+  # (`--bench '*'`: `--benches` would also run the library's and the binary's unit tests again.)
+  (cargo test --locked --bench '*' --features system-tests >"$logs/benches" 2>&1) &
   local benches=$!
   (
     for mod in sdk/go sdk/go/examples/ocm; do
@@ -190,7 +180,7 @@ tests() {
   echo "--- the real node's test (cargo test --test system -- node_deploy::):" >&2
   cat "$logs/node" >&2
   wait "$benches" || failed="$failed benchmarks"
-  echo "--- the benchmarks in test mode (cargo test --benches):" >&2
+  echo "--- the benchmarks in test mode (cargo test --bench '*'):" >&2
   cat "$logs/benches" >&2
   wait "$go" || failed="$failed go"
   echo "--- the Go modules (go vet, go test -race):" >&2
