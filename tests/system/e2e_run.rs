@@ -305,6 +305,18 @@ fn dispatched(plane: &ControlPlane, flow_schema: &str) -> u64 {
         .sum()
 }
 
+/// The requests the audit log shows complete under the shadow's identity, less those Priority
+/// and Fairness rejected (429: audited, never dispatched).
+fn served_under_shadow(plane: &ControlPlane) -> u64 {
+    let served = plane
+        .audit()
+        .into_iter()
+        .filter(|e| e.user == SERVICE_ACCOUNT && e.stage == "ResponseComplete")
+        .filter(|e| !e.impersonated.is_empty() && e.code != 429)
+        .count();
+    u64::try_from(served).expect("small")
+}
+
 /// After `run` stopped: the shadow's requests went under the shadow's identity and flow, the
 /// control's under the controller's.
 fn shadow_flow(plane: &ControlPlane) {
@@ -337,11 +349,11 @@ fn shadow_flow(plane: &ControlPlane) {
         "a dry run under the controller's identity: {:?}",
         control.iter().find(|e| e.dry_run())
     );
-    // Rejected by Priority and Fairness (429) a request is audited but not dispatched; the
-    // server may still be finishing the last requests of the stopped process.
-    let served = shadow.iter().filter(|e| e.code != 429).count();
-    let served = u64::try_from(served).expect("small");
-    let mut last = 0;
+    // Rejected by Priority and Fairness (429) a request is audited but not dispatched. The
+    // server may still be finishing the last requests of the stopped process: a watch is
+    // dispatched when it starts and audited complete only when the server sees its connection
+    // closed, so both counts are read again until they agree.
+    let (mut last, mut served) = (0, 0);
     // The assertion below says what it saw.
     let _ = wait_until(
         "the shadow's requests dispatched",
@@ -349,10 +361,11 @@ fn shadow_flow(plane: &ControlPlane) {
         Duration::from_millis(200),
         || {
             last = dispatched(plane, "shadow-reconciler");
+            served = served_under_shadow(plane);
             if last == served {
                 Ok(())
             } else {
-                Err(format!("{last} of {served}"))
+                Err(format!("{last} dispatched, {served} audited complete"))
             }
         },
     );
