@@ -16,7 +16,7 @@ use promql_parser::util::{ExprVisitor, walk_expr};
 use serde_json::Value;
 use shadow_reconciler::telemetry::http::Telemetry;
 
-use common::wait::wait_for;
+use common::wait::{wait_for, wait_until};
 use common::{Process, free_port};
 
 fn root() -> &'static Path {
@@ -347,14 +347,17 @@ fn encode(s: &str) -> String {
 }
 
 /// The series an instant query returns now.
-fn query(prometheus: &str, expr: &str) -> Result<usize, String> {
-    let body = get(prometheus, &format!("/api/v1/query?query={}", encode(expr)))
-        .ok_or_else(|| format!("no answer to {expr}"))?;
+/// How many series `expr` returns: `None` if Prometheus did not answer (it may be busy), an
+/// error if it refused the expression.
+fn query(prometheus: &str, expr: &str) -> Result<Option<usize>, String> {
+    let Some(body) = get(prometheus, &format!("/api/v1/query?query={}", encode(expr))) else {
+        return Ok(None);
+    };
     let json: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
     if json["status"] != "success" {
         return Err(format!("{expr}: {body}"));
     }
-    Ok(json["data"]["result"].as_array().map_or(1, Vec::len))
+    Ok(Some(json["data"]["result"].as_array().map_or(1, Vec::len)))
 }
 
 /// An alert's condition without its thresholds: what the alert compares must have data even
@@ -434,7 +437,7 @@ fn every_expression_returns_data_from_prometheus_after_a_simulate_run() {
             .spawn()
             .unwrap(),
     );
-    // Wait for the runs to end (their summaries are printed) and a few scrapes after them.
+    // Wait for the runs to end (their summaries are printed).
     // Eleven minutes for both.
     let started = Instant::now();
     for name in ["simulate", "rollout"] {
@@ -453,33 +456,72 @@ fn every_expression_returns_data_from_prometheus_after_a_simulate_run() {
             },
         );
     }
-    std::thread::sleep(Duration::from_secs(8));
-    let up = query(&prom_addr, "up{job=\"shadow-reconciler\"} == 1");
-    assert_eq!(
-        up,
-        Ok(2),
-        "Prometheus scrapes the run: {}",
-        std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+    every_expression_answers(&prom_addr, &dir.path().join("prometheus.log"));
+}
+
+/// Waits until the Prometheus at `prom_addr` scrapes both runs, then until every expression of
+/// the dashboards and rules has returned data once; panics with what never did.
+fn every_expression_answers(prom_addr: &str, log: &Path) {
+    // Prometheus scrapes both runs every second (a scrape slower than that, on a loaded
+    // machine, reads as down until the next one) and evaluates the rules as often. A bound for a
+    // broken setup only.
+    let prometheus_log = || std::fs::read_to_string(log).unwrap_or_default();
+    let up = wait_until(
+        "Prometheus scraping both runs",
+        Duration::from_mins(2),
+        Duration::from_millis(500),
+        || match query(prom_addr, "up{job=\"shadow-reconciler\"} == 1") {
+            Ok(Some(2)) => Ok(()),
+            other => Err(format!("{other:?} targets up")),
+        },
     );
-    let mut empty = Vec::new();
-    let all = expressions();
-    for e in &all {
-        let text = match &e.kind {
-            Kind::Alert => without_thresholds(parse(e)).to_string(),
-            Kind::Recording(name) => name.clone(),
-            Kind::Dashboard | Kind::Variable => concrete(&e.text),
-        };
-        match query(&prom_addr, &text) {
-            Ok(0) => empty.push(format!("{}: {text}", e.origin)),
-            Ok(_) => {}
-            Err(error) => panic!("{}: {error}", e.origin),
-        }
+    if let Err(e) = up {
+        panic!("{e}\nPrometheus's log:\n{}", prometheus_log());
     }
+    // Every expression must return data once (a recording rule's first evaluation, a range
+    // vector's second sample may come a few intervals later).
+    let all = expressions();
+    let mut empty: Vec<(String, String)> = all
+        .iter()
+        .map(|e| {
+            let text = match &e.kind {
+                Kind::Alert => without_thresholds(parse(e)).to_string(),
+                Kind::Recording(name) => name.clone(),
+                Kind::Dashboard | Kind::Variable => concrete(&e.text),
+            };
+            (e.origin.clone(), text)
+        })
+        .collect();
+    let answered = wait_until(
+        "every expression returning data",
+        Duration::from_mins(2),
+        Duration::from_secs(1),
+        || {
+            let mut still = Vec::new();
+            for (origin, text) in std::mem::take(&mut empty) {
+                match query(prom_addr, &text) {
+                    Ok(None | Some(0)) => still.push((origin, text)),
+                    Ok(Some(_)) => {}
+                    Err(error) => panic!("{origin}: {error}"),
+                }
+            }
+            empty = still;
+            if empty.is_empty() {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        },
+    );
     assert!(
-        empty.is_empty(),
+        answered.is_ok(),
         "{} of {} expressions returned no data:\n{}",
         empty.len(),
         all.len(),
-        empty.join("\n")
+        empty
+            .iter()
+            .map(|(origin, text)| format!("{origin}: {text}"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

@@ -357,7 +357,7 @@ fn shadow_flow(plane: &ControlPlane) {
     // The assertion below says what it saw.
     let _ = wait_until(
         "the shadow's requests dispatched",
-        Duration::from_secs(30),
+        Duration::from_mins(2),
         Duration::from_millis(200),
         || {
             last = dispatched(plane, "shadow-reconciler");

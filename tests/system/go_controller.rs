@@ -241,6 +241,19 @@ impl Shadowed {
             .sum()
     }
 
+    /// Waits until ingest has counted `at_least` reconciles in `mode`.
+    fn wait_reconciles(&self, mode: &str, at_least: u64) {
+        wait_for(
+            &format!("{at_least} reconciles in mode {mode} counted by ingest"),
+            PATIENCE,
+            Duration::from_millis(250),
+            || match self.reconciles(mode) {
+                n if n >= at_least => Ok(()),
+                n => Err(format!("{n} so far")),
+            },
+        );
+    }
+
     pub(crate) fn log(&self, name: &str) -> String {
         tail(&self.dir.join(name), 30)
     }
@@ -484,8 +497,10 @@ fn the_go_controller_in_shadow_on_the_simulator() {
         &["--content-type", "json", "--flag-namespace", "shadow-flags"],
     );
     wait_reconciled(&kubeconfig, || shadowed.log("controller.log"));
+    // The status is written during the reconcile; its span reaches ingest with the SDK's next
+    // batch, after it.
+    shadowed.wait_reconciles("shadow", HOSTED_CLUSTERS as u64);
     assert_eq!(shadowed.reconciles("off"), 0, "no flag said off yet");
-    assert!(shadowed.reconciles("shadow") >= HOSTED_CLUSTERS as u64);
 
     // The flag: a ConfigMap saying off, then a change to one object; its next reconcile (and
     // every later one) runs in mode off.

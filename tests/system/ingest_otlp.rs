@@ -141,7 +141,7 @@ fn the_python_sdk_over_grpc_and_http_shows_the_failure_and_what_would_be_unblock
     );
     wait_for(
         "ingest serving its metrics",
-        Duration::from_secs(30),
+        Duration::from_mins(2),
         Duration::from_millis(100),
         || {
             let answer = metrics(&listen_addr);

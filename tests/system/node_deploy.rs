@@ -638,6 +638,26 @@ fn standalone(node: &Node) {
         "--replicas=0",
     ]);
     let second = parquet_summary(second);
+    // The volume is final once both pods are gone: the standby's SIGTERM may come after the
+    // last leader released the Lease, and then it leads (and commits) for a moment too.
+    eventually(
+        "the deployment's pods gone after the scale to 0",
+        || {
+            node.kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "app.kubernetes.io/name=shadow-reconciler,app.kubernetes.io/component=controller",
+                "-o",
+                "name",
+            ])
+            .trim()
+            .is_empty()
+        },
+        || describe(node),
+    );
     for (pod, [accepted, written, dropped, errors, lost]) in [("first", first), ("last", second)] {
         eprintln!(
             "{pod} pod: {accepted} records accepted, {written} written, {dropped} dropped, {errors} write errors, {lost} lost"
@@ -661,7 +681,7 @@ fn standalone(node: &Node) {
         second[0]
     );
     eprintln!(
-        "volume: {rows} reconciles, none twice: {} and {} of the leaders stopped gracefully, {} committed by the killed one",
+        "volume: {rows} reconciles, none twice: {} and {} of the leaders stopped gracefully, {} committed by the killed one (or a standby that led last)",
         first[0],
         second[0],
         rows - first[0] - second[0]

@@ -500,6 +500,12 @@ fn what_the_grace_leaves_in_the_spool_the_next_start_uploads() {
     for i in 0..1_000 {
         sink.record(&record(i));
     }
+    // Everything committed to the spool first, so that the short grace below is the uploads'
+    // alone, however long the writer takes on a loaded machine.
+    assert!(
+        sink.flush(Duration::from_mins(2)),
+        "the writer did not commit 1,000 records to the spool"
+    );
     match sink.shutdown(Duration::from_secs(2)) {
         Err(ShutdownError::UploadIncomplete { parts, .. }) => assert!(parts >= 1),
         other => panic!("the store is down: {other:?}"),

@@ -405,7 +405,20 @@ fn simulate_interrupted_by_sigterm_still_writes_what_it_accepted() {
     let data = dir.path().join("data");
     let log_path = dir.path().join("simulate.log");
     // Files rotate only after a minute: whatever is on disk was flushed by the interruption.
-    let mut child = simulate(&data, &["--parquet-max-age", "60"])
+    // A population large enough that the run is far from settled at 20 reconciles, and no
+    // deadline: the signal comes while it runs, however loaded the machine.
+    let mut child = bin()
+        .args(["simulate", "--hosted-clusters", "1000", "--addons", "200"])
+        .args([
+            "--seed",
+            "4",
+            "--duration",
+            "600",
+            "--parquet-max-age",
+            "60",
+        ])
+        .arg("--parquet-dir")
+        .arg(&data)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log_path).unwrap())
         .spawn()

@@ -42,7 +42,7 @@ async fn create_widgets(client: &kube::Client) -> Api<example::Widget> {
     // The CRD is served once it is established: a bound for a broken server only.
     let served = wait_until_async(
         "the Widget CRD served",
-        Duration::from_secs(30),
+        Duration::from_mins(1),
         Duration::from_millis(100),
         async || {
             widgets

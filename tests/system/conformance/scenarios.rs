@@ -422,6 +422,14 @@ fn crds() -> Scenario {
                 "/status/conditions/1/status",
                 json!("True"),
             ),
+            // The real server's discovery follows the CRD's Established condition a moment
+            // later (its discovery controller works from a queue).
+            wait_for(
+                "discovered",
+                "/apis/conformance.shadow-reconciler.io/v1",
+                "/resources/0/kind",
+                json!("Gadget"),
+            ),
             post(
                 "create a resource",
                 gadgets,
