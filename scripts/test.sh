@@ -173,7 +173,8 @@ tests() {
   ) >"$logs/go" 2>&1 &
   local go=$!
   local failed=""
-  cargo test --locked --lib --bins --tests --examples --features system-tests -- --skip node_deploy:: ||
+  # --no-fail-fast: a failure in one harness does not hide the others' results.
+  cargo test --locked --no-fail-fast --lib --bins --tests --examples --features system-tests -- --skip node_deploy:: ||
     failed="$failed cargo-test"
   stage "the test harnesses done"
   wait "$node" || failed="$failed node_deploy"
