@@ -371,21 +371,13 @@ fn simulate_in_enforce_mode_retries_the_enforced_status_patches() {
 
 #[test]
 fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
-    use std::process::Stdio;
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let (mut server, _stdout, _) = sim_serve(&kubeconfig);
-    // No CRDs: the controllers' watches fail and back off.
-    let mut controller = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args(["run", "--listen", "127.0.0.1:0"])
-        .env("KUBECONFIG", &kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    // No CRDs: the controllers' watches fail and back off. The signal comes once they run.
+    let (mut controller, _) = run_without_its_kinds(&kubeconfig, &[]);
     assert!(
         Command::new("kill")
             .args(["-TERM", &controller.id().to_string()])
@@ -395,7 +387,7 @@ fn run_stops_on_sigterm_even_when_its_kinds_are_not_served() {
     );
     let code = wait_for(
         "run to stop after SIGTERM",
-        Duration::from_secs(30),
+        Duration::from_mins(2),
         Duration::from_millis(200),
         || match controller.try_wait().unwrap() {
             Some(status) => Ok(status.code()),
@@ -480,24 +472,48 @@ fn ingest_receives_otlp_on_loopback_by_default() {
 /// once, not only after a timeout) and in `/readyz`.
 #[test]
 fn run_names_the_kinds_it_cannot_list() {
-    use std::io::{BufRead, Read, Write};
-    use std::process::Stdio;
+    use std::io::{Read, Write};
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let (mut server, _stdout, _) = sim_serve(&kubeconfig);
+    let (mut run, address) = run_without_its_kinds(&kubeconfig, &["--no-flag-watch"]);
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+    assert!(
+        response.contains("not ready: cannot list clustermanagementaddons.example.shadow-reconciler.io, hostedclusters.example.shadow-reconciler.io yet; apply the CRDs (deploy/crds)"),
+        "{response}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &run.id().to_string()])
+        .status();
+    let _ = run.wait();
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let _ = server.wait();
+}
+
+/// `run` (with `extra`) on the simulator of `kubeconfig`, where no CRD is applied, once its log
+/// has named both reconciled kinds as ones it cannot list: its controllers run. The process,
+/// and its endpoints' address from the log. Its log goes on being read, so that it never
+/// blocks on a full pipe.
+fn run_without_its_kinds(kubeconfig: &Path, extra: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+
     let mut run = Command::new(env!("CARGO_BIN_EXE_shadow-reconciler"))
-        .args([
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--no-flag-watch",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .args(["run", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // A bound for a broken run, not a speed target: a run that never logs is killed, so the
@@ -533,28 +549,8 @@ fn run_names_the_kinds_it_cannot_list() {
             "hostedclusters.example.shadow-reconciler.io"
         ]
     );
-    let address = address.expect("the log gives the endpoints' address");
-    let mut stream = std::net::TcpStream::connect(&address).unwrap();
-    write!(
-        stream,
-        "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 503"), "{response}");
-    assert!(
-        response.contains("not ready: cannot list clustermanagementaddons.example.shadow-reconciler.io, hostedclusters.example.shadow-reconciler.io yet; apply the CRDs (deploy/crds)"),
-        "{response}"
-    );
-    let _ = Command::new("kill")
-        .args(["-TERM", &run.id().to_string()])
-        .status();
-    let _ = run.wait();
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    let _ = server.wait();
+    std::thread::spawn(move || lines.for_each(drop));
+    (run, address.expect("the log gives the endpoints' address"))
 }
 
 /// `simulate --fail-on` turns the analysis' overall readiness into the exit code, as `analyze`

@@ -166,8 +166,10 @@ fn the_timing_must_let_the_holder_stop_before_another_may_take_over() {
 }
 
 /// A `run --leader-elect` replica on the simulator of `kubeconfig`, serving on `port`, as pod
-/// `pod`, writing the dataset `data` (shared, as the overlay's volume), with short timing (the
-/// Lease lasts 4 s).
+/// `pod`, writing the dataset `data` (shared, as the overlay's volume), retrying every second.
+/// Nothing here waits for the Lease to expire (a leader gives it up, or an intruder takes it),
+/// so its duration and the renew deadline are long: a leader on a loaded machine whose renewals
+/// stall for a few seconds keeps it.
 fn replica(
     kubeconfig: &std::path::Path,
     port: u16,
@@ -184,9 +186,9 @@ fn replica(
             "--leader-elect-namespace",
             "default",
             "--leader-elect-lease-duration",
-            "4s",
+            "30s",
             "--leader-elect-renew-deadline",
-            "3s",
+            "20s",
             "--leader-elect-retry-period",
             "1s",
             "--listen",

@@ -16,6 +16,8 @@ use shadow_reconciler::reconcilers::hostedcluster::{HostedCluster, HostedCluster
 use shadow_reconciler::sim::SimConfig;
 use shadow_reconciler::vocab::ErrorClass;
 
+use crate::common::wait::wait_until_async;
+
 /// Writes a ConfigMap, then waits on a write the server never answers (here: forever).
 struct Stuck;
 
@@ -93,17 +95,24 @@ spec:
         .unwrap()
         .with_sink(Arc::new(sink.clone()))
         .with_sink(parquet.clone());
-    // The first operation wrote for real before the cut: the cut happens mid-reconcile.
-    let cut =
-        tokio::time::timeout(Duration::from_millis(500), engine.reconcile(Arc::new(hc))).await;
-    assert!(cut.is_err(), "the reconcile hangs until it is dropped");
-    assert!(
-        Api::<ConfigMap>::namespaced(client, "clusters")
-            .get_opt("written")
-            .await
-            .unwrap()
-            .is_some()
+    // The cut comes once the first operation has written for real: mid-reconcile, however
+    // long the write takes. (The wait's bound is for a broken run only.)
+    let configmaps = Api::<ConfigMap>::namespaced(client, "clusters");
+    let written = wait_until_async(
+        "the first operation's write",
+        Duration::from_mins(5),
+        Duration::from_millis(20),
+        async || match configmaps.get_opt("written").await {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
     );
+    tokio::select! {
+        outcome = engine.reconcile(Arc::new(hc)) => {
+            panic!("the reconcile hangs until it is dropped; it ended: {outcome:?}")
+        }
+        waited = written => waited.expect("the first operation writes"),
+    }
     let records = sink.records();
     assert_eq!(records.len(), 1, "{records:#?}");
     let record = &records[0];

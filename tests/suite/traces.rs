@@ -138,14 +138,30 @@ async fn one_reconcile_exports_its_span_tree_with_links_and_error_status() {
         .unwrap();
 
     let record = sink.records().pop().unwrap();
-    let spans: Vec<Span> = received
-        .lock()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r.resource_spans.iter())
-        .flat_map(|rs| rs.scope_spans.iter())
-        .flat_map(|ss| ss.spans.clone())
-        .collect();
+    // The SDK's flush stops waiting after 5 s, and its export goes on: the spans are read once
+    // the root has arrived. It ends after its steps, so no span of the tree comes after it.
+    let spans = common::wait::wait_until_async(
+        "the reconcile's root span received",
+        std::time::Duration::from_mins(1),
+        std::time::Duration::from_millis(20),
+        async || {
+            let spans: Vec<Span> = received
+                .lock()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r.resource_spans.iter())
+                .flat_map(|rs| rs.scope_spans.iter())
+                .flat_map(|ss| ss.spans.clone())
+                .collect();
+            if spans.iter().any(|s| s.name == "reconcile") {
+                Ok(spans)
+            } else {
+                Err(format!("{} spans", spans.len()))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     check_tree(&spans, record.trace_id.as_deref());
     let closing = traces.clone();
     tokio::task::spawn_blocking(move || closing.shutdown())

@@ -143,6 +143,8 @@ pub fn watch(label: &str, path: &str, seconds: u32) -> Step {
         },
     )
 }
+/// Polls `path` until the JSON `pointer` of its answer is `value`; a `*` segment of the pointer
+/// stands for any item of an array (`/resources/*/name`: some resource has that name).
 pub fn wait_for(label: &str, path: &str, pointer: &str, value: Value) -> Step {
     Step::new(
         label,
@@ -360,7 +362,7 @@ pub async fn play(
                         let (code, bytes) =
                             send(client, "GET", &path, None, "application/json").await;
                         let body = parse(&bytes);
-                        if body.pointer(pointer) == Some(value) {
+                        if pointer_is(&body, pointer, value) {
                             Ok((code, body))
                         } else {
                             Err(format!("answer {code}: {body}"))
@@ -658,4 +660,16 @@ pub fn compare(scenario: &str, simulator: &[Answer], real: &[Answer]) -> (Vec<Di
         }
     }
     (differences, fields)
+}
+
+/// Whether the JSON `pointer` of `body` is `value`, a `*` segment standing for any item of an
+/// array.
+fn pointer_is(body: &Value, pointer: &str, value: &Value) -> bool {
+    match pointer.split_once("/*") {
+        Some((array, rest)) => body
+            .pointer(array)
+            .and_then(Value::as_array)
+            .is_some_and(|items| items.iter().any(|item| pointer_is(item, rest, value))),
+        None => body.pointer(pointer) == Some(value),
+    }
 }

@@ -427,8 +427,8 @@ fn crds() -> Scenario {
             wait_for(
                 "discovered",
                 "/apis/conformance.shadow-reconciler.io/v1",
-                "/resources/0/kind",
-                json!("Gadget"),
+                "/resources/*/name",
+                json!("gadgets"),
             ),
             post(
                 "create a resource",
