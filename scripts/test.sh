@@ -160,10 +160,10 @@ tests() {
   # (for pods, Leases, a rollout's steps), from the start in a harness process of its own, so that
   # the other tests fill its waits; the main run skips it. It builds the images first, which the
   # image test then finds built.
-  (cargo test --locked --features system-tests --test system -- node_deploy:: >"$logs/node" 2>&1) &
+  (cargo test --locked --features system-tests --test system -- node_deploy:: >"$logs/node_deploy" 2>&1) &
   local node=$!
   # (`--bench '*'`: `--benches` would also run the library's and the binary's unit tests again.)
-  (cargo test --locked --bench '*' --features system-tests >"$logs/benches" 2>&1) &
+  (cargo test --locked --bench '*' --features system-tests >"$logs/benchmarks" 2>&1) &
   local benches=$!
   (
     for mod in sdk/go sdk/go/examples/ocm; do
@@ -177,15 +177,15 @@ tests() {
   cargo test --locked --no-fail-fast --lib --bins --tests --examples --features system-tests -- --skip node_deploy:: ||
     failed="$failed cargo-test"
   stage "the test harnesses done"
-  wait "$node" || failed="$failed node_deploy"
-  echo "--- the real node's test (cargo test --test system -- node_deploy::):" >&2
-  cat "$logs/node" >&2
-  wait "$benches" || failed="$failed benchmarks"
-  echo "--- the benchmarks in test mode (cargo test --bench '*'):" >&2
-  cat "$logs/benches" >&2
-  wait "$go" || failed="$failed go"
-  echo "--- the Go modules (go vet, go test -race):" >&2
-  cat "$logs/go" >&2
+  # PID NAME TITLE: waits for a job beside the harnesses, prints its log, notes its failure.
+  collect() {
+    wait "$1" || failed="$failed $2"
+    echo "--- $3:" >&2
+    cat "$logs/$2" >&2
+  }
+  collect "$node" node_deploy "the real node's test (cargo test --test system -- node_deploy::)"
+  collect "$benches" benchmarks "the benchmarks in test mode (cargo test --bench '*')"
+  collect "$go" go "the Go modules (go vet, go test -race)"
   rm -rf "$logs"
   if [ -n "$failed" ]; then
     echo "scripts/test.sh: failed:$failed (their output above)" >&2

@@ -305,13 +305,20 @@ fn dispatched(plane: &ControlPlane, flow_schema: &str) -> u64 {
         .sum()
 }
 
-/// The requests the audit log shows complete under the shadow's identity, less those Priority
-/// and Fairness rejected (429: audited, never dispatched).
-fn served_under_shadow(plane: &ControlPlane) -> u64 {
-    let served = plane
+/// The service account's requests the audit log shows complete.
+fn completed(plane: &ControlPlane) -> Vec<common::apiserver::AuditEvent> {
+    plane
         .audit()
         .into_iter()
         .filter(|e| e.user == SERVICE_ACCOUNT && e.stage == "ResponseComplete")
+        .collect()
+}
+
+/// The requests the audit log shows complete under the shadow's identity, less those Priority
+/// and Fairness rejected (429: audited, never dispatched).
+fn served_under_shadow(plane: &ControlPlane) -> u64 {
+    let served = completed(plane)
+        .iter()
         .filter(|e| !e.impersonated.is_empty() && e.code != 429)
         .count();
     u64::try_from(served).expect("small")
@@ -320,11 +327,7 @@ fn served_under_shadow(plane: &ControlPlane) -> u64 {
 /// After `run` stopped: the shadow's requests went under the shadow's identity and flow, the
 /// control's under the controller's.
 fn shadow_flow(plane: &ControlPlane) {
-    let events: Vec<_> = plane
-        .audit()
-        .into_iter()
-        .filter(|e| e.user == SERVICE_ACCOUNT && e.stage == "ResponseComplete")
-        .collect();
+    let events = completed(plane);
     let (shadow, control): (Vec<_>, Vec<_>) =
         events.iter().partition(|e| !e.impersonated.is_empty());
     let write = |e: &&&common::apiserver::AuditEvent| {
@@ -350,9 +353,9 @@ fn shadow_flow(plane: &ControlPlane) {
         control.iter().find(|e| e.dry_run())
     );
     // Rejected by Priority and Fairness (429) a request is audited but not dispatched. The
-    // server may still be finishing the last requests of the stopped process: a watch is
-    // dispatched when it starts and audited complete only when the server sees its connection
-    // closed, so both counts are read again until they agree.
+    // server may still be finishing the last requests of the stopped process: one in flight is
+    // counted as dispatched when it starts and audited complete only when it ends, so both
+    // counts are read again until they agree.
     let (mut last, mut served) = (0, 0);
     // The assertion below says what it saw.
     let _ = wait_until(

@@ -215,22 +215,13 @@ pub(crate) fn writes_never_interleave(node: &Node, leaders: &[Holder]) {
         unnamed, 0,
         "writes without the pod's name: a token not bound to a pod?"
     );
-    let blocks = |writes: &mut dyn Iterator<Item = &common::apiserver::AuditEvent>| {
-        let mut order: Vec<String> = Vec::new();
-        for write in writes {
-            if order.last() != Some(&write.pod) {
-                order.push(write.pod.clone());
-            }
-        }
-        order
-    };
     // A term per block of Lease writes (its acquisition, renewals and release) by one pod.
     let terms = blocks(
-        &mut persisted
+        persisted
             .iter()
             .filter(|e| e.resource == "leases" && e.name == LEASE),
     );
-    let order = blocks(&mut persisted.iter().filter(|e| e.resource != "leases"));
+    let order = blocks(persisted.iter().filter(|e| e.resource != "leases"));
     let led: Vec<String> = leaders.iter().map(|h| h.pod.clone()).collect();
     let mut seen = led.clone();
     seen.dedup();
@@ -247,6 +238,17 @@ pub(crate) fn writes_never_interleave(node: &Node, leaders: &[Holder]) {
         "audit: {} persisted writes of the replicas, by {order:?} one after the other; the Lease went {terms:?}",
         persisted.iter().filter(|e| e.resource != "leases").count()
     );
+}
+
+/// The pods of `writes`, in order, each run of one pod's writes once.
+fn blocks<'a>(writes: impl Iterator<Item = &'a common::apiserver::AuditEvent>) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    for write in writes {
+        if order.last() != Some(&write.pod) {
+            order.push(write.pod.clone());
+        }
+    }
+    order
 }
 
 /// Whether `part` is `whole` with some of its items left out, the rest in order.
