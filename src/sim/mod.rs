@@ -211,16 +211,21 @@ impl Simulator {
         });
     }
 
-    /// Ends every open watch stream, as a dropped connection would.
-    pub fn drop_watches(&self) {
+    /// Ends every open watch stream, as a dropped connection would, and returns how many were
+    /// open. A client between two watches (re-watching, or backing off after an error) has
+    /// none open, so a drop then ends nothing: a test that needs a stream ended drops again
+    /// until this is more than 0.
+    pub fn drop_watches(&self) -> usize {
+        let open = self.shared.watch_drops.receiver_count();
         self.shared.watch_drops.send_modify(|n| *n += 1);
+        open
     }
 
     /// Stops the server and waits for it. A second call is an error.
     pub async fn shutdown(&mut self) -> Result<(), SimError> {
         let stop = self.stop.take().ok_or(SimError::AlreadyShutDown)?;
         let _ = stop.send(());
-        self.drop_watches();
+        let _ = self.drop_watches();
         if let Some(task) = self.task.take() {
             match task.await {
                 Ok(result) => result.map_err(SimError::Serve)?,
@@ -235,7 +240,7 @@ impl Drop for Simulator {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
-            self.drop_watches();
+            let _ = self.drop_watches();
         }
     }
 }

@@ -13,7 +13,23 @@ use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use shadow_reconciler::sim::SimConfig;
+use shadow_reconciler::sim::{SimConfig, Simulator};
+
+/// Ends the open watch streams once one is open: a drop while the client is between two watches
+/// (re-watching, or backing off after a 503) would end nothing. Each call thus ends a stream
+/// of its own, opened by a watch request of its own.
+async fn drop_an_open_watch(sim: &Simulator) {
+    wait_for_async(
+        "a watch stream open to drop",
+        Duration::from_mins(5),
+        Duration::from_millis(10),
+        async || match sim.drop_watches() {
+            0 => Err("no watch stream open".to_owned()),
+            _ => Ok(()),
+        },
+    )
+    .await;
+}
 
 fn cm(name: &str) -> ConfigMap {
     ConfigMap {
@@ -191,7 +207,7 @@ async fn kube_runtime_watcher_survives_drops_and_relists_after_410() {
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
     eventually("a", &reader, |names| names.contains("a")).await;
 
-    sim.drop_watches();
+    drop_an_open_watch(&sim).await;
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
     eventually("b after a stream drop", &reader, |names| {
         names.contains("b")
@@ -200,7 +216,7 @@ async fn kube_runtime_watcher_survives_drops_and_relists_after_410() {
 
     // Drop the stream, then write more than the retained history: the resume answers 410 and
     // the watcher relists.
-    sim.drop_watches();
+    drop_an_open_watch(&sim).await;
     for name in ["c", "d", "e", "f", "g", "h"] {
         api.create(&PostParams::default(), &cm(name)).await.unwrap();
     }
@@ -285,7 +301,7 @@ mod controller {
     }
 
     /// Widgets whose status reflects their current spec, read from the store directly.
-    fn reconciled(sim: &shadow_reconciler::sim::Simulator) -> usize {
+    fn reconciled(sim: &Simulator) -> usize {
         sim.store(|store| {
             let rt = store
                 .registry()
@@ -302,10 +318,7 @@ mod controller {
         })
     }
 
-    async fn wait_reconciled(
-        sim: &shadow_reconciler::sim::Simulator,
-        drop_every: Option<u32>,
-    ) -> usize {
+    async fn wait_reconciled(sim: &Simulator, drop_every: Option<u32>) -> usize {
         let (mut done, mut round) = (0, 0);
         // A bound for a broken run only (5 minutes), however loaded the machine. The caller
         // asserts on the count reached.
@@ -315,7 +328,7 @@ mod controller {
             Duration::from_millis(100),
             async || {
                 if drop_every.is_some_and(|n| round % n == 0) {
-                    sim.drop_watches();
+                    let _ = sim.drop_watches();
                 }
                 round += 1;
                 done = reconciled(sim);
@@ -362,7 +375,7 @@ mod controller {
 
         // Drop the controller's watch, then change every spec while dropping it again and again:
         // the controller must pick every change up through re-watches.
-        sim.drop_watches();
+        drop_an_open_watch(&sim).await;
         for i in 0..OBJECTS {
             let patch = serde_json::json!({"spec": {"size": i + OBJECTS}});
             api.patch(
@@ -373,7 +386,7 @@ mod controller {
             .await
             .unwrap();
             if i % 250 == 0 {
-                sim.drop_watches();
+                drop_an_open_watch(&sim).await;
             }
         }
         assert_eq!(
@@ -387,6 +400,7 @@ mod controller {
             (faulted, a.records().filter(|r| r.verb == "watch").count())
         });
         assert!(faulted > 10, "the 503s fired ({faulted})");
+        // Five drops each ended a stream of its own watch request.
         assert!(
             watches >= 5,
             "the watch was dropped and resumed ({watches} watches)"
