@@ -55,6 +55,7 @@ const USERS_FILES: &[&str] = &[
     "prometheus.yml", // the user's Prometheus configuration, where our rules are listed
     "shadow-data-report.html", // what `simulate` writes
     "manifest.json",  // Docker's manifest inside the image archive
+    "target",         // cargo's build directory: there only once something was built in it
 ];
 
 /// File extensions that make a code span a file's name.
