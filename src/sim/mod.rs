@@ -76,8 +76,8 @@ struct Shared {
     store: Mutex<Store>,
     faults: Mutex<faults::Faults>,
     audit: Mutex<Audit>,
-    /// Bumped to end every open watch stream (a simulated stream drop).
-    watch_drops: tokio::sync::watch::Sender<u64>,
+    /// A new generation ends every open watch stream (a simulated stream drop).
+    watch_drops: tokio::sync::watch::Sender<watch::Generation>,
 }
 
 impl Shared {
@@ -132,7 +132,7 @@ impl Simulator {
             store: Mutex::new(Store::new(config.history_limit, config.seed)),
             faults: Mutex::new(faults::Faults::new(config.faults.clone())),
             audit: Mutex::new(Audit::new(config.audit_capacity)),
-            watch_drops: tokio::sync::watch::Sender::new(0),
+            watch_drops: tokio::sync::watch::Sender::new(watch::Generation::default()),
             config,
         });
         let app = axum::Router::new()
@@ -211,14 +211,12 @@ impl Simulator {
         });
     }
 
-    /// Ends every open watch stream, as a dropped connection would, and returns how many were
-    /// open. A client between two watches (re-watching, or backing off after an error) has
+    /// Ends every open watch stream, as a dropped connection would, and returns how many it
+    /// ended (a stream an earlier drop ended is not counted again, even before it closed). A client between two watches (re-watching, or backing off after an error) has
     /// none open, so a drop then ends nothing: a test that needs a stream ended drops again
     /// until this is more than 0.
     pub fn drop_watches(&self) -> usize {
-        let open = self.shared.watch_drops.receiver_count();
-        self.shared.watch_drops.send_modify(|n| *n += 1);
-        open
+        watch::drop_all(&self.shared.watch_drops)
     }
 
     /// Stops the server and waits for it. A second call is an error.

@@ -113,6 +113,25 @@ fn error_event(error: &ApiError) -> Bytes {
     line(&json!({"type": "ERROR", "object": error.body()}))
 }
 
+/// The open watch streams, for [`Simulator::drop_watches`](super::Simulator::drop_watches): a
+/// drop starts a new generation, which ends every stream of an older one.
+#[derive(Debug, Default)]
+pub(super) struct Generation {
+    number: u64,
+    /// The streams of this generation still open.
+    live: usize,
+}
+
+/// Ends every open stream; how many it ended.
+pub(super) fn drop_all(drops: &tokio::sync::watch::Sender<Generation>) -> usize {
+    let mut ended = 0;
+    drops.send_modify(|g| {
+        g.number += 1;
+        ended = std::mem::take(&mut g.live);
+    });
+    ended
+}
+
 /// The state of one open stream.
 struct Stream {
     shared: Arc<Shared>,
@@ -124,8 +143,22 @@ struct Stream {
     sent: usize,
     deadline: Instant,
     next_bookmark: Instant,
-    drops: tokio::sync::watch::Receiver<u64>,
+    drops: tokio::sync::watch::Receiver<Generation>,
+    /// The drop generation it was opened in: a newer one ends it.
+    generation: u64,
     finished: bool,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let generation = self.generation;
+        self.shared.watch_drops.send_if_modified(|g| {
+            if g.number == generation {
+                g.live = g.live.saturating_sub(1);
+            }
+            false
+        });
+    }
 }
 
 /// Starts the stream, or answers the error a real server answers before streaming.
@@ -170,8 +203,18 @@ pub(super) fn respond(shared: Arc<Shared>, request: WatchRequest) -> Response {
     };
     let now = Instant::now();
     let interval = shared.config.bookmark_interval;
+    let drops = shared.watch_drops.subscribe();
+    let generation = drops.borrow().number;
+    // Counted as open only if no drop came in between: that drop's change ends it at once.
+    shared.watch_drops.send_if_modified(|g| {
+        if g.number == generation {
+            g.live += 1;
+        }
+        false
+    });
     let stream = Stream {
-        drops: shared.watch_drops.subscribe(),
+        drops,
+        generation,
         shared,
         finished: receiver.is_none(),
         receiver,

@@ -238,7 +238,8 @@ impl Elector {
 
     /// Renews every retry period while this process holds the Lease; returns once it does not:
     /// another holds it, or no renewal succeeded within the renew deadline (each attempt is cut
-    /// at the deadline, so a hanging request cannot keep a holder leading).
+    /// at the deadline, so a hanging request cannot keep a holder leading). A renewal refused
+    /// with 409 is a failed try: the next one reads the Lease again.
     pub async fn hold(&self) -> Lost {
         let mut renewed = Instant::now();
         loop {
@@ -250,7 +251,16 @@ impl Elector {
                     renewed = started;
                     continue;
                 }
-                Ok(Ok(false)) => return Lost::TakenBy(self.holder().unwrap_or_default()),
+                Ok(Ok(false)) => match self.holder() {
+                    Some(holder) if holder != self.config.identity => {
+                        return Lost::TakenBy(holder);
+                    }
+                    // The renewal was refused with 409: another writer changed the Lease
+                    // between its read and the write. The next try reads it again and sees who
+                    // holds it; as client-go, a conflict is a failed try, not a loss.
+                    _ => "the Lease changed between its read and the renewal (409 Conflict)"
+                        .to_owned(),
+                },
                 Ok(Err(error)) => error.to_string(),
                 Err(_) => format!(
                     "no answer within the renew deadline ({:?})",

@@ -24,6 +24,15 @@ fn config(identity: &str, lease_duration: Duration) -> Config {
     }
 }
 
+/// A holder whose renew deadline no loaded machine reaches.
+fn patient(identity: &str) -> Config {
+    Config {
+        lease_duration: Duration::from_mins(2),
+        renew_deadline: Duration::from_mins(1),
+        ..config(identity, Duration::from_mins(2))
+    }
+}
+
 async fn namespace(client: &kube::Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace =
@@ -101,16 +110,17 @@ async fn one_leads_a_first_sight_is_no_expiry_and_a_released_lease_is_taken_at_o
 async fn the_holder_stops_leading_when_another_holds_the_lease_or_it_cannot_renew() {
     let (sim, client) = common::start_sim(SimConfig::default()).await;
     namespace(&client).await;
-    let a = Elector::new(client.clone(), config("a", Duration::from_secs(5)));
+    // A renew deadline no loaded machine reaches: the holder must see the intruder.
+    let a = Elector::new(client.clone(), patient("a"));
     a.acquire().await;
     // Taken behind its back (as after a partition longer than the duration).
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let taken = serde_json::json!({"spec": {"holderIdentity": "intruder"}});
-    let hold = tokio::spawn(async move { a.hold().await });
     leases
         .patch("leader", &PatchParams::default(), &Patch::Merge(&taken))
         .await
         .unwrap();
+    let hold = tokio::spawn(async move { a.hold().await });
     let lost = tokio::time::timeout(Duration::from_mins(1), hold)
         .await
         .expect("the holder did not notice")
@@ -145,6 +155,62 @@ async fn the_holder_stops_leading_when_another_holds_the_lease_or_it_cannot_rene
         "stopped leading before the renew deadline: {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_refused_with_409_is_retried_and_the_holder_keeps_leading() {
+    let (sim, client) = common::start_sim(SimConfig::default()).await;
+    namespace(&client).await;
+    let a = Elector::new(client.clone(), patient("a"));
+    a.acquire().await;
+    // Another writer changes the Lease after each of the holder's next two reads: both
+    // renewals built on them are refused with 409 (as when someone annotates the Lease).
+    sim.conflict_storm("leases.coordination.k8s.io", Some(NAMESPACE), "leader", 2);
+    let hold = tokio::spawn(async move { a.hold().await });
+    let renewals = |sim: &shadow_reconciler::sim::Simulator| {
+        sim.audit(|audit| {
+            audit
+                .records()
+                .filter(|r| r.verb == "update" && r.name.as_deref() == Some("leader"))
+                .map(|r| r.code)
+                .collect::<Vec<_>>()
+        })
+    };
+    let codes = common::wait::wait_for_async(
+        "two renewals refused with 409, then one that holds",
+        Duration::from_mins(1),
+        Duration::from_millis(20),
+        async || {
+            let codes = renewals(&sim);
+            let refused = codes.iter().filter(|c| **c == 409).count();
+            let held_after = codes.iter().skip_while(|c| **c != 409).any(|c| *c == 200);
+            if refused >= 2 && held_after {
+                Ok(codes)
+            } else {
+                Err(format!("the Lease's updates answered {codes:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(
+        !hold.is_finished(),
+        "the holder stopped leading on a conflict ({codes:?}): {:?}",
+        hold.await
+    );
+    assert_eq!(holder(&client).await.as_deref(), Some("a"));
+
+    // Then the Lease is taken: the holder names who holds it, not itself.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder"}});
+    leases
+        .patch("leader", &PatchParams::default(), &Patch::Merge(&taken))
+        .await
+        .unwrap();
+    let lost = tokio::time::timeout(Duration::from_mins(1), hold)
+        .await
+        .expect("the holder did not notice")
+        .unwrap();
+    assert_eq!(lost, Lost::TakenBy("intruder".into()));
 }
 
 #[test]

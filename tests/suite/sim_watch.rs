@@ -17,7 +17,7 @@ use shadow_reconciler::sim::{SimConfig, Simulator};
 
 /// Ends the open watch streams once one is open: a drop while the client is between two watches
 /// (re-watching, or backing off after a 503) would end nothing. Each call thus ends a stream
-/// of its own, opened by a watch request of its own.
+/// no earlier call ended, opened by a watch request of its own.
 async fn drop_an_open_watch(sim: &Simulator) {
     wait_for_async(
         "a watch stream open to drop",

@@ -473,7 +473,12 @@ fn urlencode(text: &str) -> String {
 
 /// The figures of the closing Parquet line in the log `child` follows
 /// ([`common::parquet_closing_line`]).
-pub(crate) fn parquet_summary(mut child: Child) -> [u64; 5] {
+pub(crate) fn parquet_summary(child: Child) -> [u64; 5] {
+    common::parquet_closing_line(&read_followed(child))
+}
+
+/// The whole log a `kubectl logs -f` followed, once its pod's container has ended.
+pub(crate) fn read_followed(mut child: Child) -> String {
     let mut log = String::new();
     child
         .stdout
@@ -482,7 +487,7 @@ pub(crate) fn parquet_summary(mut child: Child) -> [u64; 5] {
         .read_to_string(&mut log)
         .expect("read the log");
     let _ = child.wait();
-    common::parquet_closing_line(&log)
+    log
 }
 
 #[test]
