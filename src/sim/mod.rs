@@ -212,9 +212,10 @@ impl Simulator {
     }
 
     /// Ends every open watch stream, as a dropped connection would, and returns how many it
-    /// ended (a stream an earlier drop ended is not counted again, even before it closed). A client between two watches (re-watching, or backing off after an error) has
-    /// none open, so a drop then ends nothing: a test that needs a stream ended drops again
-    /// until this is more than 0.
+    /// ended (a stream an earlier drop ended is not counted again, even before it closed). A
+    /// client between two watches (re-watching, or backing off after an error) has none open,
+    /// so a drop then ends nothing: a test that needs a stream ended drops again until this is
+    /// more than 0.
     pub fn drop_watches(&self) -> usize {
         watch::drop_all(&self.shared.watch_drops)
     }
@@ -223,7 +224,7 @@ impl Simulator {
     pub async fn shutdown(&mut self) -> Result<(), SimError> {
         let stop = self.stop.take().ok_or(SimError::AlreadyShutDown)?;
         let _ = stop.send(());
-        let _ = self.drop_watches();
+        self.drop_watches();
         if let Some(task) = self.task.take() {
             match task.await {
                 Ok(result) => result.map_err(SimError::Serve)?,
@@ -238,7 +239,7 @@ impl Drop for Simulator {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
-            let _ = self.drop_watches();
+            self.drop_watches();
         }
     }
 }

@@ -33,6 +33,24 @@ fn patient(identity: &str) -> Config {
     }
 }
 
+/// The Lease taken by `intruder` behind its holder's back.
+async fn take_the_lease(client: &kube::Client) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder"}});
+    leases
+        .patch("leader", &PatchParams::default(), &Patch::Merge(&taken))
+        .await
+        .expect("take the Lease");
+}
+
+/// How the holder `hold` runs stopped leading (bounded for a broken run only).
+async fn lost(hold: tokio::task::JoinHandle<Lost>) -> Lost {
+    tokio::time::timeout(Duration::from_mins(1), hold)
+        .await
+        .expect("the holder did not notice")
+        .expect("hold() panicked")
+}
+
 async fn namespace(client: &kube::Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace =
@@ -114,24 +132,16 @@ async fn the_holder_stops_leading_when_another_holds_the_lease_or_it_cannot_rene
     let a = Elector::new(client.clone(), patient("a"));
     a.acquire().await;
     // Taken behind its back (as after a partition longer than the duration).
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder"}});
-    leases
-        .patch("leader", &PatchParams::default(), &Patch::Merge(&taken))
-        .await
-        .unwrap();
+    take_the_lease(&client).await;
     let hold = tokio::spawn(async move { a.hold().await });
-    let lost = tokio::time::timeout(Duration::from_mins(1), hold)
-        .await
-        .expect("the holder did not notice")
-        .unwrap();
-    assert_eq!(lost, Lost::TakenBy("intruder".into()));
+    assert_eq!(lost(hold).await, Lost::TakenBy("intruder".into()));
 
     // The API server gone: the holder stops leading once its renew deadline has passed.
     let b = Elector::new(
         common::client_for(&sim, |_| {}),
         config("b", Duration::from_secs(5)),
     );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     leases
         .patch(
             "leader",
@@ -143,12 +153,12 @@ async fn the_holder_stops_leading_when_another_holds_the_lease_or_it_cannot_rene
     b.acquire().await;
     let started = std::time::Instant::now();
     drop(sim);
-    let lost = tokio::time::timeout(Duration::from_mins(1), b.hold())
+    let stopped = tokio::time::timeout(Duration::from_mins(1), b.hold())
         .await
         .expect("the holder did not notice");
     assert!(
-        matches!(lost, Lost::NotRenewed(_)),
-        "{lost:?}: expected a renewal failure"
+        matches!(stopped, Lost::NotRenewed(_)),
+        "{stopped:?}: expected a renewal failure"
     );
     assert!(
         started.elapsed() >= Duration::from_millis(600),
@@ -167,21 +177,18 @@ async fn a_renewal_refused_with_409_is_retried_and_the_holder_keeps_leading() {
     // renewals built on them are refused with 409 (as when someone annotates the Lease).
     sim.conflict_storm("leases.coordination.k8s.io", Some(NAMESPACE), "leader", 2);
     let hold = tokio::spawn(async move { a.hold().await });
-    let renewals = |sim: &shadow_reconciler::sim::Simulator| {
-        sim.audit(|audit| {
-            audit
-                .records()
-                .filter(|r| r.verb == "update" && r.name.as_deref() == Some("leader"))
-                .map(|r| r.code)
-                .collect::<Vec<_>>()
-        })
-    };
     let codes = common::wait::wait_for_async(
         "two renewals refused with 409, then one that holds",
         Duration::from_mins(1),
         Duration::from_millis(20),
         async || {
-            let codes = renewals(&sim);
+            let codes: Vec<u16> = sim.audit(|audit| {
+                audit
+                    .records()
+                    .filter(|r| r.verb == "update" && r.name.as_deref() == Some("leader"))
+                    .map(|r| r.code)
+                    .collect()
+            });
             let refused = codes.iter().filter(|c| **c == 409).count();
             let held_after = codes.iter().skip_while(|c| **c != 409).any(|c| *c == 200);
             if refused >= 2 && held_after {
@@ -200,17 +207,8 @@ async fn a_renewal_refused_with_409_is_retried_and_the_holder_keeps_leading() {
     assert_eq!(holder(&client).await.as_deref(), Some("a"));
 
     // Then the Lease is taken: the holder names who holds it, not itself.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder"}});
-    leases
-        .patch("leader", &PatchParams::default(), &Patch::Merge(&taken))
-        .await
-        .unwrap();
-    let lost = tokio::time::timeout(Duration::from_mins(1), hold)
-        .await
-        .expect("the holder did not notice")
-        .unwrap();
-    assert_eq!(lost, Lost::TakenBy("intruder".into()));
+    take_the_lease(&client).await;
+    assert_eq!(lost(hold).await, Lost::TakenBy("intruder".into()));
 }
 
 #[test]

@@ -328,7 +328,7 @@ mod controller {
             Duration::from_millis(100),
             async || {
                 if drop_every.is_some_and(|n| round % n == 0) {
-                    let _ = sim.drop_watches();
+                    sim.drop_watches();
                 }
                 round += 1;
                 done = reconciled(sim);
